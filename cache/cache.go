@@ -1,0 +1,577 @@
+package cache
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+	bolt "go.etcd.io/bbolt"
+)
+
+// LOCK ORDER: Cache.mu, then a transfer.Download's own lock (taken inside
+// its methods). No disk or network I/O happens under Cache.mu: decisions are
+// made under it, and the I/O they imply runs after it is released, on
+// entries already taken out of the index or marked busy.
+
+// Options configure a Cache.
+type Options struct {
+	Dir         string // cache directory; created if missing
+	MaxSize     int64  // bytes of object data kept; > 0
+	ChunkSize   int64  // bytes per range request of a download
+	Parallelism int    // range requests in flight per object download
+	Logger      *slog.Logger
+}
+
+// Stats is a snapshot of the cache's counters.
+type Stats struct {
+	Entries   int
+	UsedBytes int64 // reserved by cached versions, complete or not
+	MaxBytes  int64
+	Hits      int64 // opens served by a complete local copy
+	Misses    int64 // opens that needed a download
+	Uncached  int64 // opens served straight from the bucket (too big for the cache)
+	Evictions int64
+}
+
+// ErrStale means the object version a handle reads is gone from the bucket
+// (it was overwritten or deleted) before its bytes were cached.
+var ErrStale = errors.New("object version is gone from the bucket")
+
+// Cache keeps whole object versions in sparse files on local disk, indexed
+// in bbolt. It fills them with background downloads and evicts the least
+// recently used ones that no handle holds open.
+type Cache struct {
+	opts    Options
+	b       transfer.Bucket
+	db      *bolt.DB
+	dataDir string
+	log     *slog.Logger
+	wg      sync.WaitGroup // download finishers
+
+	mu      sync.Mutex
+	entries map[string]*entry // guarded by mu: the cached version of each name
+	lru     *list.List        // guarded by mu: *entry, front = most recently used
+	used    int64             // guarded by mu: bytes reserved, including dropped entries not yet removed
+	closed  bool              // guarded by mu
+	stats   Stats             // guarded by mu
+}
+
+// entry is one cached object version. Fields are guarded by Cache.mu.
+type entry struct {
+	name  string
+	rec   record
+	elem  *list.Element // in Cache.lru while indexed
+	refs  int           // open handles
+	ready chan struct{} // closed once the record and file exist (or failed)
+	err   error         // creation failure, set before ready is closed
+
+	dl     *transfer.Download // running or not yet retired download
+	dlFile *os.File           // dl's destination
+	dlIdle bool               // dl's background walk has ended
+
+	dropped bool // no longer indexed: remove the file when the last handle goes
+}
+
+// Open opens (creating if needed) the cache in o.Dir for bucket b. It
+// checks that the directory is usable, removes data files that no record
+// names (left by a crash), and evicts down to o.MaxSize.
+func Open(o Options, b transfer.Bucket) (*Cache, error) {
+	if o.MaxSize <= 0 {
+		return nil, fmt.Errorf("cache max size must be positive, got %d", o.MaxSize)
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = 8 << 20
+	}
+	if o.Parallelism < 1 {
+		o.Parallelism = 1
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	c := &Cache{
+		opts: o, b: b, log: o.Logger,
+		dataDir: filepath.Join(o.Dir, "data"),
+		entries: map[string]*entry{},
+		lru:     list.New(),
+	}
+	c.stats.MaxBytes = o.MaxSize
+	if err := checkWritable(o.Dir, c.dataDir); err != nil {
+		return nil, err
+	}
+	db, err := openIndex(filepath.Join(o.Dir, "index.db"), b.Name())
+	if err != nil {
+		return nil, err
+	}
+	c.db = db
+	if err := c.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkWritable makes the directories and proves a file can be created.
+func checkWritable(dir, dataDir string) error {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("cache dir %s is not usable: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dataDir, ".probe-*")
+	if err != nil {
+		return fmt.Errorf("cache dir %s is not writable: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+func (c *Cache) dataPath(id uint64) string {
+	return filepath.Join(c.dataDir, strconv.FormatUint(id, 16))
+}
+
+// load reads the index, reconciles it with data/, and evicts to the cap.
+func (c *Cache) load() error {
+	recs, err := loadRecords(c.db)
+	if err != nil {
+		return err
+	}
+	byID := map[uint64]bool{}
+	var missing []string
+	for name, r := range recs {
+		if _, err := os.Stat(c.dataPath(r.ID)); err != nil {
+			missing = append(missing, name)
+			continue
+		}
+		byID[r.ID] = true
+	}
+	if len(missing) > 0 {
+		err := c.db.Update(func(tx *bolt.Tx) error {
+			for _, name := range missing {
+				if err := tx.Bucket(objectsBucket).Delete([]byte(name)); err != nil {
+					return err
+				}
+				delete(recs, name)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	des, err := os.ReadDir(c.dataDir)
+	if err != nil {
+		return err
+	}
+	for _, de := range des {
+		id, err := strconv.ParseUint(de.Name(), 16, 64)
+		if err != nil || !byID[id] {
+			os.Remove(filepath.Join(c.dataDir, de.Name()))
+		}
+	}
+	ordered := make([]*entry, 0, len(recs))
+	for name, r := range recs {
+		e := &entry{name: name, rec: r, ready: make(chan struct{})}
+		close(e.ready)
+		ordered = append(ordered, e)
+	}
+	// Most recent first, so PushBack keeps the LRU order.
+	sortByAccessDesc(ordered)
+	c.mu.Lock()
+	for _, e := range ordered {
+		e.elem = c.lru.PushBack(e)
+		c.entries[e.name] = e
+		c.used += e.rec.Size
+	}
+	victims, _ := c.makeRoomLocked(0)
+	c.mu.Unlock()
+	c.removeAll(victims)
+	return nil
+}
+
+// Open returns a handle for reading the version of the object described
+// by a. A complete local copy of that version is used as is; a different
+// version is dropped; a missing one is created and its download started.
+// An object that cannot fit in the cache is read straight from the bucket.
+func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errors.New("cache is closed")
+	}
+	var victims []*entry
+	e := c.entries[a.Name]
+	if e != nil && e.rec.Generation != a.Generation {
+		victims = append(victims, c.dropLocked(e)...)
+		e = nil
+	}
+	created := false
+	if e == nil {
+		more, ok := c.makeRoomLocked(a.Size)
+		victims = append(victims, more...)
+		if !ok {
+			c.stats.Uncached++
+			c.mu.Unlock()
+			c.removeAll(victims)
+			c.log.Info("object does not fit in the cache; reading it from the bucket directly",
+				"object", a.Name, "size", a.Size, "cache_max_size", c.opts.MaxSize)
+			return &Handle{c: c, name: a.Name, gen: a.Generation, size: a.Size}, nil
+		}
+		e = &entry{
+			name:  a.Name,
+			rec:   record{Generation: a.Generation, Size: a.Size, ChunkSize: c.opts.ChunkSize},
+			ready: make(chan struct{}),
+		}
+		e.elem = c.lru.PushFront(e)
+		c.entries[a.Name] = e
+		c.used += a.Size
+		created = true
+	} else {
+		c.lru.MoveToFront(e.elem)
+	}
+	e.refs++
+	e.rec.LastAccess = time.Now().UnixNano()
+	c.mu.Unlock()
+	c.removeAll(victims)
+
+	if created {
+		err := c.create(e)
+		c.mu.Lock()
+		e.err = err
+		close(e.ready)
+		c.mu.Unlock()
+	}
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		c.release(e)
+		return nil, ctx.Err()
+	}
+	if e.err != nil {
+		c.release(e)
+		return nil, e.err
+	}
+	return c.newHandle(e)
+}
+
+// create writes e's record and makes its sparse data file.
+func (c *Cache) create(e *entry) error {
+	err := c.db.Update(func(tx *bolt.Tx) error { return putRecord(tx, e.name, &e.rec) })
+	if err != nil {
+		c.forget(e)
+		return fmt.Errorf("cache index: %w", err)
+	}
+	f, err := os.OpenFile(c.dataPath(e.rec.ID), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err == nil {
+		err = f.Truncate(e.rec.Size)
+		f.Close()
+	}
+	if err != nil {
+		c.forget(e)
+		return fmt.Errorf("creating cache file: %w", err)
+	}
+	return nil
+}
+
+// forget takes a failed entry out of the index.
+func (c *Cache) forget(e *entry) {
+	c.mu.Lock()
+	victims := c.dropLocked(e)
+	c.mu.Unlock()
+	c.removeAll(victims)
+}
+
+// newHandle opens e's file for a new handle and, if e is incomplete,
+// makes sure a download is running. e.refs already counts the handle.
+func (c *Cache) newHandle(e *entry) (*Handle, error) {
+	f, err := os.Open(c.dataPath(e.rec.ID))
+	if err != nil {
+		c.release(e)
+		return nil, fmt.Errorf("opening cache file: %w", err)
+	}
+	h := &Handle{c: c, e: e, f: f, name: e.name, gen: e.rec.Generation, size: e.rec.Size}
+	c.mu.Lock()
+	if e.rec.Complete {
+		c.stats.Hits++
+		h.complete = true
+		c.mu.Unlock()
+		return h, nil
+	}
+	c.stats.Misses++
+	if e.dl == nil {
+		if err := c.startDownloadLocked(e); err != nil {
+			c.mu.Unlock()
+			h.Close()
+			return nil, err
+		}
+	}
+	h.dl = e.dl
+	c.mu.Unlock()
+	return h, nil
+}
+
+// startDownloadLocked starts fetching e's missing chunks in the background.
+// Opening the destination file is quick local I/O done under the lock so
+// that two opens cannot start two downloads.
+func (c *Cache) startDownloadLocked(e *entry) error {
+	f, err := os.OpenFile(c.dataPath(e.rec.ID), os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("opening cache file: %w", err)
+	}
+	present := e.rec.presentBools()
+	if e.rec.ChunkSize != c.opts.ChunkSize {
+		// Chunk size changed since the last mount: refetch everything.
+		present = nil
+		e.rec.ChunkSize = c.opts.ChunkSize
+	}
+	dl := transfer.NewDownload(c.b, e.name, e.rec.Generation, e.rec.Size, f, present,
+		transfer.DownloadOptions{ChunkSize: c.opts.ChunkSize, Parallelism: c.opts.Parallelism})
+	e.dl, e.dlFile, e.dlIdle = dl, f, false
+	dl.Start()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		<-dl.Idle()
+		c.mu.Lock()
+		e.dlIdle = true
+		retire := e.dl == dl && (e.refs == 0 || isClosed(dl.Complete()))
+		if retire {
+			e.dl, e.dlFile = nil, nil
+		}
+		c.mu.Unlock()
+		if err := dl.Err(); err != nil {
+			c.log.Warn("background download stopped", "object", e.name, "generation", e.rec.Generation, "err", err)
+		}
+		if retire {
+			c.retire(e, dl, f)
+		}
+	}()
+	return nil
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// retire stops dl, syncs its file and records which chunks it holds.
+// Only synced chunks are ever recorded as present.
+func (c *Cache) retire(e *entry, dl *transfer.Download, f *os.File) {
+	dl.Stop()
+	present := dl.Present()
+	syncErr := f.Sync()
+	f.Close()
+	if syncErr != nil {
+		c.log.Warn("syncing cache file failed; its chunks will be fetched again", "object", e.name, "err", syncErr)
+		return
+	}
+	c.mu.Lock()
+	if e.dropped {
+		c.mu.Unlock()
+		return
+	}
+	e.rec.setPresent(present)
+	rec := e.rec
+	c.mu.Unlock()
+	err := c.db.Batch(func(tx *bolt.Tx) error {
+		if tx.Bucket(objectsBucket).Get([]byte(e.name)) == nil {
+			return nil // evicted meanwhile
+		}
+		return putRecord(tx, e.name, &rec)
+	})
+	if err != nil {
+		c.log.Warn("recording cached chunks failed", "object", e.name, "err", err)
+	}
+}
+
+// release drops one handle's reference to e.
+func (c *Cache) release(e *entry) {
+	c.mu.Lock()
+	e.refs--
+	var victims []*entry
+	var dl *transfer.Download
+	var f *os.File
+	if e.refs == 0 {
+		switch {
+		case e.dropped:
+			victims = []*entry{e}
+		case e.dl != nil && e.dlIdle:
+			dl, f = e.dl, e.dlFile
+			e.dl, e.dlFile = nil, nil
+		}
+		if !e.dropped {
+			more, _ := c.makeRoomLocked(0)
+			victims = append(victims, more...)
+		}
+	}
+	c.mu.Unlock()
+	if dl != nil {
+		c.retire(e, dl, f)
+	}
+	c.removeAll(victims)
+}
+
+// makeRoomLocked picks least recently used idle entries to evict until
+// need more bytes fit under the cap, and takes them out of the index. It
+// reports false (and evicts nothing) if they cannot fit.
+func (c *Cache) makeRoomLocked(need int64) ([]*entry, bool) {
+	if need > c.opts.MaxSize {
+		return nil, false
+	}
+	over := c.used + need - c.opts.MaxSize
+	if over <= 0 {
+		return nil, true
+	}
+	var pick []*entry
+	for el := c.lru.Back(); el != nil && over > 0; el = el.Prev() {
+		e := el.Value.(*entry)
+		if e.refs > 0 || !isClosed(e.ready) {
+			continue
+		}
+		pick = append(pick, e)
+		over -= e.rec.Size
+	}
+	if over > 0 {
+		return nil, false
+	}
+	var victims []*entry
+	for _, e := range pick {
+		victims = append(victims, c.dropLocked(e)...)
+		c.stats.Evictions++
+	}
+	return victims, true
+}
+
+// dropLocked takes e out of the index. If no handle holds it, it is
+// returned for removal; otherwise the last release removes it.
+func (c *Cache) dropLocked(e *entry) []*entry {
+	if e.dropped {
+		return nil
+	}
+	e.dropped = true
+	if c.entries[e.name] == e {
+		delete(c.entries, e.name)
+	}
+	if e.elem != nil {
+		c.lru.Remove(e.elem)
+		e.elem = nil
+	}
+	if e.refs > 0 {
+		return nil
+	}
+	return []*entry{e}
+}
+
+// removeAll deletes the records and files of dropped entries, stopping
+// their downloads first, and returns their bytes to the budget.
+func (c *Cache) removeAll(victims []*entry) {
+	if len(victims) == 0 {
+		return
+	}
+	for _, e := range victims {
+		c.mu.Lock()
+		dl, f := e.dl, e.dlFile
+		e.dl, e.dlFile = nil, nil
+		c.mu.Unlock()
+		if dl != nil {
+			dl.Stop()
+			f.Close()
+		}
+	}
+	err := c.db.Batch(func(tx *bolt.Tx) error {
+		for _, e := range victims {
+			if e.rec.ID == 0 {
+				continue
+			}
+			if err := deleteRecord(tx, e.name, e.rec.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.log.Warn("removing cache records failed; files stay until the next start", "err", err)
+	}
+	var freed int64
+	for _, e := range victims {
+		if e.rec.ID != 0 {
+			if err := os.Remove(c.dataPath(e.rec.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				c.log.Warn("removing cache file failed", "object", e.name, "err", err)
+			}
+		}
+		freed += e.rec.Size
+	}
+	c.mu.Lock()
+	c.used -= freed
+	c.mu.Unlock()
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Entries = len(c.entries)
+	s.UsedBytes = c.used
+	return s
+}
+
+// Close stops every download, records what is cached, and closes the
+// index. Handles must be closed first; reads on handles still open fail.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	type running struct {
+		e  *entry
+		dl *transfer.Download
+		f  *os.File
+	}
+	var rs []running
+	var recs []record
+	var names []string
+	for _, e := range c.entries {
+		if e.dl != nil {
+			rs = append(rs, running{e, e.dl, e.dlFile})
+			e.dl, e.dlFile = nil, nil
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range rs {
+		c.retire(r.e, r.dl, r.f)
+	}
+	c.wg.Wait()
+	c.mu.Lock()
+	for name, e := range c.entries {
+		if isClosed(e.ready) && e.err == nil && e.rec.ID != 0 {
+			recs = append(recs, e.rec)
+			names = append(names, name)
+		}
+	}
+	c.mu.Unlock()
+	// Access times, so that the LRU order survives the remount.
+	err := c.db.Update(func(tx *bolt.Tx) error {
+		for i := range recs {
+			if err := putRecord(tx, names[i], &recs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if cerr := c.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,117 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// Handle reads one object version through the cache. Its methods are safe
+// for concurrent use; Close must be called exactly once.
+type Handle struct {
+	c    *Cache
+	e    *entry // nil: the object is read from the bucket directly
+	f    *os.File
+	dl   *transfer.Download // nil when the copy was complete at open
+	name string
+	gen  int64
+	size int64
+
+	complete  bool // the copy was complete when the handle was opened
+	closeOnce sync.Once
+}
+
+// Size is the object's size.
+func (h *Handle) Size() int64 { return h.size }
+
+// Generation is the object version the handle reads.
+func (h *Handle) Generation() int64 { return h.gen }
+
+// PassthroughFd returns the local file's descriptor when the whole
+// version was cached at open, so that the kernel can read it directly.
+// The descriptor stays valid until Close.
+func (h *Handle) PassthroughFd() (int, bool) {
+	if !h.complete || h.f == nil {
+		return -1, false
+	}
+	return int(h.f.Fd()), true
+}
+
+// ReadAt reads len(p) bytes at off, waiting only for the chunks it
+// touches (they are fetched ahead of the background download). It returns
+// io.EOF at or past the end, ErrStale if the version is gone from the
+// bucket, or the error of the fetch it waited for.
+func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if off >= h.size {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), h.size-off))
+	p = p[:n]
+	if h.e == nil {
+		got, err := h.c.b.ReadRange(ctx, h.name, h.gen, off, int64(n), &sliceWriter{buf: p})
+		if err != nil {
+			return int(got), staleOr(err)
+		}
+		if int(got) != n {
+			return int(got), io.ErrUnexpectedEOF
+		}
+		return n, nil
+	}
+	if h.dl != nil {
+		if err := h.dl.Ensure(ctx, off, int64(n)); err != nil {
+			return 0, staleOr(err)
+		}
+	}
+	got, err := h.f.ReadAt(p, off)
+	if err == io.EOF && got == n {
+		err = nil
+	}
+	if err != nil {
+		return got, fmt.Errorf("reading cache file: %w", err)
+	}
+	return got, nil
+}
+
+func staleOr(err error) error {
+	if transfer.IsStale(err) {
+		return fmt.Errorf("%w: %v", ErrStale, err)
+	}
+	return err
+}
+
+// Close releases the handle. An entry no handle holds may be evicted.
+func (h *Handle) Close() error {
+	h.closeOnce.Do(func() {
+		if h.f != nil {
+			h.f.Close()
+		}
+		if h.e != nil {
+			h.c.release(h.e)
+		}
+	})
+	return nil
+}
+
+// sliceWriter fills a fixed buffer; writing past its end is an error.
+type sliceWriter struct {
+	buf []byte
+	n   int
+}
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	if len(p) > len(w.buf)-w.n {
+		return 0, fmt.Errorf("range read returned more bytes than asked for")
+	}
+	copy(w.buf[w.n:], p)
+	w.n += len(p)
+	return len(p), nil
+}
+
+func sortByAccessDesc(es []*entry) {
+	sort.Slice(es, func(i, j int) bool { return es[i].rec.LastAccess > es[j].rec.LastAccess })
+}

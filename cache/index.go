@@ -1,0 +1,151 @@
+package cache
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The bbolt schema (version 1):
+//
+//	meta/    "version" -> "1", "bucket" -> the bucket's name
+//	objects/ object name -> JSON record
+//
+// Data files live in data/ and are named by record ID in hex, never by
+// object name, so that two versions of one name never share a file.
+var (
+	metaBucket    = []byte("meta")
+	objectsBucket = []byte("objects")
+	versionKey    = []byte("version")
+	bucketKey     = []byte("bucket")
+)
+
+const schemaVersion = "1"
+
+// record is the persisted state of one cached object version.
+type record struct {
+	ID         uint64 `json:"id"`         // names the data file; unique forever
+	Generation int64  `json:"generation"` // the object version the file holds
+	Size       int64  `json:"size"`
+	ChunkSize  int64  `json:"chunk_size"`        // unit of Present
+	Complete   bool   `json:"complete"`          // every byte is in the file, synced
+	Present    []byte `json:"present,omitempty"` // chunk bitmap while incomplete; bit set only for synced chunks
+	LastAccess int64  `json:"last_access"`       // unix nanoseconds; persisted lazily
+}
+
+func (r *record) chunks() int {
+	if r.ChunkSize <= 0 {
+		return 0
+	}
+	return int((r.Size + r.ChunkSize - 1) / r.ChunkSize)
+}
+
+func (r *record) presentBools() []bool {
+	p := make([]bool, r.chunks())
+	for i := range p {
+		p[i] = r.Complete || (i/8 < len(r.Present) && r.Present[i/8]&(1<<(i%8)) != 0)
+	}
+	return p
+}
+
+func (r *record) setPresent(p []bool) {
+	done := true
+	bits := make([]byte, (len(p)+7)/8)
+	for i, ok := range p {
+		if ok {
+			bits[i/8] |= 1 << (i % 8)
+		} else {
+			done = false
+		}
+	}
+	r.Complete = done
+	if done {
+		r.Present = nil
+	} else {
+		r.Present = bits
+	}
+}
+
+// openIndex opens (or creates) index.db and checks that it belongs to bucket.
+func openIndex(path, bucket string) (*bolt.DB, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, FreelistType: bolt.FreelistMapType})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("cache index %s is locked: another bucketfs process uses this cache dir", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening cache index %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(metaBucket)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(objectsBucket); err != nil {
+			return err
+		}
+		if v := meta.Get(versionKey); v != nil && string(v) != schemaVersion {
+			return fmt.Errorf("cache index %s has schema version %s; this bucketfs reads version %s", path, v, schemaVersion)
+		}
+		if b := meta.Get(bucketKey); b != nil && string(b) != bucket {
+			return fmt.Errorf("cache dir holds bucket %q, not %q: use one cache dir per bucket", b, bucket)
+		}
+		if err := meta.Put(versionKey, []byte(schemaVersion)); err != nil {
+			return err
+		}
+		return meta.Put(bucketKey, []byte(bucket))
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func loadRecords(db *bolt.DB) (map[string]record, error) {
+	out := map[string]record{}
+	err := db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(objectsBucket).ForEach(func(k, v []byte) error {
+			var r record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("cache index entry %q: %w", k, err)
+			}
+			out[string(k)] = r
+			return nil
+		})
+	})
+	return out, err
+}
+
+// putRecord stores r under name; with id == 0 it first takes a new ID.
+func putRecord(tx *bolt.Tx, name string, r *record) error {
+	b := tx.Bucket(objectsBucket)
+	if r.ID == 0 {
+		id, err := b.NextSequence()
+		if err != nil {
+			return err
+		}
+		r.ID = id
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(name), v)
+}
+
+// deleteRecord removes name's record if it still names file id.
+func deleteRecord(tx *bolt.Tx, name string, id uint64) error {
+	b := tx.Bucket(objectsBucket)
+	v := b.Get([]byte(name))
+	if v == nil {
+		return nil
+	}
+	var r record
+	if err := json.Unmarshal(v, &r); err == nil && r.ID != id {
+		return nil
+	}
+	return b.Delete([]byte(name))
+}

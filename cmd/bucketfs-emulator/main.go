@@ -1,0 +1,183 @@
+// Command bucketfs-emulator runs an in-memory Google Cloud Storage emulator
+// in the foreground, for the bucketfs demo: point a mount at the printed URL
+// and try things without a real bucket.
+//
+// Usage:
+//
+//	bucketfs-emulator [--addr 127.0.0.1:4443] [--bucket demo] [--seed] [--wan]
+//
+// When ready it prints one line to stdout,
+//
+//	emulator listening on http://ADDR bucket=NAME
+//
+// and it runs until SIGINT or SIGTERM. Logs go to stderr.
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/bucketfs/bucketfs/internal/emulator"
+)
+
+// usage is printed by -h and on flag errors.
+const usage = `bucketfs-emulator runs an in-memory Google Cloud Storage emulator in the
+foreground, for trying bucketfs without a real bucket.
+
+Usage:
+  bucketfs-emulator [--addr 127.0.0.1:4443] [--bucket demo] [--seed] [--wan]
+
+When ready it prints "emulator listening on http://ADDR bucket=NAME" to stdout
+and serves until interrupted (SIGINT or SIGTERM). All data is lost on exit.
+
+Clients reach it with the JSON API endpoint http://ADDR/storage/v1/ and no
+authentication.
+
+Flags:
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the exit, for readability: it returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bucketfs-emulator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:4443", "listen `address` (host:port); port 0 picks a free port")
+	bucket := fs.String("bucket", "demo", "`name` of the bucket to create")
+	seed := fs.Bool("seed", false, "fill the bucket with sample files (text, nested and implicit\ndirectories, empty files, 1 KiB/1 MiB/64 MiB binaries, one bad name)")
+	wan := fs.Bool("wan", false, "shape traffic like a WAN link (30ms latency, 25 MiB/s per\nrequest, 200 MiB/s in total)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bucketfs-emulator: unexpected arguments: %s\n\n", strings.Join(fs.Args(), " "))
+		fs.Usage()
+		return 2
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	opts := emulator.Options{Addr: *addr, Buckets: []string{*bucket}}
+	if *wan {
+		p := emulator.DefaultWAN()
+		opts.WAN = &p
+		log.Info("WAN shaping on", "latency", p.Latency, "per_conn_bytes_per_s", p.PerConn, "total_bytes_per_s", p.Total)
+	}
+	s, err := emulator.Start(opts)
+	if err != nil {
+		log.Error("cannot start the emulator", "err", err)
+		return 1
+	}
+	defer s.Close()
+
+	if *seed {
+		if err := seedBucket(s, *bucket, log); err != nil {
+			log.Error("cannot seed the bucket", "bucket", *bucket, "err", err)
+			return 1
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(stdout, "emulator listening on %s bucket=%s\n", s.URL(), *bucket)
+	<-ctx.Done()
+	log.Info("shutting down", "requests", s.Requests(), "media_reads", s.TotalMediaReads())
+	return 0
+}
+
+// sampleObject is one object of the demo data set.
+type sampleObject struct {
+	name string
+	data []byte
+}
+
+// sampleObjects returns the demo data set. It exercises what a mount has to
+// handle: nested directories, a directory that exists only as a prefix
+// (logs/), an explicit placeholder object (empty-dir/), an empty file,
+// binaries of several sizes, and a name that is not a valid file path.
+func sampleObjects() []sampleObject {
+	text := func(s string) []byte { return []byte(strings.TrimLeft(s, "\n")) }
+	return []sampleObject{
+		{"README.txt", text(`
+This bucket is served by bucketfs-emulator, an in-memory stand-in for Google
+Cloud Storage. Everything here disappears when the emulator stops.
+
+Things to look at once it is mounted:
+  docs/guide/       nested directories
+  logs/2026/11/     directories that exist only as a name prefix
+  empty-dir/        a directory with a placeholder object and nothing else
+  empty.txt         an empty file
+  data/             pseudo-random binaries of 1 KiB, 1 MiB and 64 MiB
+  bad//name         an object whose name is not a valid path (the mount warns)
+`)},
+		{"docs/guide/intro.md", text(`
+# Introduction
+
+bucketfs mounts a bucket as a directory. Reads are served from a local cache
+once fetched; writes land locally and go back to the bucket in the background.
+`)},
+		{"docs/guide/advanced.md", text(`
+# Advanced
+
+Large files are fetched as parallel range reads; a read waits only for the
+chunks it touches. Dirty files are uploaded after the last close, and
+everything dirty is flushed on unmount.
+`)},
+		{"logs/2026/11/app.log", text(`
+2026-11-01T09:00:00Z INFO  app started version=1.4.2
+2026-11-01T09:00:01Z INFO  connected to database
+2026-11-01T09:15:42Z WARN  slow request path=/report duration=2.4s
+2026-11-01T10:03:17Z ERROR upstream timeout service=billing
+2026-11-01T10:03:18Z INFO  retry succeeded service=billing
+`)},
+		{"empty-dir/", nil},
+		{"empty.txt", nil},
+		{"data/random-1KiB.bin", pseudoRandom("data/random-1KiB.bin", 1<<10)},
+		{"data/random-1MiB.bin", pseudoRandom("data/random-1MiB.bin", 1<<20)},
+		{"data/random-64MiB.bin", pseudoRandom("data/random-64MiB.bin", 64<<20)},
+		{"bad//name", text("This object's name has an empty path segment, so it cannot be a file.\n")},
+	}
+}
+
+// pseudoRandom returns n deterministic pseudo-random bytes, seeded by name,
+// so that the demo's binaries are the same in every run.
+func pseudoRandom(name string, n int) []byte {
+	b := make([]byte, n)
+	// ChaCha8's stream is fixed by its seed; its Read never fails.
+	_, _ = rand.NewChaCha8(sha256.Sum256([]byte(name))).Read(b)
+	return b
+}
+
+// seedBucket stores the demo data set in bucket.
+func seedBucket(s *emulator.Server, bucket string, log *slog.Logger) error {
+	objs := sampleObjects()
+	var total int
+	for _, o := range objs {
+		gen, err := s.Put(bucket, o.name, o.data)
+		if err != nil {
+			return err
+		}
+		total += len(o.data)
+		log.Debug("seeded", "object", o.name, "size", len(o.data), "generation", gen)
+	}
+	log.Info("seeded bucket", "bucket", bucket, "objects", len(objs), "bytes", total)
+	return nil
+}

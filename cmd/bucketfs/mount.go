@@ -1,0 +1,366 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bucketfs/bucketfs/cache"
+	bfs "github.com/bucketfs/bucketfs/fs"
+	"github.com/bucketfs/bucketfs/transfer"
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+)
+
+// mountConfig is everything the mount command is told.
+type mountConfig struct {
+	bucket, mountpoint string
+
+	cacheDir     string
+	cacheMax     Size
+	endpoint     string
+	anonymous    bool
+	metadataTTL  time.Duration
+	chunkSize    Size
+	parallelism  int
+	maxRequests  int
+	uid, gid     int
+	fileMode     Mode
+	dirMode      Mode
+	readOnly     bool
+	allowOther   bool
+	passthrough  bool
+	logLevel     string
+	debugFUSE    bool
+	checkTimeout time.Duration
+}
+
+func newMountFlags(c *mountConfig) *flag.FlagSet {
+	fl := flag.NewFlagSet("mount", flag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	c.cacheMax = 10 << 30
+	c.chunkSize = 8 << 20
+	c.fileMode = 0o644
+	c.dirMode = 0o755
+	fl.StringVar(&c.cacheDir, "cache-dir", "", "cache directory on local disk (default: $XDG_CACHE_HOME/bucketfs/BUCKET, or /var/cache/bucketfs/BUCKET as root)")
+	fl.Var(&c.cacheMax, "cache-max-size", "most object data kept in the cache, e.g. 512MiB, 20GiB")
+	fl.StringVar(&c.endpoint, "endpoint", "", "GCS JSON API endpoint, e.g. http://127.0.0.1:4443 for an emulator (default: Google's)")
+	fl.BoolVar(&c.anonymous, "anonymous", false, "send no credentials (public buckets, emulators)")
+	fl.DurationVar(&c.metadataTTL, "metadata-ttl", time.Minute, "how long names and attributes are trusted before the bucket is asked again; changes made by others show up after this")
+	fl.Var(&c.chunkSize, "prefetch-chunk-size", "bytes per range request when an object is fetched")
+	fl.IntVar(&c.parallelism, "prefetch-parallelism", 16, "range requests in flight per object being fetched")
+	fl.IntVar(&c.maxRequests, "max-requests", 64, "requests in flight to the bucket, over all objects")
+	fl.IntVar(&c.uid, "uid", os.Getuid(), "owner of every file and directory")
+	fl.IntVar(&c.gid, "gid", os.Getgid(), "group of every file and directory")
+	fl.Var(&c.fileMode, "file-mode", "permission bits of files (octal)")
+	fl.Var(&c.dirMode, "dir-mode", "permission bits of directories (octal)")
+	fl.BoolVar(&c.readOnly, "read-only", false, "mount read-only")
+	fl.BoolVar(&c.allowOther, "allow-other", false, "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root)")
+	fl.BoolVar(&c.passthrough, "passthrough", true, "let the kernel read fully cached files directly (FUSE passthrough, Linux >= 6.9, root)")
+	fl.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.BoolVar(&c.debugFUSE, "debug-fuse", false, "log every FUSE request (very verbose)")
+	fl.DurationVar(&c.checkTimeout, "check-timeout", 30*time.Second, "how long the start-up check of the bucket may take")
+	return fl
+}
+
+func mountUsage(fl *flag.FlagSet) string {
+	var b strings.Builder
+	b.WriteString("Usage: bucketfs mount BUCKET MOUNTPOINT [flags]\n\n")
+	b.WriteString("Mounts BUCKET on MOUNTPOINT in the foreground until Ctrl-C, SIGTERM or\n'fusermount3 -u MOUNTPOINT'.\n\nFlags:\n")
+	fl.VisitAll(func(f *flag.Flag) {
+		def := f.DefValue
+		if f.Name == "uid" || f.Name == "gid" {
+			def = "the user running bucketfs"
+		}
+		fmt.Fprintf(&b, "  --%-22s %s", f.Name, f.Usage)
+		if def != "" && def != "false" && !strings.Contains(f.Usage, "(default") {
+			fmt.Fprintf(&b, " (default %s)", def)
+		}
+		b.WriteString("\n")
+	})
+	return b.String()
+}
+
+// parseMountArgs reads BUCKET, MOUNTPOINT and flags, in any order.
+func parseMountArgs(args []string) (*mountConfig, error) {
+	c := &mountConfig{}
+	fl := newMountFlags(c)
+	var pos []string
+	for {
+		if err := fl.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Print(mountUsage(fl))
+				return nil, flag.ErrHelp
+			}
+			return nil, &usageError{err.Error()}
+		}
+		if fl.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fl.Arg(0))
+		args = fl.Args()[1:]
+	}
+	if len(pos) != 2 {
+		return nil, &usageError{fmt.Sprintf("mount takes BUCKET and MOUNTPOINT, got %d arguments", len(pos))}
+	}
+	c.bucket, c.mountpoint = strings.TrimPrefix(pos[0], "gs://"), pos[1]
+	c.bucket = strings.TrimSuffix(c.bucket, "/")
+	return c, c.validate()
+}
+
+func (c *mountConfig) validate() error {
+	bad := func(f string, a ...any) error { return &usageError{fmt.Sprintf(f, a...)} }
+	if err := transfer.ValidBucketName(c.bucket); err != nil {
+		return &usageError{err.Error()}
+	}
+	switch {
+	case c.cacheMax <= 0:
+		return bad("--cache-max-size must be more than 0")
+	case c.chunkSize < 64<<10 || c.chunkSize > 1<<30:
+		return bad("--prefetch-chunk-size must be between 64KiB and 1GiB, got %s", FormatSize(int64(c.chunkSize)))
+	case c.parallelism < 1 || c.parallelism > 1024:
+		return bad("--prefetch-parallelism must be between 1 and 1024, got %d", c.parallelism)
+	case c.maxRequests < 1 || c.maxRequests > 4096:
+		return bad("--max-requests must be between 1 and 4096, got %d", c.maxRequests)
+	case c.metadataTTL < 0:
+		return bad("--metadata-ttl must not be negative")
+	case c.uid < 0 || c.gid < 0:
+		return bad("--uid and --gid must not be negative")
+	case c.fileMode > 0o777 || c.dirMode > 0o777:
+		return bad("--file-mode and --dir-mode take permission bits up to 0777")
+	case c.checkTimeout <= 0:
+		return bad("--check-timeout must be positive")
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return bad("--log-level must be debug, info, warn or error, got %q", c.logLevel)
+	}
+	if c.cacheDir == "" {
+		c.cacheDir = defaultCacheDir(c.bucket)
+	}
+	return nil
+}
+
+func defaultCacheDir(bucket string) string {
+	if os.Getuid() == 0 {
+		return filepath.Join("/var/cache/bucketfs", bucket)
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "bucketfs", bucket)
+	}
+	return filepath.Join(os.TempDir(), "bucketfs-cache", bucket)
+}
+
+func runMount(args []string) error {
+	c, err := parseMountArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var lv slog.Level
+	lv.UnmarshalText([]byte(c.logLevel))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+
+	if err := checkFUSE(); err != nil {
+		return err
+	}
+	mnt, err := checkMountpoint(c.mountpoint)
+	if err != nil {
+		return err
+	}
+
+	ctx := context.Background()
+	gcs, err := transfer.NewGCS(ctx, c.bucket, transfer.GCSOptions{
+		Endpoint:        c.endpoint,
+		Anonymous:       c.anonymous,
+		MaxConnsPerHost: c.maxRequests,
+		UserAgent:       "bucketfs/" + version,
+	})
+	if err != nil {
+		return err
+	}
+	defer gcs.Close()
+	bucket := transfer.NewLimited(gcs, c.maxRequests)
+	if err := checkBucket(ctx, bucket, c); err != nil {
+		return err
+	}
+
+	ch, err := cache.Open(cache.Options{
+		Dir:         c.cacheDir,
+		MaxSize:     int64(c.cacheMax),
+		ChunkSize:   int64(c.chunkSize),
+		Parallelism: c.parallelism,
+		Logger:      log,
+	}, bucket)
+	if err != nil {
+		return err
+	}
+	cacheClosed := false
+	defer func() {
+		if !cacheClosed {
+			ch.Close()
+		}
+	}()
+
+	fsys := bfs.New(bucket, ch, bfs.Options{
+		UID: uint32(c.uid), GID: uint32(c.gid),
+		FileMode: uint32(c.fileMode), DirMode: uint32(c.dirMode),
+		MetadataTTL: c.metadataTTL,
+		ReadOnly:    c.readOnly,
+		AllowOther:  c.allowOther,
+		Passthrough: c.passthrough,
+		Logger:      log,
+		Debug:       c.debugFUSE,
+	})
+	server, err := gofs.Mount(mnt, fsys.Root(), fsys.MountOptions())
+	if err != nil {
+		return fmt.Errorf("mounting on %s: %w", mnt, err)
+	}
+	log.Info("mounted", "bucket", c.bucket, "mountpoint", mnt, "cache_dir", c.cacheDir,
+		"cache_max_size", FormatSize(int64(c.cacheMax)), "read_only", c.readOnly)
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	served := make(chan struct{})
+	go func() {
+		server.Wait()
+		close(served)
+	}()
+	select {
+	case <-served:
+		log.Info("unmounted from outside", "mountpoint", mnt)
+	case s := <-sigs:
+		log.Info("unmounting", "signal", s.String(), "mountpoint", mnt)
+		if err := server.Unmount(); err != nil {
+			log.Warn("mountpoint busy; detaching it lazily (it goes away when the last file is closed)", "err", err)
+			if out, err := exec.Command("fusermount3", "-uz", mnt).CombinedOutput(); err != nil {
+				log.Error("lazy unmount failed", "err", err, "output", strings.TrimSpace(string(out)))
+			}
+		}
+		<-served
+	}
+	cacheClosed = true
+	if err := ch.Close(); err != nil {
+		return fmt.Errorf("closing cache: %w", err)
+	}
+	log.Info("stopped", "mountpoint", mnt)
+	return nil
+}
+
+// checkFUSE makes sure the kernel device and the mount helper are there.
+func checkFUSE() error {
+	if _, err := exec.LookPath("fusermount3"); err != nil {
+		return errors.New("fusermount3 not found in PATH: install FUSE 3 (Debian/Ubuntu: apt-get install fuse3)")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return fmt.Errorf("/dev/fuse is missing (%v): load the fuse kernel module (modprobe fuse) or, in a container, pass the device in", err)
+	}
+	return nil
+}
+
+// checkMountpoint resolves mp and makes sure nothing is mounted there.
+func checkMountpoint(mp string) (string, error) {
+	abs, err := filepath.Abs(mp)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, syscall.ENOTCONN):
+		return "", fmt.Errorf("mountpoint %s is a dead FUSE mount (transport endpoint is not connected): clear it with 'fusermount3 -uz %s'", abs, abs)
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("mountpoint %s does not exist: create it with 'mkdir -p %s'", abs, abs)
+	case err != nil:
+		return "", fmt.Errorf("mountpoint %s: %w", abs, err)
+	case !st.IsDir():
+		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	mounted, err := isMountpoint(abs)
+	if err != nil {
+		return "", err
+	}
+	if mounted {
+		return "", fmt.Errorf("mountpoint %s is busy: something is already mounted there (see 'findmnt %s'; unmount it with 'fusermount3 -u %s')", abs, abs, abs)
+	}
+	return abs, nil
+}
+
+// isMountpoint looks dir up in /proc/self/mountinfo.
+func isMountpoint(dir string) (bool, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, fmt.Errorf("reading mount table: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && unescapeMountinfo(fields[4]) == dir {
+			return true, nil
+		}
+	}
+	return false, sc.Err()
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for space) of mountinfo.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%o", &v); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// checkBucket asks the bucket once, so that a typo or missing permission
+// fails the mount with a clear message instead of failing every file.
+func checkBucket(ctx context.Context, b transfer.Bucket, c *mountConfig) error {
+	ctx, cancel := context.WithTimeout(ctx, c.checkTimeout)
+	defer cancel()
+	err := b.CheckAccess(ctx)
+	where := "gs://" + c.bucket
+	if c.endpoint != "" {
+		where += " at " + c.endpoint
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, transfer.ErrBucketNotExist):
+		return fmt.Errorf("bucket %s does not exist (check the name and the project)", where)
+	case errors.Is(err, transfer.ErrPermission):
+		return fmt.Errorf("access to bucket %s denied (HTTP 403): the credentials lack storage.objects.list on it: %v", where, err)
+	case errors.Is(err, transfer.ErrUnauthenticated):
+		return fmt.Errorf("credentials for bucket %s missing or refused (HTTP 401): %v", where, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("bucket %s did not answer within %s: check the network and --endpoint", where, c.checkTimeout)
+	default:
+		return fmt.Errorf("cannot reach bucket %s: %w", where, err)
+	}
+}

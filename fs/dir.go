@@ -1,0 +1,94 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// dirNode is a directory: the bucket's root, a "dir/" placeholder object,
+// or a prefix that only exists because objects are under it.
+type dirNode struct {
+	gofs.Inode
+	fsys   *FS
+	prefix string // "" for the root, else ending in '/'
+}
+
+var (
+	_ gofs.NodeLookuper  = (*dirNode)(nil)
+	_ gofs.NodeReaddirer = (*dirNode)(nil)
+	_ gofs.NodeGetattrer = (*dirNode)(nil)
+	_ gofs.NodeStatfser  = (*dirNode)(nil)
+)
+
+// Lookup implements gofs.NodeLookuper.
+func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if !validName(name) {
+		return nil, syscall.ENOENT
+	}
+	full := d.prefix + name
+	c, err := d.fsys.meta.resolve(ctx, full, d.fsys.warnOnce)
+	if err != nil {
+		return nil, d.fsys.errno(ctx, "lookup", full, err)
+	}
+	return d.child(ctx, name, c, out)
+}
+
+// child returns the inode for name, updating an existing inode's attributes.
+func (d *dirNode) child(ctx context.Context, name string, c child, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	f := d.fsys
+	full := d.prefix + name
+	switch c.kind {
+	case kindDir:
+		f.fillDir(&out.Attr, full+"/")
+		in := d.NewInode(ctx, &dirNode{fsys: f, prefix: full + "/"},
+			gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: out.Attr.Ino})
+		return in, 0
+	case kindFile:
+		f.fillFile(&out.Attr, c.attrs)
+		in := d.NewInode(ctx, &fileNode{fsys: f, name: full},
+			gofs.StableAttr{Mode: syscall.S_IFREG, Ino: out.Attr.Ino})
+		in.Operations().(*fileNode).setAttrs(c.attrs)
+		return in, 0
+	default:
+		return nil, syscall.ENOENT
+	}
+}
+
+// Readdir implements gofs.NodeReaddirer.
+func (d *dirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	f := d.fsys
+	l, err := f.meta.list(ctx, d.prefix, f.warnOnce)
+	if err != nil {
+		return nil, f.errno(ctx, "readdir", d.prefix, err)
+	}
+	entries := make([]fuse.DirEntry, 0, len(l.names))
+	for _, n := range l.names {
+		c := l.children[n]
+		e := fuse.DirEntry{Name: n}
+		if c.kind == kindDir {
+			e.Mode = syscall.S_IFDIR
+			e.Ino = f.ino(kindDir, d.prefix+n+"/")
+		} else {
+			e.Mode = syscall.S_IFREG
+			e.Ino = f.ino(kindFile, d.prefix+n)
+		}
+		entries = append(entries, e)
+	}
+	return gofs.NewListDirStream(entries), 0
+}
+
+// Getattr implements gofs.NodeGetattrer.
+func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d.fsys.fillDir(&out.Attr, d.prefix)
+	out.SetTimeout(d.fsys.opts.MetadataTTL)
+	return 0
+}
+
+// Statfs implements gofs.NodeStatfser.
+func (d *dirNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	statfs(out)
+	return 0
+}

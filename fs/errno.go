@@ -1,0 +1,42 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"syscall"
+
+	"github.com/bucketfs/bucketfs/cache"
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// toErrno maps an error to an errno, logging the ones an operator should
+// see. Errors are classified with errors.Is, never by their text.
+func toErrno(log *slog.Logger, op, name string, err error) syscall.Errno {
+	var errno syscall.Errno
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &errno):
+		return errno
+	case errors.Is(err, context.Canceled):
+		return syscall.EINTR
+	case errors.Is(err, cache.ErrStale):
+		log.Warn("object changed in the bucket while it was read; reopen the file", "op", op, "object", name, "err", err)
+		return syscall.ESTALE
+	case errors.Is(err, transfer.ErrNotExist):
+		return syscall.ENOENT
+	case errors.Is(err, transfer.ErrPermission), errors.Is(err, transfer.ErrUnauthenticated):
+		log.Error("bucket refused the request", "op", op, "object", name, "err", err)
+		return syscall.EACCES
+	case errors.Is(err, transfer.ErrBucketNotExist):
+		log.Error("bucket is gone", "op", op, "err", err)
+		return syscall.EIO
+	case errors.Is(err, context.DeadlineExceeded):
+		log.Error("bucket request timed out", "op", op, "object", name, "err", err)
+		return syscall.ETIMEDOUT
+	default:
+		log.Error("operation failed", "op", op, "object", name, "err", err)
+		return syscall.EIO
+	}
+}

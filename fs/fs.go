@@ -1,0 +1,166 @@
+package fs
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/bucketfs/bucketfs/cache"
+	"github.com/bucketfs/bucketfs/transfer"
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Options describe how the bucket is shown as a file tree.
+type Options struct {
+	UID, GID    uint32
+	FileMode    uint32        // permission bits of files, e.g. 0o644
+	DirMode     uint32        // permission bits of directories, e.g. 0o755
+	MetadataTTL time.Duration // how long names and attributes are trusted, here and in the kernel
+	ReadOnly    bool
+	AllowOther  bool
+	// Passthrough lets the kernel read fully cached files directly from the
+	// cache file (FUSE passthrough; Linux >= 6.9 and CAP_SYS_ADMIN).
+	Passthrough bool
+	Logger      *slog.Logger
+	// Debug logs every FUSE request.
+	Debug bool
+}
+
+// FS is the file tree of one mounted bucket.
+type FS struct {
+	opts   Options
+	bucket transfer.Bucket
+	cache  *cache.Cache
+	meta   *metaCache
+	log    *slog.Logger
+	start  time.Time
+
+	mu      sync.Mutex
+	inos    map[string]uint64   // guarded by mu: kind+name -> inode number, stable for the mount's life
+	nextIno uint64              // guarded by mu
+	warned  map[string]struct{} // guarded by mu: names already warned about
+}
+
+// New returns the file tree of bucket, reading file data through c.
+func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &FS{
+		opts: o, bucket: bucket, cache: c, log: o.Logger, start: time.Now(),
+		meta:    newMetaCache(bucket, o.MetadataTTL),
+		inos:    map[string]uint64{},
+		nextIno: 2, // 1 is the root
+		warned:  map[string]struct{}{},
+	}
+}
+
+// Root returns the root directory node, for gofs.Mount.
+func (f *FS) Root() gofs.InodeEmbedder { return &dirNode{fsys: f, prefix: ""} }
+
+// MountOptions returns the go-fuse options matching f's options.
+func (f *FS) MountOptions() *gofs.Options {
+	ttl := f.opts.MetadataTTL
+	mo := fuse.MountOptions{
+		FsName:       "bucketfs:" + f.bucket.Name(),
+		Name:         "bucketfs",
+		AllowOther:   f.opts.AllowOther,
+		MaxWrite:     1 << 20,
+		MaxReadAhead: 1 << 20,
+		// O_DIRECT reads run in parallel only with async DIO.
+		ExtraCapabilities: fuse.CAP_ASYNC_DIO,
+		Options:           []string{"default_permissions"},
+		Debug:             f.opts.Debug,
+	}
+	if f.opts.ReadOnly {
+		mo.Options = append(mo.Options, "ro")
+	}
+	if !f.opts.Passthrough {
+		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
+	return &gofs.Options{
+		MountOptions:    mo,
+		EntryTimeout:    &ttl,
+		AttrTimeout:     &ttl,
+		NegativeTimeout: &ttl,
+		UID:             f.opts.UID,
+		GID:             f.opts.GID,
+	}
+}
+
+// ino returns the stable inode number of name as kind (file or dir).
+func (f *FS) ino(k kind, name string) uint64 {
+	key := string(rune('0'+k)) + name
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.inos[key]
+	if !ok {
+		n = f.nextIno
+		f.nextIno++
+		f.inos[key] = n
+	}
+	return n
+}
+
+// warnOnce logs a warning about name the first time only.
+func (f *FS) warnOnce(name, msg string, args ...any) {
+	f.mu.Lock()
+	_, seen := f.warned[name]
+	f.warned[name] = struct{}{}
+	f.mu.Unlock()
+	if !seen {
+		f.log.Warn(msg, append([]any{"object", name}, args...)...)
+	}
+}
+
+// fillFile sets out to the attributes of a file object.
+func (f *FS) fillFile(out *fuse.Attr, a transfer.ObjectAttrs) {
+	out.Ino = f.ino(kindFile, a.Name)
+	out.Mode = syscall.S_IFREG | f.opts.FileMode
+	out.Size = uint64(a.Size)
+	out.Blocks = (out.Size + 511) / 512
+	out.Blksize = 4096
+	out.Nlink = 1
+	out.Uid, out.Gid = f.opts.UID, f.opts.GID
+	t := a.Updated
+	if t.IsZero() {
+		t = f.start
+	}
+	out.SetTimes(&t, &t, &t)
+}
+
+// fillDir sets out to the attributes of a directory.
+func (f *FS) fillDir(out *fuse.Attr, prefix string) {
+	out.Ino = f.ino(kindDir, prefix)
+	if prefix == "" {
+		out.Ino = 1
+	}
+	out.Mode = syscall.S_IFDIR | f.opts.DirMode
+	out.Nlink = 2
+	out.Blksize = 4096
+	out.Uid, out.Gid = f.opts.UID, f.opts.GID
+	out.SetTimes(&f.start, &f.start, &f.start)
+}
+
+// statfs reports a large, mostly free filesystem: a bucket has no fixed
+// capacity.
+func statfs(out *fuse.StatfsOut) {
+	const blocks = 1 << 40 // 4 PiB of 4 KiB blocks
+	out.Bsize = 4096
+	out.Frsize = 4096
+	out.Blocks = blocks
+	out.Bfree = blocks
+	out.Bavail = blocks
+	out.Files = 1 << 30
+	out.Ffree = 1 << 30
+	out.NameLen = maxNameLen
+}
+
+// errno translates an error of the layers below into the errno the
+// application sees. It is the only place where that happens.
+func (f *FS) errno(ctx context.Context, op, name string, err error) syscall.Errno {
+	return toErrno(f.log, op, name, err)
+}

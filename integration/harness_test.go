@@ -1,0 +1,295 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bucketfs/bucketfs/internal/emulator"
+)
+
+// binPath is the bucketfs binary built once for all tests.
+var binPath string
+
+func TestMain(m *testing.M) {
+	if _, err := exec.LookPath("fusermount3"); err != nil {
+		fmt.Fprintln(os.Stderr, "integration tests need fusermount3 (apt-get install fuse3)")
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "bucketfs-bin-")
+	if err != nil {
+		panic(err)
+	}
+	binPath = filepath.Join(dir, "bucketfs")
+	args := []string{"build", "-o", binPath}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "../cmd/bucketfs")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building bucketfs:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const testBucket = "test-bucket"
+
+// startEmulator starts an emulator with testBucket; it stops with the test.
+func startEmulator(t testing.TB, wan *emulator.WANProfile) *emulator.Server {
+	t.Helper()
+	emu, err := emulator.Start(emulator.Options{Buckets: []string{testBucket}, WAN: wan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emu.Close)
+	return emu
+}
+
+// put stores data as object name, failing the test on error.
+func put(t testing.TB, emu *emulator.Server, name string, data []byte) {
+	t.Helper()
+	if _, err := emu.Put(testBucket, name, data); err != nil {
+		t.Fatalf("put %s: %v", name, err)
+	}
+}
+
+// randomBytes returns n deterministic pseudo-random bytes.
+func randomBytes(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	b := make([]byte, n)
+	for i := 0; i+8 <= n; i += 8 {
+		v := r.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	for i := n &^ 7; i < n; i++ {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func sum(b []byte) string { return fmt.Sprintf("%x", sha256.Sum256(b)) }
+
+// syncBuffer collects a child's stderr for the test log.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) add(line string) {
+	s.mu.Lock()
+	s.b.WriteString(line)
+	s.b.WriteByte('\n')
+	s.mu.Unlock()
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// mountProc is a running 'bucketfs mount' child process.
+type mountProc struct {
+	dir      string
+	cacheDir string
+	cmd      *exec.Cmd
+	logs     *syncBuffer
+	ready    chan struct{} // closed when the child logs that it mounted
+	exited   chan struct{} // closed when the child has exited
+	waitErr  error         // set before exited is closed
+}
+
+type mountOpts struct {
+	cacheDir string   // "" for a new temporary one
+	args     []string // extra flags
+	env      []string // extra environment
+}
+
+// mount starts bucketfs on a new directory and waits until the mount is
+// live. The mount is always taken down when the test ends, lazily if need
+// be, even if the test failed.
+func mount(t testing.TB, emu *emulator.Server, o mountOpts) *mountProc {
+	t.Helper()
+	m, err := startMount(t, emu, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func startMount(t testing.TB, emu *emulator.Server, o mountOpts) (*mountProc, error) {
+	t.Helper()
+	if o.cacheDir == "" {
+		o.cacheDir = t.TempDir()
+	}
+	m := &mountProc{dir: t.TempDir(), cacheDir: o.cacheDir, logs: &syncBuffer{},
+		ready: make(chan struct{}), exited: make(chan struct{})}
+	args := append([]string{"mount", testBucket, m.dir,
+		"--endpoint", emu.URL(), "--anonymous", "--cache-dir", o.cacheDir}, o.args...)
+	m.cmd = exec.Command(binPath, args...)
+	m.cmd.Env = append(os.Environ(), o.env...)
+	stderr, err := m.cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.cmd.Start(); err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() {
+		m.stop()
+		if t.Failed() {
+			t.Logf("bucketfs log:\n%s", m.logs.String())
+		}
+	})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			m.logs.add(line)
+			if strings.Contains(line, "msg=mounted") {
+				once.Do(func() { close(m.ready) })
+			}
+		}
+		m.waitErr = m.cmd.Wait()
+		close(m.exited)
+	}()
+	select {
+	case <-m.ready:
+		return m, nil
+	case <-m.exited:
+		return nil, fmt.Errorf("bucketfs exited before mounting (%v):\n%s", m.waitErr, m.logs.String())
+	case <-time.After(60 * time.Second):
+		return nil, fmt.Errorf("bucketfs did not mount within 60s:\n%s", m.logs.String())
+	}
+}
+
+// unmount stops the mount with SIGTERM and checks that it exits cleanly.
+func (m *mountProc) unmount(t testing.TB) {
+	t.Helper()
+	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("signal: %v", err)
+	}
+	select {
+	case <-m.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("bucketfs did not exit within 60s of SIGTERM:\n%s", m.logs.String())
+	}
+	if m.waitErr != nil {
+		t.Fatalf("bucketfs exited with %v:\n%s", m.waitErr, m.logs.String())
+	}
+	if mounted(m.dir) {
+		t.Fatalf("%s is still mounted after bucketfs exited", m.dir)
+	}
+}
+
+// stop takes the mount down whatever state it is in.
+func (m *mountProc) stop() {
+	select {
+	case <-m.exited:
+	default:
+		m.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-m.exited:
+		case <-time.After(30 * time.Second):
+			exec.Command("fusermount3", "-uz", m.dir).Run()
+			m.cmd.Process.Kill()
+			<-m.exited
+		}
+	}
+	if mounted(m.dir) {
+		exec.Command("fusermount3", "-uz", m.dir).Run()
+	}
+}
+
+// mounted reports whether dir is a mount point now.
+func mounted(dir string) bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// path returns the path of name inside the mount.
+func (m *mountProc) path(name string) string { return filepath.Join(m.dir, name) }
+
+// readFile reads a file through the mount with a deadline, so that a hung
+// FUSE request fails the test instead of hanging it.
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	type res struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		b, err := os.ReadFile(path)
+		ch <- res{b, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("read %s: %v", path, r.err)
+		}
+		return r.b
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("read %s: no answer within 2 minutes", path)
+		return nil
+	}
+}
+
+// runBucketfs runs the binary to its end and returns its exit code and
+// output; for the error cases.
+func runBucketfs(t testing.TB, env []string, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("bucketfs %v did not exit within 90s:\n%s", args, out.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String()
+}
+
+// copyHash streams r through sha256.
+func copyHash(r io.Reader) (string, int64, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	return fmt.Sprintf("%x", h.Sum(nil)), n, err
+}

@@ -1,0 +1,6 @@
+//go:build race
+
+package integration
+
+// raceEnabled makes the harness build the bucketfs binary with -race too.
+const raceEnabled = true

@@ -1,0 +1,325 @@
+package integration
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bucketfs/bucketfs/internal/emulator"
+)
+
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("readdir %s: %v", dir, err)
+	}
+	var out []string
+	for _, de := range des {
+		n := de.Name()
+		if de.IsDir() {
+			n += "/"
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func TestListingNestedImplicitAndInvalid(t *testing.T) {
+	emu := startEmulator(t, nil)
+	long := strings.Repeat("x", 256)
+	for _, n := range []string{
+		"a.txt", "dir/b.txt", "dir/sub/c.txt",
+		"implicit/x/y.txt", // no placeholder objects at all
+		"explicit/",        // an empty directory made by a placeholder
+		"explicit2/", "explicit2/f",
+		// names that cannot be file names: hidden, with one warning each
+		"bad//name", "dots/../x", "./lead", long, "ok/" + long,
+		"clash", "clash/inner", // both a file and a directory: the directory wins
+	} {
+		put(t, emu, n, []byte("content of "+n))
+	}
+	m := mount(t, emu, mountOpts{args: []string{"--metadata-ttl", "0"}})
+
+	want := map[string][]string{
+		"":           {"a.txt", "bad/", "clash/", "dir/", "dots/", "explicit/", "explicit2/", "implicit/", "ok/"},
+		"bad":        nil, // "bad//name" has an empty segment: hidden
+		"dir":        {"b.txt", "sub/"},
+		"dir/sub":    {"c.txt"},
+		"implicit":   {"x/"},
+		"implicit/x": {"y.txt"},
+		"explicit":   nil,
+		"explicit2":  {"f"},
+		"clash":      {"inner"},
+		"ok":         nil,
+		"dots":       nil,
+	}
+	for round := range 2 { // twice: warnings must not repeat
+		for dir, w := range want {
+			if got := names(t, m.path(dir)); !slices.Equal(got, w) {
+				t.Errorf("round %d: ls %q = %q, want %q", round, dir, got, w)
+			}
+		}
+	}
+	if got := string(readFile(t, m.path("dir/sub/c.txt"))); got != "content of dir/sub/c.txt" {
+		t.Errorf("dir/sub/c.txt = %q", got)
+	}
+	st, err := os.Stat(m.path("implicit/x"))
+	if err != nil || !st.IsDir() {
+		t.Errorf("stat implicit/x: %v, %v", st, err)
+	}
+	if _, err := os.Stat(m.path("missing")); !os.IsNotExist(err) {
+		t.Errorf("stat missing: %v, want ENOENT", err)
+	}
+	st, err = os.Stat(m.path("a.txt"))
+	if err != nil || st.Size() != int64(len("content of a.txt")) || st.Mode().Perm() != 0o644 {
+		t.Errorf("stat a.txt: %v %v", st, err)
+	}
+	logs := m.logs.String()
+	// One warning per hidden object, or per hidden prefix for names with a
+	// bad segment before their last one.
+	for _, n := range []string{"bad//", "dots/../", "./", long, "ok/" + long, "clash"} {
+		if c := strings.Count(logs, "object="+n+" ") + strings.Count(logs, "object="+n+"\n"); c != 1 {
+			t.Errorf("warnings about %q: %d, want 1", n, c)
+		}
+	}
+}
+
+func TestReadsAreByteExact(t *testing.T) {
+	emu := startEmulator(t, nil)
+	files := map[string][]byte{
+		"empty":       {},
+		"small":       randomBytes(1000, 1),
+		"chunk-exact": randomBytes(256<<10, 2),
+		"multi-chunk": randomBytes(5<<20+12345, 3),
+	}
+	for n, b := range files {
+		put(t, emu, n, b)
+	}
+	for _, pt := range []string{"true", "false"} {
+		t.Run("passthrough="+pt, func(t *testing.T) {
+			m := mount(t, emu, mountOpts{args: []string{"--prefetch-chunk-size", "256KiB", "--passthrough=" + pt}})
+			for round := range 2 { // cold, then cached
+				for n, b := range files {
+					if got := readFile(t, m.path(n)); sum(got) != sum(b) {
+						t.Errorf("round %d: %s: %d bytes, checksum differs from the object's %d bytes", round, n, len(got), len(b))
+					}
+				}
+			}
+			// A read straddling chunks, at an odd offset.
+			f, err := os.Open(m.path("multi-chunk"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			buf := make([]byte, 300<<10)
+			off := int64(256<<10 - 777)
+			if _, err := f.ReadAt(buf, off); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(buf, files["multi-chunk"][off:off+int64(len(buf))]) {
+				t.Error("pread across a chunk boundary returned wrong bytes")
+			}
+		})
+	}
+}
+
+func TestConcurrentReadersShareOneDownload(t *testing.T) {
+	emu := startEmulator(t, nil)
+	data := randomBytes(4<<20, 4)
+	put(t, emu, "shared", data)
+	m := mount(t, emu, mountOpts{args: []string{"--prefetch-chunk-size", "256KiB"}})
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := os.ReadFile(m.path("shared"))
+			if err != nil {
+				errs <- err.Error()
+			} else if sum(got) != sum(data) {
+				errs <- "checksum mismatch"
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	const chunks = 16 // 4 MiB / 256 KiB
+	if got := emu.MediaReads(testBucket, "shared"); got != chunks {
+		t.Errorf("8 concurrent readers made %d range requests, want %d (one per chunk)", got, chunks)
+	}
+}
+
+func TestRandomReadNearEndDoesNotWaitForWholeObject(t *testing.T) {
+	// 32 MiB behind a 4 MiB/s link: the whole object needs at least 8 s.
+	wan := emulator.WANProfile{Latency: 10 * time.Millisecond, PerConn: 2 << 20, Total: 4 << 20}
+	emu := startEmulator(t, nil)
+	const size = 32 << 20
+	data := randomBytes(size, 5)
+	put(t, emu, "big", data)
+	m := mount(t, emu, mountOpts{args: []string{"--prefetch-chunk-size", "1MiB", "--prefetch-parallelism", "2"}})
+	emu.SetWAN(&wan)
+
+	f, err := os.Open(m.path("big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	start := time.Now()
+	buf := make([]byte, 4096)
+	off := int64(size - 10000)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	if !bytes.Equal(buf, data[off:off+4096]) {
+		t.Fatal("read near the end returned wrong bytes")
+	}
+	// The shaper makes a full download take >= 8 s; one urgent 1 MiB chunk
+	// shares the link with two background ones (~0.75 s).
+	if elapsed >= 6*time.Second {
+		t.Errorf("a 4 KiB read near the end took %v: it waited for (most of) the whole object", elapsed)
+	}
+	if got := emu.MediaReads(testBucket, "big"); got >= size>>20 {
+		t.Errorf("%d range requests were made by the time the read returned; the whole object was fetched first", got)
+	}
+	emu.SetWAN(nil)
+}
+
+func TestRemountServesCacheWithoutDownloads(t *testing.T) {
+	emu := startEmulator(t, nil)
+	files := map[string][]byte{
+		"one":     randomBytes(3<<20+5, 6),
+		"d/two":   randomBytes(100, 7),
+		"d/three": {},
+	}
+	for n, b := range files {
+		put(t, emu, n, b)
+	}
+	cacheDir := t.TempDir()
+	args := []string{"--prefetch-chunk-size", "256KiB"}
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
+	for n := range files {
+		readFile(t, m.path(n))
+	}
+	m.unmount(t)
+
+	emu.ResetCounters()
+	m = mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
+	for n, b := range files {
+		if got := readFile(t, m.path(n)); sum(got) != sum(b) {
+			t.Errorf("%s after remount: checksum differs", n)
+		}
+	}
+	if got := emu.TotalMediaReads(); got != 0 {
+		t.Errorf("after remount, reading cached files made %d range requests, want 0", got)
+	}
+
+	// An object changed while unmounted is fetched again, not served stale.
+	m.unmount(t)
+	changed := randomBytes(2000, 8)
+	put(t, emu, "one", changed)
+	m = mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
+	if got := readFile(t, m.path("one")); sum(got) != sum(changed) {
+		t.Errorf("object changed while unmounted: read %d bytes of the old version", len(got))
+	}
+}
+
+func TestRemoteOverwriteSeenAfterTTL(t *testing.T) {
+	emu := startEmulator(t, nil)
+	put(t, emu, "f", []byte("version one"))
+	const ttl = time.Second
+	m := mount(t, emu, mountOpts{args: []string{"--metadata-ttl", ttl.String()}})
+	if got := string(readFile(t, m.path("f"))); got != "version one" {
+		t.Fatalf("first read = %q", got)
+	}
+	put(t, emu, "f", []byte("version two, longer"))
+	changed := time.Now()
+	deadline := changed.Add(30 * time.Second)
+	for {
+		got := string(readFile(t, m.path("f")))
+		if got == "version two, longer" {
+			break
+		}
+		if got != "version one" {
+			t.Fatalf("read %q: neither version", got)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the overwrite was not seen %v after it, with a TTL of %v", time.Since(changed), ttl)
+		}
+		// Poll at a tenth of the TTL: this waits for the TTL to run out,
+		// which is the behaviour under test, not a synchronization guess.
+		time.Sleep(ttl / 10)
+	}
+}
+
+func TestEvictionKeepsCacheUnderCap(t *testing.T) {
+	emu := startEmulator(t, nil)
+	const n, size = 6, 1 << 20
+	for i := range n {
+		put(t, emu, string(rune('a'+i)), randomBytes(size, uint64(10+i)))
+	}
+	cacheDir := t.TempDir()
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: []string{"--cache-max-size", "3MiB", "--prefetch-chunk-size", "256KiB"}})
+
+	// Hold "a" open: it must not be evicted while others come and go.
+	held, err := os.Open(m.path("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	buf := make([]byte, size)
+	if _, err := held.ReadAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < n; i++ {
+		readFile(t, m.path(string(rune('a'+i))))
+		if used := diskUsage(t, filepath.Join(cacheDir, "data")); used > 3<<20 {
+			t.Fatalf("after reading %d files the cache holds %d bytes, over its 3 MiB cap", i+1, used)
+		}
+	}
+	before := emu.MediaReads(testBucket, "a")
+	if _, err := held.ReadAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, randomBytes(size, 10)) {
+		t.Error("the held-open file returned wrong bytes after the others were read")
+	}
+	if after := emu.MediaReads(testBucket, "a"); after != before {
+		t.Errorf("the held-open file was fetched again (%d more requests): it was evicted while open", after-before)
+	}
+	// The oldest closed files were evicted: reading "b" again downloads it.
+	before = emu.MediaReads(testBucket, "b")
+	readFile(t, m.path("b"))
+	if emu.MediaReads(testBucket, "b") == before {
+		t.Error("b was served without a download although the cap forced it out")
+	}
+}
+
+// diskUsage is the space the files under dir take on disk.
+func diskUsage(t *testing.T, dir string) int64 {
+	t.Helper()
+	var total int64
+	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if info.Mode().IsRegular() {
+			total += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total
+}

@@ -1,0 +1,65 @@
+// Package emulator runs an in-process Google Cloud Storage emulator for
+// tests, the demo and the benchmark.
+//
+// It wraps the in-memory backend of fake-gcs-server
+// (github.com/fsouza/fake-gcs-server/fakestorage) and serves it from its own
+// net/http server on a loopback listener, so that it can put middleware in
+// front of the fake:
+//
+//   - counters: every request is counted, and media reads (GETs that
+//     download object bytes) are counted per object, so a test can assert
+//     how often bytes were fetched from the "network";
+//   - faults: Fault makes every request naming a bucket fail with a given
+//     HTTP status and a GCS-style JSON error body (for example 403 to
+//     simulate refused credentials), and SetHook runs an arbitrary
+//     per-request function before the fake;
+//   - WAN shaping: a WANProfile adds latency before each response and paces
+//     request and response bodies per request and in total, so the demo
+//     and the benchmark see something closer to a real network than a
+//     loopback socket.
+//
+// Middleware order, outermost first: counting, WAN shaping, hook and fault
+// injection, the fake. Counters therefore see every request, including
+// shaped, hooked and faulted ones.
+//
+// # Using the official client
+//
+// The official client cloud.google.com/go/storage talks to the emulator with
+// the options returned by Server.ClientOptions:
+//
+//	option.WithEndpoint(s.URL() + "/storage/v1/")
+//	option.WithoutAuthentication()
+//	storage.WithJSONReads()
+//
+// XML reads (the client's default without WithJSONReads) work too: the fake
+// is configured with the listener's host:port as its public host, so the
+// client's "/BUCKET/OBJECT" requests are routed to the download handler.
+// Resumable upload session URLs are built from the request's Host header and
+// therefore point back at this listener.
+//
+// # Behaviour of the fake worth knowing
+//
+// Found by the tests in this package (fake-gcs-server v1.56.1,
+// cloud.google.com/go/storage v1.70.0):
+//
+//   - Media reads honour both "generation=" and Range headers, through the
+//     official client (ObjectHandle.Generation(g).NewRangeReader). A range
+//     read answers 206 with the requested bytes.
+//   - Reading a generation that is no longer current, in a bucket without
+//     versioning, answers 404: the fake keeps no old generations, and the
+//     client reports storage.ErrObjectNotExist. The same holds for a
+//     generation that never existed. In a versioned bucket (created with
+//     Fake().CreateBucketWithOpts) the old generation stays readable.
+//   - A missing bucket: Bucket.Attrs and the Objects iterator both give an
+//     error matching storage.ErrBucketNotExist (the fake answers 404 and
+//     the client maps 404 to ErrBucketNotExist for bucket calls). Object
+//     calls in a missing bucket (Attrs, NewReader) give
+//     storage.ErrObjectNotExist, as they do against real GCS.
+//   - The fake assigns generations from the wall clock in microseconds. Two
+//     writes of one object in the same microsecond get the same generation,
+//     and the second silently replaces the first "in place". Server.Put
+//     avoids this by choosing a generation strictly greater than both the
+//     current one and the previous Put's.
+//   - The memory backend creates a missing bucket when an object is stored
+//     into it directly; Server.Put refuses instead, like GCS would.
+package emulator

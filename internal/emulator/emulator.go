@@ -1,0 +1,394 @@
+package emulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/fsouza/fake-gcs-server/fakestorage"
+	"google.golang.org/api/option"
+)
+
+// ErrBucketNotFound is returned by the direct (non-HTTP) helpers when the
+// named bucket does not exist.
+var ErrBucketNotFound = errors.New("emulator: bucket not found")
+
+// ErrObjectNotFound is returned by the direct (non-HTTP) helpers when the
+// named object does not exist.
+var ErrObjectNotFound = errors.New("emulator: object not found")
+
+// closeWait bounds how long Close waits for in-flight handlers to return
+// after their contexts have been cancelled.
+const closeWait = 5 * time.Second
+
+// Options configures Start.
+type Options struct {
+	// Addr is the listen address; "" means "127.0.0.1:0" (a free loopback
+	// port).
+	Addr string
+	// Buckets are created, empty, at start.
+	Buckets []string
+	// WAN, if not nil, shapes all traffic with this profile. nil means no
+	// shaping. See also Server.SetWAN.
+	WAN *WANProfile
+}
+
+// Server is a running emulator. All methods are safe for concurrent use.
+type Server struct {
+	fake     *fakestorage.Server
+	listener net.Listener
+	http     *http.Server
+	url      string
+
+	// baseCancel cancels the base context of every request, so that
+	// shaping waits and hooks end promptly on Close.
+	baseCancel context.CancelFunc
+	serveDone  chan struct{}
+	inflight   sync.WaitGroup
+	closeOnce  sync.Once
+
+	requests   atomic.Int64
+	mediaTotal atomic.Int64
+	mediaMu    sync.Mutex
+	media      map[objectKey]*atomic.Int64
+
+	faultMu sync.RWMutex
+	faults  map[string]int
+
+	hook   atomic.Pointer[hookFunc]
+	shaper atomic.Pointer[shaper]
+
+	// arrived, if set, is called when a request arrives (a test seam).
+	arrived atomic.Pointer[func(*http.Request)]
+
+	// putMu serialises Put so that generations chosen by it are unique.
+	putMu   sync.Mutex
+	lastGen int64
+}
+
+// hookFunc is the type stored by SetHook.
+type hookFunc func(r *http.Request) (status int, handled bool)
+
+// objectKey identifies an object in the per-object counters.
+type objectKey struct{ bucket, name string }
+
+// Start listens on opts.Addr, creates the fake with matching host and port,
+// creates opts.Buckets and serves until Close.
+func Start(opts Options) (*Server, error) {
+	addr := opts.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("emulator: listen %s: %w", addr, err)
+	}
+	host, portStr, err := net.SplitHostPort(l.Addr().String())
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("emulator: listener address: %w", err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("emulator: listener port %q: %w", portStr, err)
+	}
+	// A wildcard listener is reachable through loopback; clients need a
+	// concrete host in the URL, and the fake matches it against Host.
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	hostPort := net.JoinHostPort(host, portStr)
+	url := "http://" + hostPort
+
+	fake, err := fakestorage.NewServerWithOptions(fakestorage.Options{
+		NoListener: true,
+		Scheme:     "http",
+		Host:       host,
+		Port:       uint16(port),
+		// The XML API ("/BUCKET/OBJECT") is routed only for requests whose
+		// Host equals the public host, so make that our listener.
+		PublicHost:  hostPort,
+		ExternalURL: url,
+	})
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("emulator: start fake: %w", err)
+	}
+
+	baseCtx, baseCancel := context.WithCancel(context.Background())
+	s := &Server{
+		fake:       fake,
+		listener:   l,
+		url:        url,
+		baseCancel: baseCancel,
+		serveDone:  make(chan struct{}),
+		media:      make(map[objectKey]*atomic.Int64),
+		faults:     make(map[string]int),
+	}
+	if opts.WAN != nil {
+		s.SetWAN(opts.WAN)
+	}
+	for _, b := range opts.Buckets {
+		s.CreateBucket(b)
+	}
+
+	s.http = &http.Server{
+		Handler:           s.countMiddleware(s.wanMiddleware(s.faultMiddleware(fake.HTTPHandler()))),
+		ReadHeaderTimeout: 30 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	go func() {
+		defer close(s.serveDone)
+		// Serve returns http.ErrServerClosed after Close; nothing to report.
+		_ = s.http.Serve(l)
+	}()
+	return s, nil
+}
+
+// URL returns the base URL of the emulator, "http://127.0.0.1:PORT".
+func (s *Server) URL() string { return s.url }
+
+// ClientOptions returns the options that make the official client
+// (storage.NewClient) talk to this emulator with JSON reads.
+func (s *Server) ClientOptions() []option.ClientOption {
+	return []option.ClientOption{
+		option.WithEndpoint(s.url + "/storage/v1/"),
+		option.WithoutAuthentication(),
+		storage.WithJSONReads(),
+	}
+}
+
+// Fake returns the wrapped fake-gcs-server, for what this package does not
+// cover (for example versioned buckets via CreateBucketWithOpts). Changes made
+// through it bypass the counters and shaping.
+func (s *Server) Fake() *fakestorage.Server { return s.fake }
+
+// Close stops the listener, closes open connections, cancels in-flight
+// requests, waits (boundedly) for their handlers and stops the fake. It is
+// idempotent.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.baseCancel()
+		_ = s.http.Close()
+		<-s.serveDone
+		done := make(chan struct{})
+		go func() {
+			s.inflight.Wait()
+			close(done)
+		}()
+		t := time.NewTimer(closeWait)
+		select {
+		case <-done:
+		case <-t.C:
+			// A hook ignoring its request context; give up waiting
+			// rather than hang the caller.
+		}
+		t.Stop()
+		s.fake.Stop()
+	})
+}
+
+// CreateBucket creates an empty bucket (without versioning). Creating an
+// existing bucket does nothing.
+func (s *Server) CreateBucket(name string) {
+	s.fake.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: name})
+}
+
+// bucketExists reports whether the fake holds the named bucket.
+func (s *Server) bucketExists(bucket string) bool {
+	_, err := s.fake.Backend().GetBucket(bucket)
+	return err == nil
+}
+
+// Put stores data as object name in bucket directly in the fake: no HTTP,
+// no counters, no shaping. It returns the new generation, which is strictly
+// greater than the object's previous generation. The bucket must exist.
+func (s *Server) Put(bucket, name string, data []byte) (generation int64, err error) {
+	if !s.bucketExists(bucket) {
+		return 0, fmt.Errorf("put %s/%s: %w", bucket, name, ErrBucketNotFound)
+	}
+	s.putMu.Lock()
+	defer s.putMu.Unlock()
+
+	// The fake's own generations are wall-clock microseconds; follow that
+	// scale but never repeat or go back.
+	gen := max(time.Now().UnixMicro(), s.lastGen+1)
+	if cur, err := s.Generation(bucket, name); err == nil && cur >= gen {
+		gen = cur + 1
+	}
+	obj := fakestorage.Object{
+		ObjectAttrs: fakestorage.ObjectAttrs{
+			BucketName: bucket,
+			Name:       name,
+			Generation: gen,
+		},
+		Content: data,
+	}
+	if err := s.fake.CreateObjectStreaming(obj.StreamingObject()); err != nil {
+		return 0, fmt.Errorf("put %s/%s: %w", bucket, name, err)
+	}
+	s.lastGen = gen
+	return gen, nil
+}
+
+// Delete removes the live version of an object directly in the fake (no
+// HTTP, no counters).
+func (s *Server) Delete(bucket, name string) error {
+	if !s.bucketExists(bucket) {
+		return fmt.Errorf("delete %s/%s: %w", bucket, name, ErrBucketNotFound)
+	}
+	if err := s.fake.Backend().DeleteObject(bucket, name); err != nil {
+		return fmt.Errorf("delete %s/%s: %w (%v)", bucket, name, ErrObjectNotFound, err)
+	}
+	return nil
+}
+
+// Generation returns the generation of the live version of an object.
+func (s *Server) Generation(bucket, name string) (int64, error) {
+	if !s.bucketExists(bucket) {
+		return 0, fmt.Errorf("generation %s/%s: %w", bucket, name, ErrBucketNotFound)
+	}
+	obj, err := s.fake.GetObjectStreaming(bucket, name)
+	if err != nil {
+		return 0, fmt.Errorf("generation %s/%s: %w", bucket, name, ErrObjectNotFound)
+	}
+	defer obj.Close()
+	return obj.Generation, nil
+}
+
+// MediaReads returns how many GET requests downloaded (or tried to download)
+// the bytes of bucket/name since the last ResetCounters. All three download
+// forms count: "/storage/v1/b/B/o/O?alt=media", "/download/storage/v1/b/B/o/O"
+// and the XML form "/B/O". Requests are counted when they arrive, so faulted
+// and failed reads count too.
+func (s *Server) MediaReads(bucket, name string) int64 {
+	s.mediaMu.Lock()
+	c := s.media[objectKey{bucket, name}]
+	s.mediaMu.Unlock()
+	if c == nil {
+		return 0
+	}
+	return c.Load()
+}
+
+// TotalMediaReads returns the number of media reads of all objects since the
+// last ResetCounters.
+func (s *Server) TotalMediaReads() int64 { return s.mediaTotal.Load() }
+
+// Requests returns the number of HTTP requests of any kind since the last
+// ResetCounters.
+func (s *Server) Requests() int64 { return s.requests.Load() }
+
+// ResetCounters sets all counters to zero.
+func (s *Server) ResetCounters() {
+	s.mediaMu.Lock()
+	clear(s.media)
+	s.mediaTotal.Store(0)
+	s.requests.Store(0)
+	s.mediaMu.Unlock()
+}
+
+// countMediaRead records one media read of bucket/name.
+func (s *Server) countMediaRead(bucket, name string) {
+	k := objectKey{bucket, name}
+	s.mediaMu.Lock()
+	c := s.media[k]
+	if c == nil {
+		c = new(atomic.Int64)
+		s.media[k] = c
+	}
+	c.Add(1)
+	s.mediaTotal.Add(1)
+	s.mediaMu.Unlock()
+}
+
+// Fault makes every later request naming bucket fail with status and a
+// GCS-style JSON error body. Requests name a bucket in the paths
+// /storage/v1/b/BUCKET..., /download/storage/v1/b/BUCKET...,
+// /upload/storage/v1/b/BUCKET... and the XML form /BUCKET/OBJECT. Status 0
+// clears the fault.
+func (s *Server) Fault(bucket string, status int) {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	if status == 0 {
+		delete(s.faults, bucket)
+		return
+	}
+	s.faults[bucket] = status
+}
+
+// SetHook installs a function run for every request before the fake (after
+// counting and shaping, before Fault). If it returns handled, the request is
+// answered with status (500 if status is 0) and a GCS-style JSON error body,
+// and does not reach the fake. A hook that blocks should watch r.Context(),
+// which is cancelled when the client goes away or the server closes. nil
+// removes the hook.
+func (s *Server) SetHook(h func(r *http.Request) (status int, handled bool)) {
+	if h == nil {
+		s.hook.Store(nil)
+		return
+	}
+	f := hookFunc(h)
+	s.hook.Store(&f)
+}
+
+// SetWAN replaces the WAN profile for requests that start from now on. nil
+// turns shaping off. The Total limiter is shared by the requests that start
+// under the same profile.
+func (s *Server) SetWAN(p *WANProfile) {
+	if p == nil {
+		s.shaper.Store(nil)
+		return
+	}
+	s.shaper.Store(newShaper(*p))
+}
+
+// countMiddleware counts every request and every media read, then passes
+// the request on. It also tracks in-flight handlers for Close.
+func (s *Server) countMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inflight.Add(1)
+		defer s.inflight.Done()
+		s.requests.Add(1)
+		if f := s.arrived.Load(); f != nil {
+			(*f)(r)
+		}
+		if t := classify(r); t.mediaRead {
+			s.countMediaRead(t.bucket, t.object)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// faultMiddleware runs the hook and the per-bucket faults before the fake.
+func (s *Server) faultMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := s.hook.Load(); h != nil {
+			if status, handled := (*h)(r); handled {
+				if status == 0 {
+					status = http.StatusInternalServerError
+				}
+				writeError(w, status, "emulator: request refused by test hook")
+				return
+			}
+		}
+		if t := classify(r); t.bucket != "" {
+			s.faultMu.RLock()
+			status := s.faults[t.bucket]
+			s.faultMu.RUnlock()
+			if status != 0 {
+				writeError(w, status, fmt.Sprintf("emulator: injected fault for bucket %q", t.bucket))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}

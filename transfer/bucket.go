@@ -1,0 +1,122 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// ObjectAttrs is what bucketfs needs to know about one object version.
+type ObjectAttrs struct {
+	Name           string
+	Size           int64
+	Generation     int64 // identifies the content; changes on every overwrite
+	Metageneration int64 // changes on every metadata update of one generation
+	Updated        time.Time
+	ContentType    string
+	Metadata       map[string]string // custom metadata (x-goog-meta-*)
+}
+
+// ListQuery selects one page of a listing.
+type ListQuery struct {
+	Prefix    string // only names that start with Prefix
+	Delimiter string // "/" for one directory level; "" for a flat listing
+	PageToken string // "" for the first page; ListPage.NextPageToken after that
+	PageSize  int    // 0 lets the implementation choose
+}
+
+// ListPage is one page of a listing. With a delimiter, names that contain it
+// after the prefix are rolled up into Prefixes (each ending in the delimiter);
+// Objects then holds only the names directly at this level, which may include
+// the prefix itself (a "dir/" placeholder object).
+type ListPage struct {
+	Objects       []ObjectAttrs
+	Prefixes      []string
+	NextPageToken string // "" on the last page
+}
+
+// PutOptions are the conditions of a single-request upload.
+type PutOptions struct {
+	// IfGenerationMatch makes the upload succeed only if the live object has
+	// this generation; 0 means "only if the object does not exist". A
+	// mismatch fails with ErrPrecondition and changes nothing.
+	IfGenerationMatch int64
+	// Unconditional ignores IfGenerationMatch.
+	Unconditional bool
+	ContentType   string
+	Metadata      map[string]string
+}
+
+// Bucket is one bucket of an object store, as bucketfs uses it.
+//
+// Contract, for every implementation:
+//   - Methods are safe for concurrent use by many goroutines.
+//   - ctx is honoured: a cancelled call returns promptly with ctx.Err() (or an
+//     error wrapping it) and leaves nothing running.
+//   - Errors are classified with the sentinels of this package, testable with
+//     errors.Is: ErrNotExist, ErrBucketNotExist, ErrPermission,
+//     ErrUnauthenticated, ErrPrecondition. Anything else is transient or
+//     unknown; its text says what happened.
+//   - Idempotent calls (Stat, List, ReadRange, Delete with a generation) are
+//     retried with backoff by the implementation; callers do not retry them.
+type Bucket interface {
+	// Name returns the bucket's name.
+	Name() string
+
+	// Stat returns the attributes of the live version of object name, or
+	// ErrNotExist.
+	Stat(ctx context.Context, name string) (ObjectAttrs, error)
+
+	// List returns one page of the names under q.Prefix.
+	List(ctx context.Context, q ListQuery) (ListPage, error)
+
+	// ReadRange copies length bytes starting at off of generation gen of the
+	// object into w, and returns how many bytes it copied. A short count
+	// with a nil error means the object ended first. If that generation is
+	// no longer the live one (or is gone), the error wraps ErrNotExist. The
+	// caller owns w; ReadRange writes to it from the calling goroutine only.
+	ReadRange(ctx context.Context, name string, gen, off, length int64, w io.Writer) (int64, error)
+
+	// Put uploads the object in one request under the conditions of o and
+	// returns the attributes of the new version.
+	Put(ctx context.Context, name string, r io.Reader, o PutOptions) (ObjectAttrs, error)
+
+	// Delete removes the object. With gen > 0 it removes only if the live
+	// generation is gen (ErrPrecondition otherwise). A missing object is
+	// ErrNotExist.
+	Delete(ctx context.Context, name string, gen int64) error
+
+	// CheckAccess verifies, with one cheap call, that the bucket exists and
+	// that the credentials may list it. It returns ErrBucketNotExist,
+	// ErrPermission, ErrUnauthenticated or another error.
+	CheckAccess(ctx context.Context) error
+}
+
+// Sentinel errors; implementations wrap them so errors.Is works and the
+// message keeps the detail.
+var (
+	ErrNotExist        = errors.New("object does not exist")
+	ErrBucketNotExist  = errors.New("bucket does not exist")
+	ErrPermission      = errors.New("permission denied by the bucket")
+	ErrUnauthenticated = errors.New("credentials missing or not accepted")
+	ErrPrecondition    = errors.New("precondition failed: the object changed")
+)
+
+// OpError records which call on which object failed.
+type OpError struct {
+	Op     string // "stat", "list", "read", "put", "delete", "check"
+	Bucket string
+	Object string
+	Err    error
+}
+
+func (e *OpError) Error() string {
+	if e.Object == "" {
+		return fmt.Sprintf("%s gs://%s: %v", e.Op, e.Bucket, e.Err)
+	}
+	return fmt.Sprintf("%s gs://%s/%s: %v", e.Op, e.Bucket, e.Object, e.Err)
+}
+
+func (e *OpError) Unwrap() error { return e.Err }

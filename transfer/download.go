@@ -1,0 +1,276 @@
+package transfer
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// DownloadOptions shape a Download.
+type DownloadOptions struct {
+	ChunkSize   int64 // bytes per range request; > 0
+	Parallelism int   // background range requests in flight; >= 1
+}
+
+// Download fetches one version of an object into dst in chunks of
+// ChunkSize. Background workers walk the object from the start with
+// Parallelism requests in flight; Ensure fetches the chunks a reader needs
+// at once, ahead of the walk. A chunk is fetched by one request at a time:
+// concurrent Ensure calls for the same chunk share it.
+//
+// Chunk i covers [i*ChunkSize, min((i+1)*ChunkSize, size)). dst receives
+// each chunk's bytes with WriteAt before the chunk counts as present; a
+// failed fetch may leave partial bytes there, in a chunk that is still
+// absent.
+type Download struct {
+	b     Bucket
+	name  string
+	gen   int64
+	size  int64
+	chunk int64
+	par   int
+	dst   io.WriterAt
+
+	// life is the download's own lifetime (not a request's): Stop cancels
+	// it. Fetches started by Ensure run under it, so that one reader giving
+	// up does not fail the others waiting for the same chunk.
+	life   context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every fetch goroutine and worker
+
+	idle     chan struct{} // closed when the background workers have exited
+	complete chan struct{} // closed when every chunk is present
+
+	mu        sync.Mutex
+	chunks    []chunkState // guarded by mu
+	next      int          // guarded by mu: where the background walk goes on
+	remaining int          // guarded by mu: chunks not yet present
+	bgErr     error        // guarded by mu: first background failure
+	started   bool         // guarded by mu
+}
+
+type chunkState struct {
+	present bool
+	fetch   *attempt // non-nil while a request for the chunk is in flight
+}
+
+// attempt is one request for one chunk; err is set before done is closed.
+type attempt struct {
+	done chan struct{}
+	err  error
+}
+
+// NewDownload prepares a download of generation gen of object name, whose
+// size is size. present reports the chunks dst already holds (nil: none).
+// Nothing is fetched until Start or Ensure.
+func NewDownload(b Bucket, name string, gen, size int64, dst io.WriterAt, present []bool, o DownloadOptions) *Download {
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = 8 << 20
+	}
+	if o.Parallelism < 1 {
+		o.Parallelism = 1
+	}
+	n := int((size + o.ChunkSize - 1) / o.ChunkSize)
+	d := &Download{
+		b: b, name: name, gen: gen, size: size, chunk: o.ChunkSize, par: o.Parallelism, dst: dst,
+		idle:     make(chan struct{}),
+		complete: make(chan struct{}),
+		chunks:   make([]chunkState, n),
+	}
+	d.life, d.cancel = context.WithCancel(context.Background())
+	for i := range d.chunks {
+		if i < len(present) && present[i] {
+			d.chunks[i].present = true
+		} else {
+			d.remaining++
+		}
+	}
+	if d.remaining == 0 {
+		close(d.complete)
+	}
+	return d
+}
+
+// NumChunks is the number of chunks of the object.
+func (d *Download) NumChunks() int { return len(d.chunks) }
+
+// Start launches the background walk. It returns at once; Idle is closed
+// when the walk ends (all chunks present, a failure, or Stop).
+func (d *Download) Start() {
+	d.mu.Lock()
+	if d.started {
+		d.mu.Unlock()
+		return
+	}
+	d.started = true
+	d.mu.Unlock()
+	var workers sync.WaitGroup
+	for range d.par {
+		workers.Add(1)
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			defer workers.Done()
+			d.walk()
+		}()
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		workers.Wait()
+		close(d.idle)
+	}()
+}
+
+// walk fetches unclaimed chunks in order until none is left or one fails.
+func (d *Download) walk() {
+	for {
+		i, a := d.claimNext()
+		if a == nil {
+			return
+		}
+		if err := d.fetch(i, a); err != nil {
+			d.mu.Lock()
+			if d.bgErr == nil {
+				d.bgErr = err
+			}
+			d.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (d *Download) claimNext() (int, *attempt) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.bgErr != nil || d.life.Err() != nil {
+		return -1, nil
+	}
+	for ; d.next < len(d.chunks); d.next++ {
+		c := &d.chunks[d.next]
+		if !c.present && c.fetch == nil {
+			return d.next, d.claimLocked(d.next)
+		}
+	}
+	return -1, nil
+}
+
+func (d *Download) claimLocked(i int) *attempt {
+	a := &attempt{done: make(chan struct{})}
+	d.chunks[i].fetch = a
+	return a
+}
+
+var bufPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 1<<20) }}
+
+// fetch runs one claimed attempt to its end and publishes the outcome.
+func (d *Download) fetch(i int, a *attempt) error {
+	off := int64(i) * d.chunk
+	n := min(d.chunk, d.size-off)
+	bw := bufPool.Get().(*bufio.Writer)
+	bw.Reset(io.NewOffsetWriter(d.dst, off))
+	got, err := d.b.ReadRange(d.life, d.name, d.gen, off, n, bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	bw.Reset(nil)
+	bufPool.Put(bw)
+	if err == nil && got != n {
+		err = fmt.Errorf("read gs://%s/%s#%d: got %d bytes at offset %d, want %d: object is shorter than its size", d.b.Name(), d.name, d.gen, got, off, n)
+	}
+
+	d.mu.Lock()
+	c := &d.chunks[i]
+	c.fetch = nil
+	if err == nil {
+		c.present = true
+		d.remaining--
+		if d.remaining == 0 {
+			close(d.complete)
+		}
+	}
+	d.mu.Unlock()
+	a.err = err
+	close(a.done)
+	return err
+}
+
+// Ensure returns when every chunk overlapping [off, off+length) is present,
+// fetching the missing ones at once (ahead of the background walk), or
+// with the error of a fetch it waited for, or ctx's error.
+func (d *Download) Ensure(ctx context.Context, off, length int64) error {
+	if length <= 0 || off >= d.size {
+		return nil
+	}
+	first := int(off / d.chunk)
+	last := int(min(off+length, d.size)-1) / int(d.chunk)
+	var waits []*attempt
+	d.mu.Lock()
+	for i := first; i <= last; i++ {
+		c := &d.chunks[i]
+		switch {
+		case c.present:
+		case c.fetch != nil:
+			waits = append(waits, c.fetch)
+		default:
+			a := d.claimLocked(i)
+			waits = append(waits, a)
+			d.wg.Add(1)
+			go func(i int) {
+				defer d.wg.Done()
+				d.fetch(i, a)
+			}(i)
+		}
+	}
+	d.mu.Unlock()
+	for _, a := range waits {
+		select {
+		case <-a.done:
+			if a.err != nil {
+				return a.err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Complete is closed once every chunk is present.
+func (d *Download) Complete() <-chan struct{} { return d.complete }
+
+// Idle is closed when the background walk has ended. It is never closed if
+// Start was not called.
+func (d *Download) Idle() <-chan struct{} { return d.idle }
+
+// Err returns the failure that ended the background walk early, if any.
+func (d *Download) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.bgErr
+}
+
+// Present returns a snapshot of which chunks are present.
+func (d *Download) Present() []bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := make([]bool, len(d.chunks))
+	for i, c := range d.chunks {
+		p[i] = c.present
+	}
+	return p
+}
+
+// Stop cancels every fetch and waits for all goroutines of the download.
+// Chunks fetched so far stay present. Stop is idempotent.
+func (d *Download) Stop() {
+	d.cancel()
+	d.wg.Wait()
+}
+
+// IsStale reports whether err means the version being downloaded is gone
+// from the bucket, so that retrying cannot help.
+func IsStale(err error) bool { return errors.Is(err, ErrNotExist) }

@@ -1,0 +1,91 @@
+package transfer
+
+import (
+	"context"
+	"io"
+)
+
+// Limited caps the number of requests in flight to the wrapped bucket, over
+// all callers. A ReadRange holds its slot until its bytes are copied.
+type Limited struct {
+	b   Bucket
+	sem chan struct{}
+}
+
+var _ Bucket = (*Limited)(nil)
+
+// NewLimited wraps b so that at most n calls run at once (n >= 1).
+func NewLimited(b Bucket, n int) *Limited {
+	if n < 1 {
+		n = 1
+	}
+	return &Limited{b: b, sem: make(chan struct{}, n)}
+}
+
+func (l *Limited) acquire(ctx context.Context) error {
+	select {
+	case l.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *Limited) release() { <-l.sem }
+
+// Name implements Bucket.
+func (l *Limited) Name() string { return l.b.Name() }
+
+// Stat implements Bucket.
+func (l *Limited) Stat(ctx context.Context, name string) (ObjectAttrs, error) {
+	if err := l.acquire(ctx); err != nil {
+		return ObjectAttrs{}, err
+	}
+	defer l.release()
+	return l.b.Stat(ctx, name)
+}
+
+// List implements Bucket.
+func (l *Limited) List(ctx context.Context, q ListQuery) (ListPage, error) {
+	if err := l.acquire(ctx); err != nil {
+		return ListPage{}, err
+	}
+	defer l.release()
+	return l.b.List(ctx, q)
+}
+
+// ReadRange implements Bucket.
+func (l *Limited) ReadRange(ctx context.Context, name string, gen, off, length int64, w io.Writer) (int64, error) {
+	if err := l.acquire(ctx); err != nil {
+		return 0, err
+	}
+	defer l.release()
+	return l.b.ReadRange(ctx, name, gen, off, length, w)
+}
+
+// Put implements Bucket.
+func (l *Limited) Put(ctx context.Context, name string, r io.Reader, o PutOptions) (ObjectAttrs, error) {
+	if err := l.acquire(ctx); err != nil {
+		return ObjectAttrs{}, err
+	}
+	defer l.release()
+	return l.b.Put(ctx, name, r, o)
+}
+
+// Delete implements Bucket.
+func (l *Limited) Delete(ctx context.Context, name string, gen int64) error {
+	if err := l.acquire(ctx); err != nil {
+		return err
+	}
+	defer l.release()
+	return l.b.Delete(ctx, name, gen)
+}
+
+// CheckAccess implements Bucket.
+func (l *Limited) CheckAccess(ctx context.Context) error {
+	if err := l.acquire(ctx); err != nil {
+		return err
+	}
+	defer l.release()
+	return l.b.CheckAccess(ctx)
+}
