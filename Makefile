@@ -4,7 +4,7 @@ BIN      := bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 
-.PHONY: build test bench demo vet fmt clean
+.PHONY: build deps test bench demo vet fmt clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/bucketfs ./cmd/bucketfs
@@ -12,19 +12,23 @@ build:
 
 # Unit and integration tests (real FUSE mounts; needs fuse3 and root or
 # user_allow_other). Every test has a timeout; the race detector is on.
-test:
+# System packages (fuse3, fio) if missing; Debian/Ubuntu.
+deps:
+	./scripts/deps.sh
+
+test: deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -race -timeout 20m -count=1 ./...
 
 # Benchmarks against a native directory on the same disk, with the
 # emulator behind a WAN profile. Needs fio.
-bench: build
+bench: deps build
 	BUCKETFS_BENCH=1 $(GO) test -run '^TestBench$$' -timeout 60m -count=1 -v ./integration/
 
 # Starts an emulated bucket with sample data and mounts it on ./mnt.
 # Ctrl-C unmounts and stops the emulator.
-demo: build
+demo: deps build
 	./scripts/demo.sh
 
 vet:

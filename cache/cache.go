@@ -296,7 +296,7 @@ func (c *Cache) newHandle(e *entry) (*Handle, error) {
 	}
 	h := &Handle{c: c, e: e, f: f, name: e.name, gen: e.rec.Generation, size: e.rec.Size}
 	c.mu.Lock()
-	if e.rec.Complete {
+	if e.rec.Complete || (e.dl != nil && isClosed(e.dl.Complete())) {
 		c.stats.Hits++
 		h.complete = true
 		c.mu.Unlock()

@@ -73,7 +73,7 @@ func (d *dirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 			e.Ino = f.ino(kindDir, d.prefix+n+"/")
 		} else {
 			e.Mode = syscall.S_IFREG
-			e.Ino = f.ino(kindFile, d.prefix+n)
+			e.Ino = f.fileIno(c.attrs)
 		}
 		entries = append(entries, e)
 	}

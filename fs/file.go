@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/bucketfs/bucketfs/cache"
 	"github.com/bucketfs/bucketfs/transfer"
@@ -12,18 +11,20 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// fileNode is one object shown as a regular file.
+// fileNode is one version (generation) of an object, shown as a regular
+// file. A new generation of the same name is a new inode, the way a file
+// replaced by rename is on a local disk: handles open on the old version
+// keep reading it, and the kernel never mixes two versions in one inode's
+// page cache or passthrough backing file.
 type fileNode struct {
 	gofs.Inode
 	fsys *FS
 	name string // object name
 
-	mu       sync.Mutex
-	attrs    transfer.ObjectAttrs // guarded by mu
-	attrsAt  time.Time            // guarded by mu: when attrs were fetched
-	openGen  int64                // guarded by mu: generation the kernel's page cache holds
-	ptGen    int64                // guarded by mu: generation of the open passthrough handles
-	ptHandle int                  // guarded by mu: passthrough handles open
+	mu        sync.Mutex
+	attrs     transfer.ObjectAttrs // guarded by mu; Generation never changes
+	ptOpen    int                  // guarded by mu: passthrough handles open
+	cacheOpen int                  // guarded by mu: handles open in the kernel's caching io mode
 }
 
 var (
@@ -32,45 +33,27 @@ var (
 	_ gofs.NodeStatfser  = (*fileNode)(nil)
 )
 
+// setAttrs records the latest attributes of the node's generation.
 func (n *fileNode) setAttrs(a transfer.ObjectAttrs) {
 	n.mu.Lock()
-	n.attrs, n.attrsAt = a, time.Now()
+	if n.attrs.Generation == 0 || n.attrs.Generation == a.Generation {
+		n.attrs = a
+	}
 	n.mu.Unlock()
 }
 
-// currentAttrs returns the object's attributes, asking the bucket (or a
-// fresher listing) once they are older than the metadata TTL.
-func (n *fileNode) currentAttrs(ctx context.Context) (transfer.ObjectAttrs, error) {
+func (n *fileNode) getAttrs() transfer.ObjectAttrs {
 	n.mu.Lock()
-	a, at := n.attrs, n.attrsAt
-	n.mu.Unlock()
-	if time.Since(at) < n.fsys.opts.MetadataTTL {
-		return a, nil
-	}
-	c, err := n.fsys.meta.resolve(ctx, n.name, n.fsys.warnOnce)
-	if err != nil {
-		return a, err
-	}
-	if c.kind != kindFile {
-		return a, syscall.ENOENT
-	}
-	n.setAttrs(c.attrs)
-	return c.attrs, nil
+	defer n.mu.Unlock()
+	return n.attrs
 }
 
-// Getattr implements gofs.NodeGetattrer.
+// Getattr implements gofs.NodeGetattrer. The node is one version, so its
+// attributes need no refresh here: a newer version is found by the
+// kernel's next lookup of the name, once the entry timeout (the metadata
+// TTL) has passed.
 func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if h, ok := fh.(fileHandle); ok {
-		// An open file shows the version it reads.
-		n.fsys.fillFile(&out.Attr, h.attrs())
-		out.SetTimeout(n.fsys.opts.MetadataTTL)
-		return 0
-	}
-	a, err := n.currentAttrs(ctx)
-	if err != nil {
-		return n.fsys.errno(ctx, "getattr", n.name, err)
-	}
-	n.fsys.fillFile(&out.Attr, a)
+	n.fsys.fillFile(&out.Attr, n.getAttrs())
 	out.SetTimeout(n.fsys.opts.MetadataTTL)
 	return 0
 }
@@ -81,31 +64,28 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		// Writing needs the write-back path, which this build does not have.
 		return nil, 0, syscall.EROFS
 	}
-	a, err := n.currentAttrs(ctx)
-	if err != nil {
-		return nil, 0, n.fsys.errno(ctx, "open", n.name, err)
-	}
+	a := n.getAttrs()
 	ch, err := n.fsys.cache.Open(ctx, a)
 	if err != nil {
 		return nil, 0, n.fsys.errno(ctx, "open", n.name, err)
 	}
-	h := &readHandle{node: n, h: ch, a: a}
+	h := &readHandle{node: n, h: ch}
 
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var fuseFlags uint32
-	if n.openGen == a.Generation {
-		fuseFlags |= fuse.FOPEN_KEEP_CACHE
+	// The kernel keeps an inode in one io mode at a time: once a handle is
+	// open with passthrough, every other open must be passthrough too, and
+	// while a handle is open in caching mode, a passthrough open fails
+	// (both with EIO). So passthrough is used for a complete copy while no
+	// caching handle is open, and always while a passthrough one is.
+	_, complete := ch.PassthroughFd()
+	if n.ptOpen > 0 || (complete && n.fsys.opts.Passthrough && n.cacheOpen == 0) {
+		n.ptOpen++
+		return &passthroughHandle{readHandle: h}, 0, 0
 	}
-	n.openGen = a.Generation
-	// The kernel keeps one backing file per inode: a passthrough handle may
-	// only be given while no other version is open that way.
-	if _, ok := ch.PassthroughFd(); ok && n.fsys.opts.Passthrough && (n.ptHandle == 0 || n.ptGen == a.Generation) {
-		n.ptHandle++
-		n.ptGen = a.Generation
-		return &passthroughHandle{readHandle: h}, fuseFlags, 0
-	}
-	return h, fuseFlags, 0
+	n.cacheOpen++
+	// The inode only ever holds this version, so its page cache stays valid.
+	return &cachingHandle{readHandle: h}, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 // Statfs implements gofs.NodeStatfser.
@@ -114,16 +94,10 @@ func (n *fileNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errn
 	return 0
 }
 
-// fileHandle is what every handle of a fileNode offers.
-type fileHandle interface {
-	attrs() transfer.ObjectAttrs
-}
-
 // readHandle reads one object version through the cache.
 type readHandle struct {
 	node *fileNode
 	h    *cache.Handle
-	a    transfer.ObjectAttrs
 }
 
 var (
@@ -131,8 +105,6 @@ var (
 	_ gofs.FileReleaser = (*readHandle)(nil)
 	_ gofs.FileFlusher  = (*readHandle)(nil)
 )
-
-func (h *readHandle) attrs() transfer.ObjectAttrs { return h.a }
 
 // Read implements gofs.FileReader.
 func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -152,6 +124,20 @@ func (h *readHandle) Release(ctx context.Context) syscall.Errno {
 	return 0
 }
 
+// cachingHandle is read through the kernel's page cache.
+type cachingHandle struct {
+	*readHandle
+}
+
+// Release implements gofs.FileReleaser.
+func (h *cachingHandle) Release(ctx context.Context) syscall.Errno {
+	n := h.node
+	n.mu.Lock()
+	n.cacheOpen--
+	n.mu.Unlock()
+	return h.readHandle.Release(ctx)
+}
+
 // passthroughHandle lets the kernel read a fully cached file itself.
 type passthroughHandle struct {
 	*readHandle
@@ -166,7 +152,7 @@ func (h *passthroughHandle) PassthroughFd() (int, bool) { return h.h.Passthrough
 func (h *passthroughHandle) Release(ctx context.Context) syscall.Errno {
 	n := h.node
 	n.mu.Lock()
-	n.ptHandle--
+	n.ptOpen--
 	n.mu.Unlock()
 	return h.readHandle.Release(ctx)
 }

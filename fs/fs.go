@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -75,9 +76,10 @@ func (f *FS) MountOptions() *gofs.Options {
 		Options:           []string{"default_permissions"},
 		Debug:             f.opts.Debug,
 	}
-	if f.opts.ReadOnly {
-		mo.Options = append(mo.Options, "ro")
-	}
+	// The tree has no write operations yet (write-back is the next piece of
+	// work), so the kernel is told the mount is read-only whatever
+	// opts.ReadOnly says: every write gets EROFS, consistently.
+	mo.Options = append(mo.Options, "ro")
 	if !f.opts.Passthrough {
 		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
 	}
@@ -105,6 +107,11 @@ func (f *FS) ino(k kind, name string) uint64 {
 	return n
 }
 
+// fileIno is the inode number of one object version.
+func (f *FS) fileIno(a transfer.ObjectAttrs) uint64 {
+	return f.ino(kindFile, a.Name+"#"+strconv.FormatInt(a.Generation, 10))
+}
+
 // warnOnce logs a warning about name the first time only.
 func (f *FS) warnOnce(name, msg string, args ...any) {
 	f.mu.Lock()
@@ -118,7 +125,7 @@ func (f *FS) warnOnce(name, msg string, args ...any) {
 
 // fillFile sets out to the attributes of a file object.
 func (f *FS) fillFile(out *fuse.Attr, a transfer.ObjectAttrs) {
-	out.Ino = f.ino(kindFile, a.Name)
+	out.Ino = f.fileIno(a)
 	out.Mode = syscall.S_IFREG | f.opts.FileMode
 	out.Size = uint64(a.Size)
 	out.Blocks = (out.Size + 511) / 512

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -298,8 +299,16 @@ func TestEvictionKeepsCacheUnderCap(t *testing.T) {
 		t.Errorf("the held-open file was fetched again (%d more requests): it was evicted while open", after-before)
 	}
 	// The oldest closed files were evicted: reading "b" again downloads it.
+	// O_DIRECT, so that the kernel's page cache does not answer for it.
 	before = emu.MediaReads(testBucket, "b")
-	readFile(t, m.path("b"))
+	fd, err := syscall.Open(m.path("b"), syscall.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if _, err := syscall.Pread(fd, buf[:4096], 0); err != nil {
+		t.Fatal(err)
+	}
 	if emu.MediaReads(testBucket, "b") == before {
 		t.Error("b was served without a download although the cap forced it out")
 	}
@@ -322,4 +331,51 @@ func diskUsage(t *testing.T, dir string) int64 {
 		t.Fatal(err)
 	}
 	return total
+}
+
+// The kernel refuses (EIO) to mix passthrough and page-cache opens of one
+// inode, and passthrough opens of two backing files: every mix of opens
+// must still work.
+func TestOpenModesMix(t *testing.T) {
+	emu := startEmulator(t, nil)
+	v1 := randomBytes(1<<20, 20)
+	put(t, emu, "f", v1)
+	m := mount(t, emu, mountOpts{args: []string{"--prefetch-chunk-size", "256KiB", "--metadata-ttl", "0"}})
+
+	// A cold open reads through the page cache; reading it all completes
+	// the copy, so the next open could use passthrough.
+	cold, err := os.Open(m.path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len(v1))
+	if _, err := cold.ReadAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if got := readFile(t, m.path("f")); sum(got) != sum(v1) {
+			t.Fatalf("open %d while a page-cache handle is open: wrong bytes", i)
+		}
+	}
+	cold.Close()
+
+	// Now a complete copy: held open (passthrough where allowed).
+	warm, err := os.Open(m.path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer warm.Close()
+	// The object changes; a new open sees the new version while the old
+	// handle keeps reading the old one.
+	v2 := randomBytes(700<<10, 21)
+	put(t, emu, "f", v2)
+	if got := readFile(t, m.path("f")); sum(got) != sum(v2) {
+		t.Errorf("open of the new version while the old one is open: %d bytes, wrong", len(got))
+	}
+	if _, err := warm.ReadAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, v1) {
+		t.Error("the handle opened before the overwrite no longer reads its version")
+	}
 }

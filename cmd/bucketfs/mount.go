@@ -224,6 +224,11 @@ func runMount(args []string) error {
 		Logger:      log,
 		Debug:       c.debugFUSE,
 	})
+	// Signals are caught before the mount is live, so that a SIGTERM right
+	// after it unmounts cleanly instead of killing the process.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	server, err := gofs.Mount(mnt, fsys.Root(), fsys.MountOptions())
 	if err != nil {
 		return fmt.Errorf("mounting on %s: %w", mnt, err)
@@ -231,9 +236,6 @@ func runMount(args []string) error {
 	log.Info("mounted", "bucket", c.bucket, "mountpoint", mnt, "cache_dir", c.cacheDir,
 		"cache_max_size", FormatSize(int64(c.cacheMax)), "read_only", c.readOnly)
 
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	served := make(chan struct{})
 	go func() {
 		server.Wait()

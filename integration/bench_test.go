@@ -1,0 +1,690 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/bucketfs/bucketfs/internal/emulator"
+)
+
+// The benchmark harness behind 'make bench'. It reports; it does not gate:
+// a missed target is printed as such, while a failing fio job or wrong data
+// fails the test.
+//
+// Environment:
+//
+//	BUCKETFS_BENCH=1   run at all (otherwise the test skips, so that
+//	                   'make test' does not pay for it)
+//	BENCH_RUNTIME      length of each time-based fio job (default 15s;
+//	                   a Go duration or a number of seconds)
+//	BENCH_REPEAT       how many times each measurement is taken, interleaved
+//	                   across the cases; the table shows medians (default 1)
+//	BENCH_SIZE_MIB     size of the test files in MiB (default 1024)
+//	BENCH_OUT          also write the table and the machine facts here
+//
+// Cases, all measured in the same run so that their ratios are meaningful
+// on a shared, noisy machine:
+//
+//   - native: a file in a t.TempDir(), which is on the same filesystem as
+//     the cache directories (also t.TempDir(); checked with statfs and
+//     printed);
+//   - cached: the same bytes as an object, read once through a mount to
+//     warm the cache, then fio on the mount's file, with passthrough (the
+//     default) and with --passthrough=false;
+//   - cold: a different object behind emulator.DefaultWAN(), read once in
+//     full through a fresh mount (fresh cache) for a few prefetch settings,
+//     against the WAN's total cap and against one GET of the whole object
+//     by the official client (one stream).
+//
+// The fio jobs use --direct=1. On the native file that means reads go to
+// the disk, bypassing the page cache. On the mount it depends on the
+// handle: with passthrough the kernel opens the backing cache file with the
+// caller's flags, O_DIRECT included, so reads go to the disk exactly as on
+// the native file and the daemon never sees them; without passthrough
+// O_DIRECT only bypasses the FUSE inode's page cache: every read becomes a
+// FUSE_READ request to the daemon (in parallel, as bucketfs asks for
+// CAP_ASYNC_DIO), which serves it with an ordinary buffered pread of its
+// cache file, usually from the host's page cache. That row therefore
+// measures the FUSE round trip, not the disk.
+func TestBench(t *testing.T) {
+	if os.Getenv("BUCKETFS_BENCH") != "1" {
+		t.Skip("benchmarks run with BUCKETFS_BENCH=1 (make bench)")
+	}
+	fioPath, err := exec.LookPath("fio")
+	if err != nil {
+		t.Skip("benchmarks need fio (apt-get install fio): " + err.Error())
+	}
+	cfg := benchConfigFromEnv(t)
+	t.Logf("fio %s, runtime %v per job, %d repeat(s), files of %s",
+		fioPath, cfg.runtime, cfg.repeat, sizeLabel(cfg.size))
+
+	emu := startEmulator(t, nil)
+	tbl := &benchTable{}
+	var notes []string
+
+	// Content: the cached object and its native twin, then the cold
+	// object. Only the emulator keeps the bytes once they are written.
+	nativeDir := t.TempDir()
+	nativeFile := filepath.Join(nativeDir, "native.bin")
+	wantSum := func() string {
+		data := randomBytes(int(cfg.size), 101)
+		put(t, emu, benchCached, data)
+		writeSynced(t, nativeFile, data)
+		return sum(data)
+	}()
+	put(t, emu, benchCold, randomBytes(int(cfg.size), 202))
+	runtime.GC()
+
+	// Warm one cache per mount flavour. The mount is taken down cleanly
+	// after the warming read: bucketfs records a download as complete (and
+	// so hands out passthrough handles) only after it has synced the cache
+	// file, in the background after the last chunk arrives, and nothing
+	// outside the daemon can tell when that is done. A clean unmount waits
+	// for it, and the cache survives the remount.
+	cachedArgs := []string{"--cache-max-size", "4GiB"}
+	flavours := []struct {
+		label string
+		args  []string
+	}{
+		{"passthrough", cachedArgs},
+		{"no passthrough", append(slices.Clip(cachedArgs), "--passthrough=false")},
+	}
+	cacheDirs := make([]string, len(flavours))
+	for i, fl := range flavours {
+		cacheDirs[i] = t.TempDir()
+		m := mount(t, emu, mountOpts{cacheDir: cacheDirs[i], args: fl.args})
+		start := time.Now()
+		got, n := hashFile(t, m.path(benchCached), 10*time.Minute)
+		d := time.Since(start)
+		if n != cfg.size || got != wantSum {
+			t.Fatalf("warming read (%s): %d bytes, sha256 %s; want %d bytes, sha256 %s", fl.label, n, got, cfg.size, wantSum)
+		}
+		t.Logf("warmed cache for %s in %v (%.0f MiB/s, no WAN), checksum ok", fl.label, d.Round(time.Millisecond), mibps(n, d))
+		m.unmount(t)
+	}
+	notes = append(notes, sameFilesystem(t, nativeDir, cacheDirs[0]))
+
+	mounts := make([]*mountProc, len(flavours))
+	for i, fl := range flavours {
+		mounts[i] = mount(t, emu, mountOpts{cacheDir: cacheDirs[i], args: fl.args})
+	}
+	targets := []fioTarget{{label: "native", path: nativeFile}}
+	for i, fl := range flavours {
+		targets = append(targets, fioTarget{label: fl.label, path: mounts[i].path(benchCached), pid: mounts[i].cmd.Process.Pid})
+	}
+
+	// Interleave: for each repeat and job, every target in turn, so that
+	// noise from neighbours spreads over all of them.
+	jobs := benchJobs()
+	results := map[[2]int][]fioResult{} // [job, target] -> one per repeat
+	for rep := range cfg.repeat {
+		for ji, job := range jobs {
+			for ti, tg := range targets {
+				r := runFioJob(t, fioPath, job, tg, cfg)
+				t.Logf("repeat %d %-9s %-15s %s", rep+1, job.key, tg.label, r.summary(job))
+				results[[2]int{ji, ti}] = append(results[[2]int{ji, ti}], r)
+			}
+		}
+	}
+
+	// The data must still read back right through the passthrough mount.
+	if got, n := hashFile(t, targets[1].path, 10*time.Minute); n != cfg.size || got != wantSum {
+		t.Fatalf("read after fio through the passthrough mount: %d bytes, sha256 %s; want %d, %s", n, got, cfg.size, wantSum)
+	}
+	for _, m := range mounts {
+		m.unmount(t)
+	}
+
+	for ji, job := range jobs {
+		native := medianOf(results[[2]int{ji, 0}], job.value)
+		var byFlavour []float64
+		for ti := 1; ti < len(targets); ti++ {
+			rs := results[[2]int{ji, ti}]
+			v := medianOf(rs, job.value)
+			byFlavour = append(byFlavour, v)
+			row := benchRow{
+				name:     fmt.Sprintf("cached %s (%s), %s", job.label, job.unit, targets[ti].label),
+				native:   fmtNum(native),
+				bucketfs: fmtNum(v),
+				ratio:    fmtRatio(v / native),
+			}
+			daemon := medianOf(rs, func(r fioResult) float64 { return float64(r.daemonRead) })
+			moved := medianOf(rs, func(r fioResult) float64 { return float64(r.job.Read.IOBytes) })
+			row.note = fmt.Sprintf("daemon read %s (incl. ramp) for %s read by fio", sizeLabel(int64(daemon)), sizeLabel(int64(moved)))
+			if targets[ti].label == "passthrough" {
+				row.target, row.met = ">= 0.95", metStr(v/native >= 0.95)
+				if daemon > 0.1*moved {
+					row.note += "; PASSTHROUGH NOT ENGAGED"
+					t.Logf("warning: the daemon read %s during the passthrough %s job: the kernel did not read the cache file directly", sizeLabel(int64(daemon)), job.key)
+				}
+			} else {
+				row.target, row.met = "-", "-"
+			}
+			tbl.add(row)
+		}
+		if len(byFlavour) == 2 && byFlavour[1] > 0 {
+			notes = append(notes, fmt.Sprintf("passthrough buys %.1fx on cached %s (%s vs %s %s)",
+				byFlavour[0]/byFlavour[1], job.label, fmtNum(byFlavour[0]), fmtNum(byFlavour[1]), job.unit))
+		}
+	}
+
+	notes = append(notes, "without passthrough the daemon serves O_DIRECT reads with buffered preads of its cache file, "+
+		"from the page cache once read: those rows measure the FUSE path and memory, not the disk")
+
+	// Cold reads behind the WAN profile.
+	wan := emulator.DefaultWAN()
+	emu.SetWAN(&wan)
+	defer emu.SetWAN(nil)
+	capMiB := float64(wan.Total) / (1 << 20)
+	single := singleStreamGET(t, emu, benchCold, cfg.size)
+	t.Logf("single stream GET (official client): %.1f MiB/s", single)
+
+	for _, cs := range coldSettings() {
+		var speeds, firsts, reads []float64
+		for rep := range cfg.repeat {
+			c := coldRead(t, emu, cfg, cs.args)
+			t.Logf("repeat %d cold %-20s %.0f MiB/s, first MiB after %v, %d media reads",
+				rep+1, cs.label, c.mibps, c.first.Round(time.Millisecond), c.mediaReads)
+			speeds = append(speeds, c.mibps)
+			firsts = append(firsts, float64(c.first))
+			reads = append(reads, float64(c.mediaReads))
+		}
+		v := median(speeds)
+		tbl.add(benchRow{
+			name:     fmt.Sprintf("cold seq read %s (MiB/s), %s", sizeLabel(cfg.size), cs.label),
+			native:   "cap " + fmtNum(capMiB),
+			bucketfs: fmtNum(v),
+			ratio:    fmtRatio(v / capMiB),
+			target:   ">= 0.80 of cap",
+			met:      metStr(v/capMiB >= 0.80),
+			note: fmt.Sprintf("%.1fx single stream (%.1f); first MiB after %v; %.0f media reads",
+				v/single, single, time.Duration(median(firsts)).Round(time.Millisecond), median(reads)),
+		})
+	}
+	tbl.add(benchRow{
+		name:     fmt.Sprintf("single stream GET %s (MiB/s)", sizeLabel(cfg.size)),
+		native:   "cap " + fmtNum(float64(wan.PerConn)/(1<<20)) + "/conn",
+		bucketfs: fmtNum(single),
+		ratio:    fmtRatio(single / (float64(wan.PerConn) / (1 << 20))),
+		target:   "-",
+		met:      "-",
+		note:     "official Go client, one GET of the whole object",
+	})
+	notes = append(notes, fmt.Sprintf("WAN profile for cold rows: %v before each response, %s/s per connection, %s/s in total",
+		wan.Latency, sizeLabel(wan.PerConn), sizeLabel(wan.Total)))
+
+	report := tbl.String()
+	for _, n := range notes {
+		report += "note: " + n + "\n"
+	}
+	for _, line := range strings.Split(strings.TrimRight(report, "\n"), "\n") {
+		t.Log(line)
+	}
+	fmt.Print("\n" + report)
+	if out := os.Getenv("BENCH_OUT"); out != "" {
+		content := report + "\n" + machineFacts(fioPath, cfg)
+		if err := os.WriteFile(out, []byte(content), 0o644); err != nil {
+			t.Errorf("writing BENCH_OUT: %v", err)
+		} else {
+			t.Logf("wrote %s", out)
+		}
+	}
+}
+
+const (
+	benchCached = "bench-cached.bin"
+	benchCold   = "bench-cold.bin"
+)
+
+type benchConfig struct {
+	runtime time.Duration // each time-based fio job
+	ramp    time.Duration // fio ramp before measuring, on top of runtime
+	repeat  int
+	size    int64
+}
+
+func benchConfigFromEnv(t *testing.T) benchConfig {
+	t.Helper()
+	c := benchConfig{runtime: 15 * time.Second, ramp: 2 * time.Second, repeat: 1, size: 1 << 30}
+	if v := os.Getenv("BENCH_RUNTIME"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			n, nerr := strconv.Atoi(v)
+			if nerr != nil {
+				t.Fatalf("BENCH_RUNTIME=%q: want a duration (15s) or a number of seconds", v)
+			}
+			d = time.Duration(n) * time.Second
+		}
+		if d < time.Second {
+			t.Fatalf("BENCH_RUNTIME=%q: at least 1s", v)
+		}
+		c.runtime = d.Round(time.Second)
+	}
+	if v := os.Getenv("BENCH_REPEAT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("BENCH_REPEAT=%q: want a positive integer", v)
+		}
+		c.repeat = n
+	}
+	if v := os.Getenv("BENCH_SIZE_MIB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 16 || n > 3072 {
+			t.Fatalf("BENCH_SIZE_MIB=%q: want 16 to 3072 (the cached mounts use --cache-max-size 4GiB)", v)
+		}
+		c.size = int64(n) << 20
+	}
+	return c
+}
+
+// fioJobSpec is one of the time-based fio jobs run on every target.
+type fioJobSpec struct {
+	key   string // fio's job name
+	label string // for the table
+	unit  string
+	args  []string
+	value func(fioResult) float64
+}
+
+func benchJobs() []fioJobSpec {
+	return []fioJobSpec{
+		{
+			key: "randread", label: "4k randread", unit: "IOPS",
+			args:  []string{"--rw=randread", "--bs=4k", "--norandommap", "--randrepeat=0"},
+			value: func(r fioResult) float64 { return r.job.Read.IOPS },
+		},
+		{
+			key: "seqread", label: "1M seq read", unit: "MiB/s",
+			args:  []string{"--rw=read", "--bs=1M"},
+			value: func(r fioResult) float64 { return r.job.Read.MiBps() },
+		},
+	}
+}
+
+// fioTarget is a file fio reads; pid is the bucketfs process serving it
+// (0 for the native file).
+type fioTarget struct {
+	label string
+	path  string
+	pid   int
+}
+
+type fioResult struct {
+	job        fioJob
+	daemonRead int64 // bytes bucketfs read(2) during the job (rchar), -1 if unknown
+}
+
+func (r fioResult) summary(j fioJobSpec) string {
+	s := fmt.Sprintf("%s %s, p99 %.0f us", fmtNum(j.value(r)), j.unit, r.job.Read.P99()/1e3)
+	if r.daemonRead >= 0 {
+		s += ", daemon read " + sizeLabel(r.daemonRead)
+	}
+	return s
+}
+
+// runFioJob runs one time-based job with O_DIRECT and libaio at depth 16
+// on tg, failing the test if fio fails.
+func runFioJob(t *testing.T, fioPath string, job fioJobSpec, tg fioTarget, cfg benchConfig) fioResult {
+	t.Helper()
+	args := append([]string{
+		"--name=" + job.key,
+		"--filename=" + tg.path,
+		"--size=" + strconv.FormatInt(cfg.size, 10),
+		"--readonly",
+		"--direct=1",
+		"--ioengine=libaio",
+		"--iodepth=16",
+		"--numjobs=1",
+		"--time_based",
+		fmt.Sprintf("--runtime=%ds", int(cfg.runtime/time.Second)),
+		fmt.Sprintf("--ramp_time=%ds", int(cfg.ramp/time.Second)),
+		"--output-format=json",
+	}, job.args...)
+	before := procReadBytes(tg.pid)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.runtime+cfg.ramp+3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, fioPath, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("fio %s on %s: %v\nargs: %q\nstderr: %s\nstdout: %s", job.key, tg.label, err, args, stderr.String(), out)
+	}
+	j, err := parseFio(out)
+	if err != nil {
+		t.Fatalf("fio %s on %s: %v\nstderr: %s\nstdout: %s", job.key, tg.label, err, stderr.String(), out)
+	}
+	r := fioResult{job: j, daemonRead: -1}
+	if after := procReadBytes(tg.pid); before >= 0 && after >= 0 {
+		r.daemonRead = after - before
+	}
+	return r
+}
+
+// procReadBytes returns the bytes process pid has read with read(2) and
+// friends (rchar in /proc/PID/io, all threads), or -1. A passthrough read
+// never reaches the daemon, so its rchar hardly moves; a FUSE_READ costs
+// the daemon a read of /dev/fuse plus a pread of the cache file.
+func procReadBytes(pid int) int64 {
+	if pid <= 0 {
+		return -1
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "rchar: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
+
+type coldSetting struct {
+	label string
+	args  []string
+}
+
+func coldSettings() []coldSetting {
+	return []coldSetting{
+		{"8MiB x16 (default)", nil},
+		{"16MiB x16", []string{"--prefetch-chunk-size", "16MiB"}},
+		{"4MiB x32", []string{"--prefetch-chunk-size", "4MiB", "--prefetch-parallelism", "32"}},
+	}
+}
+
+type coldResult struct {
+	mibps      float64
+	first      time.Duration // from open to the first MiB read
+	mediaReads int64
+}
+
+// coldRead mounts with a fresh cache and reads benchCold once, start to
+// end, with 1 MiB reads; the time includes the lookup and the open.
+func coldRead(t *testing.T, emu *emulator.Server, cfg benchConfig, args []string) coldResult {
+	t.Helper()
+	cacheDir := t.TempDir()
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: append([]string{"--cache-max-size", "4GiB"}, args...)})
+	emu.ResetCounters()
+	type res struct {
+		n     int64
+		first time.Duration
+		err   error
+	}
+	ch := make(chan res, 1)
+	start := time.Now()
+	go func() {
+		var r res
+		f, err := os.Open(m.path(benchCold))
+		if err != nil {
+			r.err = err
+			ch <- r
+			return
+		}
+		defer f.Close()
+		buf := make([]byte, 1<<20)
+		for {
+			k, err := f.Read(buf)
+			if r.n == 0 && k > 0 {
+				r.first = time.Since(start)
+			}
+			r.n += int64(k)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				r.err = err
+				break
+			}
+		}
+		ch <- r
+	}()
+	var r res
+	select {
+	case r = <-ch:
+	case <-time.After(10 * time.Minute):
+		t.Fatalf("cold read of %s: not done within 10 minutes", benchCold)
+	}
+	d := time.Since(start)
+	if r.err != nil {
+		t.Fatalf("cold read of %s: %v", benchCold, r.err)
+	}
+	if r.n != cfg.size {
+		t.Fatalf("cold read of %s: got %d bytes, want %d", benchCold, r.n, cfg.size)
+	}
+	out := coldResult{mibps: mibps(r.n, d), first: r.first, mediaReads: emu.MediaReads(testBucket, benchCold)}
+	m.unmount(t)
+	os.RemoveAll(cacheDir) // a GiB per setting and repeat otherwise
+	return out
+}
+
+// singleStreamGET downloads name with one GET through the official client
+// and returns MiB/s.
+func singleStreamGET(t *testing.T, emu *emulator.Server, name string, size int64) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	client, err := storage.NewClient(ctx, emu.ClientOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	start := time.Now()
+	r, err := client.Bucket(testBucket).Object(name).NewReader(ctx)
+	if err != nil {
+		t.Fatalf("single stream GET: %v", err)
+	}
+	defer r.Close()
+	var n int64
+	buf := make([]byte, 1<<20)
+	for {
+		k, err := r.Read(buf)
+		n += int64(k)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("single stream GET after %d bytes: %v", n, err)
+		}
+	}
+	d := time.Since(start)
+	if n != size {
+		t.Fatalf("single stream GET: got %d bytes, want %d", n, size)
+	}
+	return mibps(n, d)
+}
+
+// hashFile reads path to its end and returns its sha256 and length, failing
+// the test if that takes longer than limit.
+func hashFile(t *testing.T, path string, limit time.Duration) (string, int64) {
+	t.Helper()
+	type res struct {
+		sum string
+		n   int64
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		f, err := os.Open(path)
+		if err != nil {
+			ch <- res{err: err}
+			return
+		}
+		defer f.Close()
+		h := sha256.New()
+		n, err := io.CopyBuffer(h, f, make([]byte, 1<<20))
+		ch <- res{fmt.Sprintf("%x", h.Sum(nil)), n, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("reading %s: %v", path, r.err)
+		}
+		return r.sum, r.n
+	case <-time.After(limit):
+		t.Fatalf("reading %s: not done within %v", path, limit)
+		return "", 0
+	}
+}
+
+// writeSynced writes data to a new file and syncs it to disk.
+func writeSynced(t *testing.T, path string, data []byte) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameFilesystem checks that the native file and the cache live on one
+// filesystem, as the comparison assumes, and describes it.
+func sameFilesystem(t *testing.T, a, b string) string {
+	t.Helper()
+	var sa, sb syscall.Statfs_t
+	if err := syscall.Statfs(a, &sa); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Statfs(b, &sb); err != nil {
+		t.Fatal(err)
+	}
+	if sa.Fsid != sb.Fsid {
+		t.Logf("warning: native dir %s and cache dir %s are on different filesystems; the cached/native ratios compare different disks", a, b)
+		return fmt.Sprintf("native dir and cache dir on DIFFERENT filesystems (type 0x%x vs 0x%x)", sa.Type, sb.Type)
+	}
+	return fmt.Sprintf("native file and cache on the same filesystem (statfs type 0x%x, fsid %x, %s free), both under %s",
+		sa.Type, sa.Fsid.X__val, sizeLabel(int64(sa.Bavail)*sa.Bsize), os.TempDir())
+}
+
+// machineFacts describes where the numbers were taken.
+func machineFacts(fioPath string, cfg benchConfig) string {
+	run := func(name string, args ...string) string {
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil {
+			return "? (" + err.Error() + ")"
+		}
+		return strings.TrimSpace(string(out))
+	}
+	cpu := "?"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "date:    %s\n", time.Now().Format(time.RFC3339))
+	fmt.Fprintf(&b, "kernel:  %s\n", run("uname", "-r"))
+	fmt.Fprintf(&b, "nproc:   %s\n", run("nproc"))
+	fmt.Fprintf(&b, "cpu:     %s\n", cpu)
+	fmt.Fprintf(&b, "go:      %s (test binary built with %s)\n", run("go", "version"), runtime.Version())
+	fmt.Fprintf(&b, "fio:     %s (%s)\n", run(fioPath, "--version"), fioPath)
+	fmt.Fprintf(&b, "config:  fio runtime %v + %v ramp per job, %d repeat(s) (medians), files of %s\n",
+		cfg.runtime, cfg.ramp, cfg.repeat, sizeLabel(cfg.size))
+	return b.String()
+}
+
+// benchRow is one line of the report.
+type benchRow struct {
+	name, native, bucketfs, ratio, target, met, note string
+}
+
+type benchTable struct{ rows []benchRow }
+
+func (tb *benchTable) add(r benchRow) { tb.rows = append(tb.rows, r) }
+
+func (tb *benchTable) String() string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(w, "case\tnative\tbucketfs\tratio\ttarget\tmet\tnote")
+	for _, r := range tb.rows {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.name, r.native, r.bucketfs, r.ratio, r.target, r.met, r.note)
+	}
+	w.Flush()
+	return b.String()
+}
+
+func metStr(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "NO"
+}
+
+func fmtNum(v float64) string {
+	if v < 100 {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+func fmtRatio(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+func mibps(n int64, d time.Duration) float64 { return float64(n) / (1 << 20) / d.Seconds() }
+
+// sizeLabel prints n bytes in a short binary unit: "1 GiB", "25 MiB".
+func sizeLabel(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return strconv.FormatInt(n>>30, 10) + " GiB"
+	case n >= 1<<30:
+		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 1, 64) + " GiB"
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 0, 64) + " MiB"
+	case n >= 1<<10:
+		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 0, 64) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}
+
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func medianOf(rs []fioResult, f func(fioResult) float64) float64 {
+	vs := make([]float64, len(rs))
+	for i, r := range rs {
+		vs[i] = f(r)
+	}
+	return median(vs)
+}

@@ -1,0 +1,116 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// fioReport is the part of fio's --output-format=json that the benchmark
+// reads. fio writes one object; numbers it prints as integers decode into
+// float64 fields just as well.
+type fioReport struct {
+	Version string   `json:"fio version"`
+	Jobs    []fioJob `json:"jobs"`
+}
+
+type fioJob struct {
+	Name  string `json:"jobname"`
+	Error int    `json:"error"`
+	Read  fioIO  `json:"read"`
+}
+
+// fioIO is one direction of a job. Runtime is in milliseconds.
+type fioIO struct {
+	IOBytes int64   `json:"io_bytes"`
+	BWBytes float64 `json:"bw_bytes"`
+	IOPS    float64 `json:"iops"`
+	Runtime int64   `json:"runtime"`
+	Clat    struct {
+		Mean       float64            `json:"mean"`
+		Percentile map[string]float64 `json:"percentile"`
+	} `json:"clat_ns"`
+}
+
+// MiBps is the read bandwidth in MiB/s.
+func (r fioIO) MiBps() float64 { return r.BWBytes / (1 << 20) }
+
+// P99 is the 99th percentile completion latency, or 0 if fio did not
+// report it.
+func (r fioIO) P99() float64 { return r.Clat.Percentile["99.000000"] }
+
+// parseFio reads the single job of a fio JSON report. fio may print
+// warnings ("fio: ...") on stdout before the JSON; they are skipped. A job
+// that reports an error or read nothing is an error.
+func parseFio(out []byte) (fioJob, error) {
+	i := bytes.IndexByte(out, '{')
+	if i < 0 {
+		return fioJob{}, errors.New("fio printed no JSON report")
+	}
+	var rep fioReport
+	dec := json.NewDecoder(bytes.NewReader(out[i:]))
+	if err := dec.Decode(&rep); err != nil {
+		return fioJob{}, fmt.Errorf("parsing fio's JSON report: %w", err)
+	}
+	if len(rep.Jobs) != 1 {
+		return fioJob{}, fmt.Errorf("fio report has %d jobs, want 1", len(rep.Jobs))
+	}
+	j := rep.Jobs[0]
+	if j.Error != 0 {
+		return j, fmt.Errorf("fio job %q failed with error %d", j.Name, j.Error)
+	}
+	if j.Read.IOBytes <= 0 {
+		return j, fmt.Errorf("fio job %q read nothing", j.Name)
+	}
+	return j, nil
+}
+
+func TestParseFio(t *testing.T) {
+	// A trimmed report in fio 3.x's layout, with a warning line before it.
+	out := []byte(`fio: file hash not empty on exit
+{
+  "fio version" : "fio-3.33",
+  "jobs" : [
+    {
+      "jobname" : "randread",
+      "error" : 0,
+      "read" : {
+        "io_bytes" : 8589934592,
+        "bw_bytes" : 572662306,
+        "iops" : 139810.133333,
+        "runtime" : 15000,
+        "clat_ns" : {
+          "mean" : 114000.5,
+          "percentile" : { "50.000000" : 98304, "99.000000" : 250880 }
+        }
+      },
+      "write" : { "io_bytes" : 0, "bw_bytes" : 0, "iops" : 0.0, "runtime" : 0 }
+    }
+  ]
+}
+`)
+	j, err := parseFio(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Name != "randread" || j.Read.IOBytes != 8<<30 || j.Read.Runtime != 15000 {
+		t.Errorf("parsed %+v", j)
+	}
+	if int(j.Read.IOPS) != 139810 || int(j.Read.MiBps()) != 546 || j.Read.P99() != 250880 {
+		t.Errorf("iops %v, MiB/s %v, p99 %v", j.Read.IOPS, j.Read.MiBps(), j.Read.P99())
+	}
+
+	for name, bad := range map[string]string{
+		"no json":    "fio: failed to open file\n",
+		"truncated":  `{"jobs": [`,
+		"no jobs":    `{"jobs": []}`,
+		"job error":  `{"jobs": [{"jobname": "x", "error": 5, "read": {"io_bytes": 4096}}]}`,
+		"empty read": `{"jobs": [{"jobname": "x", "error": 0, "read": {"io_bytes": 0}}]}`,
+	} {
+		if _, err := parseFio([]byte(bad)); err == nil {
+			t.Errorf("%s: parseFio accepted %q", name, bad)
+		}
+	}
+}
