@@ -2,6 +2,8 @@ package integration
 
 import (
 	"bytes"
+	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -377,5 +379,45 @@ func TestOpenModesMix(t *testing.T) {
 	}
 	if !bytes.Equal(buf, v1) {
 		t.Error("the handle opened before the overwrite no longer reads its version")
+	}
+}
+
+// A bucket that refuses or fails downloads gives clean errors, never a
+// hang, and the mount recovers once the bucket does.
+func TestDownloadFailures(t *testing.T) {
+	emu := startEmulator(t, nil)
+	data := randomBytes(1<<20, 30)
+	put(t, emu, "f", data)
+	put(t, emu, "g", data)
+	m := mount(t, emu, mountOpts{args: []string{"--prefetch-chunk-size", "256KiB"}})
+	names(t, m.dir) // look the names up while listing still works
+
+	isDownload := func(r *http.Request) bool {
+		return strings.HasPrefix(r.URL.Path, "/download/") || r.URL.Query().Get("alt") == "media"
+	}
+	emu.SetHook(func(r *http.Request) (int, bool) { return 403, isDownload(r) })
+	if _, err := os.ReadFile(m.path("f")); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("read while downloads are refused (403): %v, want EACCES", err)
+	}
+	emu.SetHook(nil)
+	if got := readFile(t, m.path("f")); sum(got) != sum(data) {
+		t.Error("after the bucket recovered, the file reads wrong")
+	}
+
+	// The version being read is deleted before it was cached: ESTALE.
+	// Downloads are refused while g is opened, so nothing of it is cached.
+	emu.SetHook(func(r *http.Request) (int, bool) { return 403, isDownload(r) })
+	fd, err := syscall.Open(m.path("g"), syscall.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := emu.Delete(testBucket, "g"); err != nil {
+		t.Fatal(err)
+	}
+	emu.SetHook(nil)
+	buf := make([]byte, 4096)
+	if _, err := syscall.Pread(fd, buf, 0); !errors.Is(err, syscall.ESTALE) {
+		t.Errorf("read of a version deleted before it was cached: %v, want ESTALE", err)
 	}
 }

@@ -1,0 +1,28 @@
+// Package cache keeps whole object versions on local disk.
+//
+// Layout of a cache directory:
+//
+//	index.db    bbolt: one record per cached object (see index.go)
+//	data/ID     one sparse file per cached object version, ID in hex
+//
+// Cache.Open returns a Handle for one version of an object (its
+// generation). A complete local copy is read as is, and its descriptor can
+// be handed to the kernel (FUSE passthrough). A missing or partial copy is
+// filled by a transfer.Download that keeps going in the background after
+// the handle is closed; a read waits only for the chunks it touches. A
+// different generation of the same name replaces the old copy, which is
+// removed when its last handle closes.
+//
+// Space: every cached version counts with its full size against
+// Options.MaxSize from the moment it is admitted, so the cache never
+// exceeds the cap; the least recently used versions that no handle holds
+// are evicted to make room. A version that cannot fit is read from the
+// bucket directly, uncached.
+//
+// Crash safety: a chunk is recorded as present only after its file has
+// been synced, so the index never claims bytes the disk does not have. On
+// open, files without a record and records without a file are removed.
+//
+// Lock order and the rule about I/O under locks are written at the top of
+// cache.go.
+package cache
