@@ -261,14 +261,22 @@ func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, erro
 
 // create writes e's record and makes its sparse data file.
 func (c *Cache) create(e *entry) error {
-	err := c.db.Update(func(tx *bolt.Tx) error { return putRecord(tx, e.name, &e.rec) })
+	// Other goroutines may touch e.rec under c.mu meanwhile (an Open of the
+	// same name sets LastAccess): write a copy, then publish the ID.
+	c.mu.Lock()
+	rec := e.rec
+	c.mu.Unlock()
+	err := c.db.Update(func(tx *bolt.Tx) error { return putRecord(tx, e.name, &rec) })
 	if err != nil {
 		c.forget(e)
 		return fmt.Errorf("cache index: %w", err)
 	}
-	f, err := os.OpenFile(c.dataPath(e.rec.ID), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	c.mu.Lock()
+	e.rec.ID = rec.ID
+	c.mu.Unlock()
+	f, err := os.OpenFile(c.dataPath(rec.ID), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err == nil {
-		err = f.Truncate(e.rec.Size)
+		err = f.Truncate(rec.Size)
 		f.Close()
 	}
 	if err != nil {
@@ -341,7 +349,7 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 		e.dlIdle = true
 		retire := e.dl == dl && (e.refs == 0 || isClosed(dl.Complete()))
 		if retire {
-			e.dl, e.dlFile = nil, nil
+			c.takeDownloadLocked(e)
 		}
 		c.mu.Unlock()
 		if err := dl.Err(); err != nil {
@@ -361,6 +369,20 @@ func isClosed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// takeDownloadLocked detaches e's download for retire. The chunks it
+// fetched are recorded in memory at once, so that an Open before retire
+// has synced them sees them present (and a complete copy as complete)
+// instead of downloading them again; the index records them only after
+// the sync.
+func (c *Cache) takeDownloadLocked(e *entry) (*transfer.Download, *os.File) {
+	dl, f := e.dl, e.dlFile
+	e.dl, e.dlFile = nil, nil
+	if dl != nil {
+		e.rec.setPresent(dl.Present())
+	}
+	return dl, f
 }
 
 // retire stops dl, syncs its file and records which chunks it holds.
@@ -383,8 +405,8 @@ func (c *Cache) retire(e *entry, dl *transfer.Download, f *os.File) {
 	rec := e.rec
 	c.mu.Unlock()
 	err := c.db.Batch(func(tx *bolt.Tx) error {
-		if tx.Bucket(objectsBucket).Get([]byte(e.name)) == nil {
-			return nil // evicted meanwhile
+		if id, ok := recordID(tx, e.name); !ok || id != rec.ID {
+			return nil // evicted or replaced by another version meanwhile
 		}
 		return putRecord(tx, e.name, &rec)
 	})
@@ -405,8 +427,7 @@ func (c *Cache) release(e *entry) {
 		case e.dropped:
 			victims = []*entry{e}
 		case e.dl != nil && e.dlIdle:
-			dl, f = e.dl, e.dlFile
-			e.dl, e.dlFile = nil, nil
+			dl, f = c.takeDownloadLocked(e)
 		}
 		if !e.dropped {
 			more, _ := c.makeRoomLocked(0)

@@ -136,16 +136,23 @@ func putRecord(tx *bolt.Tx, name string, r *record) error {
 	return b.Put([]byte(name), v)
 }
 
-// deleteRecord removes name's record if it still names file id.
-func deleteRecord(tx *bolt.Tx, name string, id uint64) error {
-	b := tx.Bucket(objectsBucket)
-	v := b.Get([]byte(name))
+// recordID returns the file ID of name's record, if it has one.
+func recordID(tx *bolt.Tx, name string) (uint64, bool) {
+	v := tx.Bucket(objectsBucket).Get([]byte(name))
 	if v == nil {
-		return nil
+		return 0, false
 	}
 	var r record
-	if err := json.Unmarshal(v, &r); err == nil && r.ID != id {
+	if err := json.Unmarshal(v, &r); err != nil {
+		return 0, true // unreadable: treat as some other version
+	}
+	return r.ID, true
+}
+
+// deleteRecord removes name's record if it still names file id.
+func deleteRecord(tx *bolt.Tx, name string, id uint64) error {
+	if got, ok := recordID(tx, name); !ok || got != id {
 		return nil
 	}
-	return b.Delete([]byte(name))
+	return tx.Bucket(objectsBucket).Delete([]byte(name))
 }

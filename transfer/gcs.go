@@ -136,6 +136,14 @@ func ValidBucketName(name string) error {
 			return fmt.Errorf("invalid bucket name %q: only lowercase letters, digits, '-', '_' and '.' are allowed", name)
 		}
 	}
+	if !strings.Contains(name, ".") && len(name) > 63 {
+		return fmt.Errorf("invalid bucket name %q: longer than 63 characters (only names with dots may be longer)", name)
+	}
+	for _, part := range strings.Split(name, ".") {
+		if len(part) > 63 {
+			return fmt.Errorf("invalid bucket name %q: each dot-separated part may have at most 63 characters", name)
+		}
+	}
 	first, last := name[0], name[len(name)-1]
 	if !isAlnum(first) || !isAlnum(last) {
 		return fmt.Errorf("invalid bucket name %q: must start and end with a letter or digit", name)
@@ -197,6 +205,10 @@ func (g *GCS) ReadRange(ctx context.Context, name string, gen, off, length int64
 		o = o.Generation(gen)
 	}
 	r, err := o.NewRangeReader(ctx, off, length)
+	var ge *googleapi.Error
+	if errors.As(err, &ge) && ge.Code == http.StatusRequestedRangeNotSatisfiable {
+		return 0, nil // off is at or past the end: the object ended first
+	}
 	if err != nil {
 		return 0, g.wrap("read", name, err)
 	}

@@ -30,7 +30,7 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// startEmulator runs an emulator holding the empty bucket "b".
+// startEmulator runs an emulator holding the empty bucket bucketName.
 func startEmulator(t *testing.T) *emulator.Server {
 	t.Helper()
 	emu, err := emulator.Start(emulator.Options{Buckets: []string{bucketName}})
@@ -41,7 +41,7 @@ func startEmulator(t *testing.T) *emulator.Server {
 	return emu
 }
 
-// newTestGCS returns a *GCS for bucket "b" of emu.
+// newTestGCS returns a *GCS for bucketName of emu.
 func newTestGCS(t *testing.T, emu *emulator.Server) *GCS {
 	t.Helper()
 	g, err := NewGCS(testCtx(t, 30*time.Second), bucketName, GCSOptions{Endpoint: emu.URL(), Anonymous: true})
@@ -65,7 +65,7 @@ func pattern(n int, seed uint32) []byte {
 	return b
 }
 
-// put stores data as object name of bucket "b" and returns its generation.
+// put stores data as object name of bucketName and returns its generation.
 func put(t *testing.T, emu *emulator.Server, name string, data []byte) int64 {
 	t.Helper()
 	gen, err := emu.Put(bucketName, name, data)
@@ -127,7 +127,7 @@ func TestLimitedConformance(t *testing.T) {
 }
 
 // testBucket runs the Bucket conformance suite. newBucket returns a bucket
-// named "b" served by a fresh emulator, whose bucket "b" is empty.
+// named bucketName served by a fresh emulator, whose bucket is empty.
 func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Server)) {
 	t.Run("Name", func(t *testing.T) {
 		b, _ := newBucket(t)
