@@ -33,7 +33,9 @@ import (
 //	BENCH_RUNTIME      length of each time-based fio job (default 15s;
 //	                   a Go duration or a number of seconds)
 //	BENCH_REPEAT       how many times each measurement is taken, interleaved
-//	                   across the cases; the table shows medians (default 1)
+//	                   across the cases; the table shows medians (default 3:
+//	                   on a shared 2-core machine one run's cached/native
+//	                   ratio swings by +-20%)
 //	BENCH_SIZE_MIB     size of the test files in MiB (default 1024)
 //	BENCH_OUT          also write the table and the machine facts here
 //
@@ -90,12 +92,13 @@ func TestBench(t *testing.T) {
 	put(t, emu, benchCold, randomBytes(int(cfg.size), 202))
 	runtime.GC()
 
-	// Warm one cache per mount flavour. The mount is taken down cleanly
-	// after the warming read: bucketfs records a download as complete (and
-	// so hands out passthrough handles) only after it has synced the cache
-	// file, in the background after the last chunk arrives, and nothing
-	// outside the daemon can tell when that is done. A clean unmount waits
-	// for it, and the cache survives the remount.
+	// Warm one cache per mount flavour, then take the mount down cleanly
+	// and mount again on the same cache. After the last chunk arrives,
+	// bucketfs syncs the cache file and records it in its index in the
+	// background; a clean unmount waits for that, so no fsync of a GiB
+	// competes with the first fio jobs for the disk, and the fio jobs see
+	// what a user sees after a restart: a complete copy known from the
+	// index, opened with passthrough.
 	cachedArgs := []string{"--cache-max-size", "4GiB"}
 	flavours := []struct {
 		label string
@@ -150,24 +153,32 @@ func TestBench(t *testing.T) {
 		m.unmount(t)
 	}
 
+	// Values are medians over the repeats; a ratio is the median of the
+	// per-repeat ratios, each between runs taken next to each other.
 	for ji, job := range jobs {
-		native := medianOf(results[[2]int{ji, 0}], job.value)
+		natives := results[[2]int{ji, 0}]
+		native := medianOf(natives, job.value)
 		var byFlavour []float64
 		for ti := 1; ti < len(targets); ti++ {
 			rs := results[[2]int{ji, ti}]
 			v := medianOf(rs, job.value)
 			byFlavour = append(byFlavour, v)
+			ratios := make([]float64, len(rs))
+			for i := range rs {
+				ratios[i] = job.value(rs[i]) / job.value(natives[i])
+			}
+			ratio := median(ratios)
 			row := benchRow{
 				name:     fmt.Sprintf("cached %s (%s), %s", job.label, job.unit, targets[ti].label),
 				native:   fmtNum(native),
 				bucketfs: fmtNum(v),
-				ratio:    fmtRatio(v / native),
+				ratio:    fmtRatio(ratio),
 			}
 			daemon := medianOf(rs, func(r fioResult) float64 { return float64(r.daemonRead) })
 			moved := medianOf(rs, func(r fioResult) float64 { return float64(r.job.Read.IOBytes) })
 			row.note = fmt.Sprintf("daemon read %s (incl. ramp) for %s read by fio", sizeLabel(int64(daemon)), sizeLabel(int64(moved)))
 			if targets[ti].label == "passthrough" {
-				row.target, row.met = ">= 0.95", metStr(v/native >= 0.95)
+				row.target, row.met = fmt.Sprintf(">= %.2f", job.target), metStr(ratio >= job.target)
 				if daemon > 0.1*moved {
 					row.note += "; PASSTHROUGH NOT ENGAGED"
 					t.Logf("warning: the daemon read %s during the passthrough %s job: the kernel did not read the cache file directly", sizeLabel(int64(daemon)), job.key)
@@ -178,11 +189,14 @@ func TestBench(t *testing.T) {
 			tbl.add(row)
 		}
 		if len(byFlavour) == 2 && byFlavour[1] > 0 {
-			notes = append(notes, fmt.Sprintf("passthrough buys %.1fx on cached %s (%s vs %s %s)",
-				byFlavour[0]/byFlavour[1], job.label, fmtNum(byFlavour[0]), fmtNum(byFlavour[1]), job.unit))
+			notes = append(notes, fmt.Sprintf("passthrough / no passthrough on cached %s: %.2fx (%s vs %s %s)",
+				job.label, byFlavour[0]/byFlavour[1], fmtNum(byFlavour[0]), fmtNum(byFlavour[1]), job.unit))
 		}
 	}
 
+	if cfg.repeat > 1 {
+		notes = append(notes, fmt.Sprintf("values are medians of %d interleaved repeats; cached ratios are medians of the per-repeat ratios", cfg.repeat))
+	}
 	notes = append(notes, "without passthrough the daemon serves O_DIRECT reads with buffered preads of its cache file, "+
 		"from the page cache once read: those rows measure the FUSE path and memory, not the disk")
 
@@ -260,7 +274,7 @@ type benchConfig struct {
 
 func benchConfigFromEnv(t *testing.T) benchConfig {
 	t.Helper()
-	c := benchConfig{runtime: 15 * time.Second, ramp: 2 * time.Second, repeat: 1, size: 1 << 30}
+	c := benchConfig{runtime: 15 * time.Second, ramp: 2 * time.Second, repeat: 3, size: 1 << 30}
 	if v := os.Getenv("BENCH_RUNTIME"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -299,19 +313,24 @@ type fioJobSpec struct {
 	unit  string
 	args  []string
 	value func(fioResult) float64
+	// target is the least bucketfs/native ratio the cached passthrough
+	// row should reach (from the read-path issue).
+	target float64
 }
 
 func benchJobs() []fioJobSpec {
 	return []fioJobSpec{
 		{
 			key: "randread", label: "4k randread", unit: "IOPS",
-			args:  []string{"--rw=randread", "--bs=4k", "--norandommap", "--randrepeat=0"},
-			value: func(r fioResult) float64 { return r.job.Read.IOPS },
+			args:   []string{"--rw=randread", "--bs=4k", "--norandommap", "--randrepeat=0"},
+			value:  func(r fioResult) float64 { return r.job.Read.IOPS },
+			target: 0.95,
 		},
 		{
 			key: "seqread", label: "1M seq read", unit: "MiB/s",
-			args:  []string{"--rw=read", "--bs=1M"},
-			value: func(r fioResult) float64 { return r.job.Read.MiBps() },
+			args:   []string{"--rw=read", "--bs=1M"},
+			value:  func(r fioResult) float64 { return r.job.Read.MiBps() },
+			target: 0.90,
 		},
 	}
 }
