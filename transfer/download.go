@@ -58,9 +58,15 @@ type chunkState struct {
 }
 
 // attempt is one request for one chunk; err is set before done is closed.
+// While it runs, written counts the bytes from the chunk's start that dst
+// already holds, so that a reader waits only for the bytes it needs, not
+// for the whole chunk.
 type attempt struct {
 	done chan struct{}
 	err  error
+
+	written int64         // guarded by Download.mu
+	moved   chan struct{} // guarded by Download.mu: closed (and replaced) when written grows
 }
 
 // NewDownload prepares a download of generation gen of object name, whose
@@ -159,19 +165,43 @@ func (d *Download) claimNext() (int, *attempt) {
 }
 
 func (d *Download) claimLocked(i int) *attempt {
-	a := &attempt{done: make(chan struct{})}
+	a := &attempt{done: make(chan struct{}), moved: make(chan struct{})}
 	d.chunks[i].fetch = a
 	return a
 }
 
-var bufPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 1<<20) }}
+// progressBuf is the buffer a fetch writes through: every flush lands in
+// dst at the next offset and is announced to waiting readers.
+const progressBuf = 1 << 20
+
+var bufPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, progressBuf) }}
+
+// progressWriter writes a chunk's bytes to dst in order, publishing how
+// far it got.
+type progressWriter struct {
+	d   *Download
+	a   *attempt
+	off int64 // the chunk's offset in the object
+	n   int64 // bytes written so far
+}
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	n, err := w.d.dst.WriteAt(p, w.off+w.n)
+	w.n += int64(n)
+	w.d.mu.Lock()
+	w.a.written = w.n
+	close(w.a.moved)
+	w.a.moved = make(chan struct{})
+	w.d.mu.Unlock()
+	return n, err
+}
 
 // fetch runs one claimed attempt to its end and publishes the outcome.
 func (d *Download) fetch(i int, a *attempt) error {
 	off := int64(i) * d.chunk
 	n := min(d.chunk, d.size-off)
 	bw := bufPool.Get().(*bufio.Writer)
-	bw.Reset(io.NewOffsetWriter(d.dst, off))
+	bw.Reset(&progressWriter{d: d, a: a, off: off})
 	got, err := d.b.ReadRange(d.life, d.name, d.gen, off, n, bw)
 	if err == nil {
 		err = bw.Flush()
@@ -198,26 +228,34 @@ func (d *Download) fetch(i int, a *attempt) error {
 	return err
 }
 
-// Ensure returns when every chunk overlapping [off, off+length) is present,
-// fetching the missing ones at once (ahead of the background walk), or
-// with the error of a fetch it waited for, or ctx's error.
+// Ensure returns when dst holds the bytes [off, off+length), fetching the
+// chunks they are in at once if no request for them runs yet (ahead of the
+// background walk), or with the error of a fetch it waited for, or ctx's
+// error. It waits only for the bytes it needs: a chunk being fetched is
+// written in order, and Ensure returns as soon as its part has landed.
 func (d *Download) Ensure(ctx context.Context, off, length int64) error {
 	if length <= 0 || off >= d.size {
 		return nil
 	}
 	first := int(off / d.chunk)
 	last := int(min(off+length, d.size)-1) / int(d.chunk)
-	var waits []*attempt
+	type wait struct {
+		a    *attempt
+		need int64 // bytes from the chunk's start the read needs
+	}
+	var waits []wait
+	end := min(off+length, d.size)
 	d.mu.Lock()
 	for i := first; i <= last; i++ {
 		c := &d.chunks[i]
+		need := min(end-int64(i)*d.chunk, d.chunk)
 		switch {
 		case c.present:
 		case c.fetch != nil:
-			waits = append(waits, c.fetch)
+			waits = append(waits, wait{c.fetch, need})
 		default:
 			a := d.claimLocked(i)
-			waits = append(waits, a)
+			waits = append(waits, wait{a, need})
 			d.wg.Add(1)
 			go func(i int) {
 				defer d.wg.Done()
@@ -226,17 +264,35 @@ func (d *Download) Ensure(ctx context.Context, off, length int64) error {
 		}
 	}
 	d.mu.Unlock()
-	for _, a := range waits {
+	for _, w := range waits {
+		if err := d.waitFor(ctx, w.a, w.need); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitFor returns once attempt a has written the first need bytes of its
+// chunk, or ended: with its error if it failed before that.
+func (d *Download) waitFor(ctx context.Context, a *attempt, need int64) error {
+	for {
+		d.mu.Lock()
+		written, moved := a.written, a.moved
+		d.mu.Unlock()
+		if written >= need {
+			return nil
+		}
 		select {
 		case <-a.done:
 			if a.err != nil {
 				return a.err
 			}
+			return nil
+		case <-moved:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	return nil
 }
 
 // Complete is closed once every chunk is present.
