@@ -32,6 +32,10 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// Other users run the binary too (unprivileged mounts).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		panic(err)
+	}
 	binPath = filepath.Join(dir, "bucketfs")
 	args := []string{"build", "-o", binPath}
 	if raceEnabled {
@@ -121,6 +125,7 @@ type mountOpts struct {
 	cacheDir string   // "" for a new temporary one
 	args     []string // extra flags
 	env      []string // extra environment
+	uid      int      // run bucketfs as this user (and group); 0: as the test
 }
 
 // mount starts bucketfs on a new directory and waits until the mount is
@@ -146,6 +151,14 @@ func startMount(t testing.TB, emu *emulator.Server, o mountOpts) (*mountProc, er
 		"--endpoint", emu.URL(), "--anonymous", "--cache-dir", o.cacheDir}, o.args...)
 	m.cmd = exec.Command(binPath, args...)
 	m.cmd.Env = append(os.Environ(), o.env...)
+	if o.uid != 0 {
+		for _, d := range []string{m.dir, o.cacheDir} {
+			if err := giveTo(d, o.uid); err != nil {
+				return nil, err
+			}
+		}
+		m.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(o.uid), Gid: uint32(o.uid)}}
+	}
 	stderr, err := m.cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -292,4 +305,13 @@ func copyHash(r io.Reader) (string, int64, error) {
 	h := sha256.New()
 	n, err := io.Copy(h, r)
 	return fmt.Sprintf("%x", h.Sum(nil)), n, err
+}
+
+// giveTo makes dir belong to uid and its parent traversable, so that a
+// mount run as uid can use it.
+func giveTo(dir string, uid int) error {
+	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	return os.Chown(dir, uid, uid)
 }

@@ -270,6 +270,14 @@ func checkFUSE() error {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return fmt.Errorf("/dev/fuse is missing (%v): load the fuse kernel module (modprobe fuse) or, in a container, pass the device in", err)
 	}
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("cannot open /dev/fuse: permission denied; FUSE mounts by users other than root need it readable and writable by them (chmod 0666 /dev/fuse, the usual mode)")
+	}
+	if err != nil {
+		return fmt.Errorf("cannot open /dev/fuse: %w", err)
+	}
+	f.Close()
 	return nil
 }
 
