@@ -120,3 +120,26 @@ func TestHelpAndVersion(t *testing.T) {
 		t.Errorf("unknown command: exit %d: %q", code, out)
 	}
 }
+
+// A cache dir on a read-only filesystem (root ignores permission bits, so
+// a read-only mount is how to make a directory unwritable for it).
+func TestCacheDirReadOnly(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to mount a read-only tmpfs")
+	}
+	emu := startEmulator(t, nil)
+	ro := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", ro).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a read-only tmpfs here: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", ro).Run() })
+	mnt := t.TempDir()
+	code, out := runBucketfs(t, nil, "mount", testBucket, mnt, "--endpoint", emu.URL(), "--anonymous", "--cache-dir", ro)
+	if code != 1 || !strings.Contains(out, "cache dir "+ro+" is not usable") || !strings.Contains(out, "read-only file system") {
+		t.Errorf("exit %d, output:\n%s", code, out)
+	}
+	if mounted(mnt) {
+		exec.Command("fusermount3", "-uz", mnt).Run()
+		t.Errorf("%s was left mounted", mnt)
+	}
+}
