@@ -17,7 +17,8 @@ import (
 )
 
 // LOCK ORDER: Cache.mu, then a transfer.Download's own lock (taken inside
-// its methods). No disk or network I/O happens under Cache.mu: decisions are
+// its methods). entry.persistMu is taken without Cache.mu held, and
+// Cache.mu is not taken under it. No disk or network I/O happens under Cache.mu: decisions are
 // made under it, and the I/O they imply runs after it is released, on
 // entries already taken out of the index or marked busy.
 
@@ -28,6 +29,10 @@ type Options struct {
 	ChunkSize   int64  // bytes per range request of a download
 	Parallelism int    // range requests in flight per object download
 	Logger      *slog.Logger
+
+	// Write-back (see writeback.go).
+	WriteBackDelay    time.Duration // wait after the last close before uploading
+	UploadParallelism int           // uploads in flight
 }
 
 // Stats is a snapshot of the cache's counters.
@@ -39,6 +44,11 @@ type Stats struct {
 	Misses    int64 // opens that needed a download
 	Uncached  int64 // opens served straight from the bucket (too big for the cache)
 	Evictions int64
+	// Write-back.
+	DirtyFiles int
+	DirtyBytes int64
+	Uploads    int64 // versions uploaded
+	Conflicts  int64 // local versions saved beside a changed remote object
 }
 
 // ErrStale means the object version a handle reads is gone from the bucket
@@ -56,12 +66,19 @@ type Cache struct {
 	log     *slog.Logger
 	wg      sync.WaitGroup // download finishers
 
+	uploadWG sync.WaitGroup // the uploader and its uploads
+
 	mu      sync.Mutex
 	entries map[string]*entry // guarded by mu: the cached version of each name
 	lru     *list.List        // guarded by mu: *entry, front = most recently used
 	used    int64             // guarded by mu: bytes reserved, including dropped entries not yet removed
 	closed  bool              // guarded by mu
 	stats   Stats             // guarded by mu
+
+	// Write-back (writeback.go).
+	queue      map[string]time.Time // guarded by mu: dirty names -> when their upload is due
+	changed    chan struct{}        // guarded by mu: closed and replaced when write-back state changes
+	stopUpload context.CancelFunc   // ends the uploader and its uploads
 }
 
 // entry is one cached object version. Fields are guarded by Cache.mu.
@@ -78,6 +95,20 @@ type entry struct {
 	dlIdle bool               // dl's background walk has ended
 
 	dropped bool // no longer indexed: remove the file when the last handle goes
+
+	// Write-back state (writeback.go).
+	writers   int           // handles open for writing
+	version   uint64        // bumped by every local change; not persisted
+	dirtying  chan struct{} // closed once the dirty flag is durable
+	dirtyErr  error         // why the dirty flag could not be recorded
+	uploading bool          // an upload of this entry runs
+	retries   int           // failed uploads in a row
+	inflight  int           // changes begun and not ended
+
+	// Persisting snapshots of rec in order (persistEntry).
+	recSeq       uint64     // guarded by Cache.mu: number of the last snapshot taken
+	persistMu    sync.Mutex // serialises writes of this entry's record; taken without Cache.mu
+	persistedSeq uint64     // guarded by persistMu: number of the last snapshot written
 }
 
 // Open opens (creating if needed) the cache in o.Dir for bucket b. It
@@ -101,6 +132,12 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		dataDir: filepath.Join(o.Dir, "data"),
 		entries: map[string]*entry{},
 		lru:     list.New(),
+		queue:   map[string]time.Time{},
+		changed: make(chan struct{}),
+	}
+	if o.UploadParallelism < 1 {
+		o.UploadParallelism = 8
+		c.opts.UploadParallelism = 8
 	}
 	c.stats.MaxBytes = o.MaxSize
 	if err := checkWritable(o.Dir, c.dataDir); err != nil {
@@ -115,6 +152,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		db.Close()
 		return nil, err
 	}
+	c.startUploader()
 	return c, nil
 }
 
@@ -144,9 +182,20 @@ func (c *Cache) load() error {
 	byID := map[uint64]bool{}
 	var missing []string
 	for name, r := range recs {
-		if _, err := os.Stat(c.dataPath(r.ID)); err != nil {
+		st, err := os.Stat(c.dataPath(r.ID))
+		if err != nil {
+			if r.Dirty {
+				c.log.Error("the cache file of a changed, not yet uploaded object is missing: its changes are lost", "object", name, "id", r.ID, "err", err)
+			}
 			missing = append(missing, name)
 			continue
+		}
+		if r.Dirty {
+			// The file is the truth about local changes: writes land there
+			// before the record is updated again.
+			r.Size = st.Size()
+			r.Complete, r.Present = true, nil
+			recs[name] = r
 		}
 		byID[r.ID] = true
 	}
@@ -188,17 +237,41 @@ func (c *Cache) load() error {
 		c.entries[e.name] = e
 		c.used += e.rec.Size
 	}
+	dirty := 0
+	for _, e := range ordered {
+		if e.rec.Dirty {
+			c.scheduleLocked(e.name, 0) // changes left by the last run go first
+			dirty++
+		}
+	}
 	victims, _ := c.makeRoomLocked(0)
 	c.mu.Unlock()
 	c.removeAll(victims)
+	if dirty > 0 {
+		c.log.Info("re-queued changes not uploaded by the last run", "files", dirty)
+	}
 	return nil
 }
 
 // Open returns a handle for reading the version of the object described
 // by a. A complete local copy of that version is used as is; a different
-// version is dropped; a missing one is created and its download started.
+// version is dropped (unless the local copy has changes not yet uploaded:
+// those always win); a missing one is created and its download started.
 // An object that cannot fit in the cache is read straight from the bucket.
 func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, error) {
+	e, err := c.acquire(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
+		return &Handle{c: c, name: a.Name, gen: a.Generation, size: a.Size}, nil
+	}
+	return c.newHandle(e)
+}
+
+// acquire finds or creates the entry for version a and takes a reference
+// to it. It returns nil (and no error) if the version cannot fit.
+func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs) (*entry, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -206,7 +279,7 @@ func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, erro
 	}
 	var victims []*entry
 	e := c.entries[a.Name]
-	if e != nil && e.rec.Generation != a.Generation {
+	if e != nil && !e.rec.Dirty && e.rec.Generation != a.Generation {
 		victims = append(victims, c.dropLocked(e)...)
 		e = nil
 	}
@@ -220,7 +293,7 @@ func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, erro
 			c.removeAll(victims)
 			c.log.Info("object does not fit in the cache; reading it from the bucket directly",
 				"object", a.Name, "size", a.Size, "cache_max_size", c.opts.MaxSize)
-			return &Handle{c: c, name: a.Name, gen: a.Generation, size: a.Size}, nil
+			return nil, nil
 		}
 		e = &entry{
 			name:  a.Name,
@@ -256,7 +329,7 @@ func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, erro
 		c.release(e)
 		return nil, e.err
 	}
-	return c.newHandle(e)
+	return e, nil
 }
 
 // create writes e's record and makes its sparse data file.
@@ -304,7 +377,7 @@ func (c *Cache) newHandle(e *entry) (*Handle, error) {
 	}
 	h := &Handle{c: c, e: e, f: f, name: e.name, gen: e.rec.Generation, size: e.rec.Size}
 	c.mu.Lock()
-	if e.rec.Complete || (e.dl != nil && isClosed(e.dl.Complete())) {
+	if e.rec.Complete || e.rec.Dirty || (e.dl != nil && isClosed(e.dl.Complete())) {
 		c.stats.Hits++
 		h.complete = true
 		c.mu.Unlock()
@@ -327,6 +400,9 @@ func (c *Cache) newHandle(e *entry) (*Handle, error) {
 // Opening the destination file is quick local I/O done under the lock so
 // that two opens cannot start two downloads.
 func (c *Cache) startDownloadLocked(e *entry) error {
+	if e.rec.Dirty || e.rec.Complete {
+		return fmt.Errorf("internal error: download of %s, whose copy is complete or has local changes", e.name)
+	}
 	f, err := os.OpenFile(c.dataPath(e.rec.ID), os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("opening cache file: %w", err)
@@ -379,7 +455,7 @@ func isClosed(ch <-chan struct{}) bool {
 func (c *Cache) takeDownloadLocked(e *entry) (*transfer.Download, *os.File) {
 	dl, f := e.dl, e.dlFile
 	e.dl, e.dlFile = nil, nil
-	if dl != nil {
+	if dl != nil && !e.rec.Dirty {
 		e.rec.setPresent(dl.Present())
 	}
 	return dl, f
@@ -401,16 +477,12 @@ func (c *Cache) retire(e *entry, dl *transfer.Download, f *os.File) {
 		c.mu.Unlock()
 		return
 	}
-	e.rec.setPresent(present)
-	rec := e.rec
+	if !e.rec.Dirty { // a dirty copy is complete, whatever its old chunks were
+		e.rec.setPresent(present)
+	}
+	rec, seq := c.snapshotLocked(e)
 	c.mu.Unlock()
-	err := c.db.Batch(func(tx *bolt.Tx) error {
-		if id, ok := recordID(tx, e.name); !ok || id != rec.ID {
-			return nil // evicted or replaced by another version meanwhile
-		}
-		return putRecord(tx, e.name, &rec)
-	})
-	if err != nil {
+	if err := c.persistEntry(e, rec, seq); err != nil {
 		c.log.Warn("recording cached chunks failed", "object", e.name, "err", err)
 	}
 }
@@ -455,7 +527,7 @@ func (c *Cache) makeRoomLocked(need int64) ([]*entry, bool) {
 	var pick []*entry
 	for el := c.lru.Back(); el != nil && over > 0; el = el.Prev() {
 		e := el.Value.(*entry)
-		if e.refs > 0 || !isClosed(e.ready) {
+		if e.refs > 0 || !isClosed(e.ready) || e.rec.Dirty || e.uploading {
 			continue
 		}
 		pick = append(pick, e)
@@ -498,6 +570,17 @@ func (c *Cache) removeAll(victims []*entry) {
 	if len(victims) == 0 {
 		return
 	}
+	kept := victims[:0]
+	for _, e := range victims {
+		if e.rec.Dirty {
+			// Never: a dirty entry is not evicted or replaced. If a bug
+			// gets here, keep the file; the next start uploads it.
+			c.log.Error("refusing to remove a cache file with changes not yet uploaded", "object", e.name, "id", e.rec.ID)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	victims = kept
 	for _, e := range victims {
 		c.mu.Lock()
 		dl, f := e.dl, e.dlFile
@@ -543,6 +626,12 @@ func (c *Cache) Stats() Stats {
 	s := c.stats
 	s.Entries = len(c.entries)
 	s.UsedBytes = c.used
+	for _, e := range c.entries {
+		if e.rec.Dirty {
+			s.DirtyFiles++
+			s.DirtyBytes += e.rec.Size
+		}
+	}
 	return s
 }
 
@@ -555,6 +644,12 @@ func (c *Cache) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.mu.Unlock()
+	// Uploads still running are cancelled: their files stay dirty, and the
+	// next start uploads them. Call Flush first to wait for them.
+	c.stopUpload()
+	c.uploadWG.Wait()
+	c.mu.Lock()
 	type running struct {
 		e  *entry
 		dl *transfer.Download

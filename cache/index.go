@@ -34,6 +34,11 @@ type record struct {
 	Complete   bool   `json:"complete"`          // every byte is in the file, synced
 	Present    []byte `json:"present,omitempty"` // chunk bitmap while incomplete; bit set only for synced chunks
 	LastAccess int64  `json:"last_access"`       // unix nanoseconds; persisted lazily
+	// Dirty: the file holds local changes not yet in the bucket, based on
+	// Generation (0: the object did not exist). Set durably before the
+	// first change is written; cleared only after the upload of the
+	// version that was uploaded, with nothing changed since.
+	Dirty bool `json:"dirty,omitempty"`
 }
 
 func (r *record) chunks() int {

@@ -1,0 +1,555 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Write-back: local changes land in the cache file at once and reach the
+// bucket later, in the background.
+//
+// The durability contract this file keeps:
+//   - Before the first change to a clean copy is written, the entry is
+//     recorded as dirty in the index (a synced bbolt commit). Writes then go
+//     to the cache file with pwrite, so a crash of the process after a write
+//     returned loses nothing: the next Open finds the dirty record and the
+//     bytes in the page cache or on disk, and re-queues the upload.
+//   - Sync makes the file and its record durable against power loss.
+//   - An upload marks the copy clean only if no change started or ended
+//     while it ran (a version counter and a count of changes in flight), so
+//     a change made during an upload is uploaded again, never dropped.
+//   - An upload is conditional on the generation the changes are based on.
+//     If the object changed in the bucket meanwhile, the remote version
+//     stays and the local one is uploaded beside it under ConflictName; it
+//     is never dropped.
+//   - A cache file with changes not uploaded is never evicted or removed.
+//   - Failed uploads are retried with backoff, forever; permanent refusals
+//     (403, 401) are logged as errors and retried every few minutes.
+
+// ErrNoSpace means a file to be written does not fit in the cache.
+var ErrNoSpace = errors.New("the file does not fit in the cache")
+
+const (
+	retryMax       = time.Minute     // longest wait between two tries of a failing upload
+	permanentRetry = 5 * time.Minute // wait after the bucket refused an upload
+)
+
+// ConflictName is the object name a local version is saved under when the
+// object it was based on changed in the bucket meanwhile:
+// NAME.bucketfs-conflict-YYYYMMDDTHHMMSSZ (with -2, -3... if taken).
+func ConflictName(name string, at time.Time, try int) string {
+	n := fmt.Sprintf("%s.bucketfs-conflict-%s", name, at.UTC().Format("20060102T150405Z"))
+	if try > 1 {
+		n += fmt.Sprintf("-%d", try)
+	}
+	return n
+}
+
+// WriteHandle reads and writes the local copy of one object. Its methods
+// are safe for concurrent use; Close must be called exactly once.
+type WriteHandle struct {
+	c         *Cache
+	e         *entry
+	f         *os.File
+	closeOnce sync.Once
+}
+
+// OpenWrite opens version a of an object for reading and writing; a with
+// Generation 0 is an object that does not exist yet. The copy is completed
+// first (downloaded fully), unless trunc is set and no download runs: then
+// it starts empty. A copy with changes not yet uploaded is used whatever a
+// says. A file that cannot fit in the cache fails with ErrNoSpace.
+func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc bool) (*WriteHandle, error) {
+	e, err := c.acquire(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
+		return nil, fmt.Errorf("%s: %w (%d bytes, cache max size %d)", a.Name, ErrNoSpace, a.Size, c.opts.MaxSize)
+	}
+	c.mu.Lock()
+	complete := e.rec.Complete || (e.dl != nil && isClosed(e.dl.Complete()))
+	var dl *transfer.Download
+	switch {
+	case complete:
+	case trunc && e.dl == nil:
+		// Nothing is being written into the file: it can start empty. It
+		// counts as complete from now on, so no download starts into it.
+		complete = true
+		e.rec.Complete, e.rec.Present = true, nil
+	default:
+		if e.dl == nil {
+			if err := c.startDownloadLocked(e); err != nil {
+				c.mu.Unlock()
+				c.release(e)
+				return nil, err
+			}
+		}
+		dl = e.dl
+	}
+	c.mu.Unlock()
+	if dl != nil {
+		select {
+		case <-dl.Complete():
+		case <-dl.Idle():
+			if !isClosed(dl.Complete()) {
+				c.release(e)
+				return nil, fmt.Errorf("fetching %s before writing it: %w", a.Name, staleOr(dl.Err()))
+			}
+		case <-ctx.Done():
+			c.release(e)
+			return nil, ctx.Err()
+		}
+	}
+	f, err := os.OpenFile(c.dataPath(e.rec.ID), os.O_RDWR, 0)
+	if err != nil {
+		c.release(e)
+		return nil, fmt.Errorf("opening cache file: %w", err)
+	}
+	c.mu.Lock()
+	e.writers++
+	// Every byte is local now; a dirty copy must never be downloaded over.
+	e.rec.Complete, e.rec.Present = true, nil
+	c.mu.Unlock()
+	h := &WriteHandle{c: c, e: e, f: f}
+	if trunc {
+		if err := h.Truncate(0); err != nil {
+			// The copy was declared complete for the truncation: unless the
+			// change is recorded, it must not be served as the object.
+			c.mu.Lock()
+			if !e.rec.Dirty {
+				e.rec.Complete = false
+				c.dropLocked(e) // removed when h releases it below
+			}
+			c.mu.Unlock()
+			h.Close()
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// Size is the current size of the local copy.
+func (h *WriteHandle) Size() int64 {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	return h.e.rec.Size
+}
+
+// ReadAt reads the local copy.
+func (h *WriteHandle) ReadAt(p []byte, off int64) (int, error) {
+	return h.f.ReadAt(p, off)
+}
+
+// WriteAt writes p at off. When it returns, the change survives a crash of
+// the process (see the contract at the top of this file).
+func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
+	if err := h.begin(); err != nil {
+		return 0, err
+	}
+	n, err := h.f.WriteAt(p, off)
+	h.end(off + int64(n))
+	return n, err
+}
+
+// Truncate sets the size of the local copy.
+func (h *WriteHandle) Truncate(size int64) error {
+	if err := h.begin(); err != nil {
+		return err
+	}
+	err := h.f.Truncate(size)
+	if err == nil {
+		h.c.mu.Lock()
+		h.c.resizeLocked(h.e, size)
+		h.c.mu.Unlock()
+	}
+	h.end(0)
+	return err
+}
+
+// Sync makes the local copy and its record durable against power loss.
+func (h *WriteHandle) Sync() error {
+	if err := h.f.Sync(); err != nil {
+		return err
+	}
+	c := h.c
+	c.mu.Lock()
+	rec, seq := c.snapshotLocked(h.e)
+	c.mu.Unlock()
+	return c.persistEntry(h.e, rec, seq)
+}
+
+// Close releases the handle. The last writer to close queues the upload,
+// after the write-back delay.
+func (h *WriteHandle) Close() error {
+	var err error
+	h.closeOnce.Do(func() {
+		err = h.f.Close()
+		c, e := h.c, h.e
+		c.mu.Lock()
+		e.writers--
+		if e.writers == 0 && e.rec.Dirty {
+			c.scheduleLocked(e.name, c.opts.WriteBackDelay)
+		}
+		c.mu.Unlock()
+		c.release(e)
+	})
+	return err
+}
+
+// begin starts a change: the first change to a clean copy records it as
+// dirty, durably, before any byte is written.
+func (h *WriteHandle) begin() error {
+	c, e := h.c, h.e
+	c.mu.Lock()
+	e.inflight++
+	e.version++
+	first := false
+	if e.dirtying == nil {
+		e.dirtying = make(chan struct{})
+		e.rec.Dirty = true
+		first = true
+	}
+	ch := e.dirtying
+	var rec record
+	var seq uint64
+	if first {
+		rec, seq = c.snapshotLocked(e)
+	}
+	c.mu.Unlock()
+	if first {
+		err := c.persistEntry(e, rec, seq)
+		c.mu.Lock()
+		e.dirtyErr = err
+		if err != nil {
+			// Nothing was written: the copy is still clean, and the next
+			// change tries to record itself again.
+			e.rec.Dirty = false
+			e.dirtying = nil
+		}
+		c.mu.Unlock()
+		close(ch)
+	}
+	<-ch
+	c.mu.Lock()
+	var err error
+	if e.dirtying != ch {
+		err = e.dirtyErr // the attempt this change waited for failed
+	}
+	if err != nil {
+		e.inflight--
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("recording a change of %s in the cache index: %w", e.name, err)
+	}
+	return nil
+}
+
+// end finishes a change begun by begin; the file now reaches at least
+// minSize bytes.
+func (h *WriteHandle) end(minSize int64) {
+	c, e := h.c, h.e
+	c.mu.Lock()
+	if minSize > e.rec.Size {
+		c.resizeLocked(e, minSize)
+	}
+	e.version++
+	e.inflight--
+	c.mu.Unlock()
+}
+
+// resizeLocked records a new size of e's copy and its cost in the budget.
+func (c *Cache) resizeLocked(e *entry, size int64) {
+	c.used += size - e.rec.Size
+	e.rec.Size = size
+	e.rec.Complete, e.rec.Present = true, nil
+}
+
+// snapshotLocked copies e's record for persistEntry, numbered so that a
+// later state is never overwritten by an earlier one.
+func (c *Cache) snapshotLocked(e *entry) (record, uint64) {
+	e.recSeq++
+	return e.rec, e.recSeq
+}
+
+// persistEntry writes snapshot rec (number seq) as e's record with a
+// synced commit, unless a later snapshot has been written already.
+func (c *Cache) persistEntry(e *entry, rec record, seq uint64) error {
+	e.persistMu.Lock()
+	defer e.persistMu.Unlock()
+	if seq <= e.persistedSeq {
+		return nil
+	}
+	err := c.db.Update(func(tx *bolt.Tx) error {
+		if id, ok := recordID(tx, e.name); !ok || id != rec.ID {
+			return nil // evicted, or the name now holds another version
+		}
+		return putRecord(tx, e.name, &rec)
+	})
+	if err == nil {
+		e.persistedSeq = seq
+	}
+	return err
+}
+
+// scheduleLocked queues name's upload after delay (sooner if it is
+// already queued sooner).
+func (c *Cache) scheduleLocked(name string, delay time.Duration) {
+	at := time.Now().Add(delay)
+	if cur, ok := c.queue[name]; !ok || at.Before(cur) {
+		c.queue[name] = at
+	}
+	c.notifyLocked()
+}
+
+// notifyLocked wakes whoever waits for a change of write-back state.
+func (c *Cache) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// startUploader runs the loop that starts due uploads.
+func (c *Cache) startUploader() {
+	life, cancel := context.WithCancel(context.Background())
+	c.stopUpload = cancel
+	sem := make(chan struct{}, c.opts.UploadParallelism)
+	c.uploadWG.Add(1)
+	go func() {
+		defer c.uploadWG.Done()
+		for {
+			due, next, wake := c.takeDue()
+			for _, name := range due {
+				c.uploadWG.Add(1)
+				go func() {
+					defer c.uploadWG.Done()
+					select {
+					case sem <- struct{}{}:
+						defer func() { <-sem }()
+						c.upload(life, name)
+					case <-life.Done():
+						c.mu.Lock()
+						if e := c.entries[name]; e != nil {
+							e.uploading = false
+						}
+						c.mu.Unlock()
+					}
+				}()
+			}
+			var timer <-chan time.Time
+			if !next.IsZero() {
+				t := time.NewTimer(time.Until(next))
+				defer t.Stop()
+				timer = t.C
+			}
+			select {
+			case <-life.Done():
+				return
+			case <-wake:
+			case <-timer:
+			}
+		}
+	}()
+}
+
+// takeDue takes the uploads that are due off the queue and marks them
+// running; it returns when the next one is due and a channel closed on the
+// next change.
+func (c *Cache) takeDue() (due []string, next time.Time, wake <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for name, at := range c.queue {
+		e := c.entries[name]
+		switch {
+		case e == nil || !e.rec.Dirty || e.dropped:
+			delete(c.queue, name)
+		case e.writers > 0:
+			delete(c.queue, name) // the last writer's Close queues it again
+		case e.uploading:
+			// Queued again while uploading: wait for that upload to end.
+		case !at.After(now):
+			delete(c.queue, name)
+			e.uploading = true
+			due = append(due, name)
+		case next.IsZero() || at.Before(next):
+			next = at
+		}
+	}
+	sort.Strings(due)
+	return due, next, c.changed
+}
+
+// upload sends the local copy of name to the bucket once and settles the
+// outcome. e.uploading is set by takeDue and cleared here.
+func (c *Cache) upload(ctx context.Context, name string) {
+	c.mu.Lock()
+	e := c.entries[name]
+	if e == nil || !e.rec.Dirty || e.dropped {
+		if e != nil {
+			e.uploading = false
+		}
+		c.notifyLocked()
+		c.mu.Unlock()
+		return
+	}
+	version, inflight := e.version, e.inflight
+	base, size, id := e.rec.Generation, e.rec.Size, e.rec.ID
+	c.mu.Unlock()
+
+	attrs, err := c.putFile(ctx, name, id, size, transfer.PutOptions{IfGenerationMatch: base})
+	if errors.Is(err, transfer.ErrPrecondition) {
+		err = c.saveConflict(ctx, e, name, id, size, version, inflight)
+		if err == nil {
+			return
+		}
+	}
+
+	c.mu.Lock()
+	e.uploading = false
+	if err != nil {
+		c.failedLocked(ctx, e, err)
+		c.notifyLocked()
+		c.mu.Unlock()
+		return
+	}
+	e.retries = 0
+	e.rec.Generation = attrs.Generation
+	c.stats.Uploads++
+	if e.version == version && inflight == 0 && e.inflight == 0 {
+		e.rec.Dirty = false
+		e.dirtying = nil
+	} else {
+		c.scheduleLocked(name, 0) // changed meanwhile: send the new version
+	}
+	rec, seq := c.snapshotLocked(e)
+	c.mu.Unlock()
+	if err := c.persistEntry(e, rec, seq); err != nil {
+		c.log.Warn("recording an upload in the cache index failed; the next start uploads the file again", "object", name, "err", err)
+	}
+	c.mu.Lock()
+	c.notifyLocked()
+	c.mu.Unlock()
+}
+
+// failedLocked schedules the next try of a failed upload.
+func (c *Cache) failedLocked(ctx context.Context, e *entry, err error) {
+	if ctx.Err() != nil {
+		return // shutting down: the file stays dirty for the next start
+	}
+	e.retries++
+	delay := min(time.Second<<min(e.retries-1, 6), retryMax)
+	if errors.Is(err, transfer.ErrPermission) || errors.Is(err, transfer.ErrUnauthenticated) || errors.Is(err, transfer.ErrBucketNotExist) {
+		delay = permanentRetry
+		c.log.Error("the bucket refused an upload; the file stays dirty in the cache and is tried again later", "object", e.name, "retry_in", delay, "err", err)
+	} else {
+		c.log.Warn("upload failed; retrying", "object", e.name, "attempt", e.retries, "retry_in", delay, "err", err)
+	}
+	c.scheduleLocked(e.name, delay)
+}
+
+// putFile uploads size bytes of cache file id as name.
+func (c *Cache) putFile(ctx context.Context, name string, id uint64, size int64, o transfer.PutOptions) (transfer.ObjectAttrs, error) {
+	f, err := os.Open(c.dataPath(id))
+	if err != nil {
+		return transfer.ObjectAttrs{}, fmt.Errorf("opening cache file: %w", err)
+	}
+	defer f.Close()
+	return c.b.Put(ctx, name, io.NewSectionReader(f, 0, size), o)
+}
+
+// saveConflict uploads the local version beside the object that changed
+// in the bucket. If the local copy did not change meanwhile, it is then
+// dropped from the cache, so the name shows the remote version again.
+func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint64, size int64, version uint64, inflight int) error {
+	now := time.Now()
+	var sibling string
+	var err error
+	for try := 1; try <= 20; try++ {
+		sibling = ConflictName(name, now, try)
+		_, err = c.putFile(ctx, sibling, id, size, transfer.PutOptions{IfGenerationMatch: 0})
+		if !errors.Is(err, transfer.ErrPrecondition) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("saving the local version of %s beside a changed remote object: %w", name, err)
+	}
+	c.log.Warn("the object changed in the bucket while it had local changes: the remote version stays, the local version was saved beside it",
+		"object", name, "local_version_saved_as", sibling)
+	c.mu.Lock()
+	c.stats.Conflicts++
+	e.uploading = false
+	var victims []*entry
+	if e.version == version && inflight == 0 && e.inflight == 0 {
+		e.rec.Dirty = false
+		e.dirtying = nil
+		victims = c.dropLocked(e)
+	} else {
+		// Newer changes, still based on the old generation: they go
+		// beside it too, on the next try.
+		c.scheduleLocked(name, 0)
+	}
+	c.notifyLocked()
+	c.mu.Unlock()
+	c.removeAll(victims)
+	return nil
+}
+
+// Progress reports what Flush still has to upload.
+type Progress struct {
+	Files int
+	Bytes int64
+}
+
+// Flush uploads every local change now, ignoring the write-back delay,
+// and waits until none is left or ctx ends. progress, if not nil, is
+// called whenever the amount left changes. It returns the names still
+// dirty (nil when everything is in the bucket).
+func (c *Cache) Flush(ctx context.Context, progress func(Progress)) []string {
+	c.mu.Lock()
+	for name, e := range c.entries {
+		if e.rec.Dirty {
+			c.queue[name] = time.Time{}
+		}
+	}
+	c.notifyLocked()
+	c.mu.Unlock()
+	last := Progress{Files: -1}
+	for {
+		c.mu.Lock()
+		var left Progress
+		var names []string
+		for name, e := range c.entries {
+			if e.rec.Dirty {
+				left.Files++
+				left.Bytes += e.rec.Size
+				names = append(names, name)
+			}
+		}
+		wake := c.changed
+		c.mu.Unlock()
+		if progress != nil && left != last {
+			progress(left)
+			last = left
+		}
+		if left.Files == 0 {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			sort.Strings(names)
+			return names
+		}
+	}
+}

@@ -1,0 +1,273 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// The write-back tests use the emulator, which honours generation
+// preconditions on uploads (the conflict path depends on that).
+
+func (e *env) openWB(delay time.Duration) *Cache {
+	e.t.Helper()
+	o := e.opts(64 << 20)
+	o.WriteBackDelay = delay
+	c, err := Open(o, e.b)
+	if err != nil {
+		e.t.Fatalf("cache.Open: %v", err)
+	}
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (e *env) object(name string) []byte {
+	e.t.Helper()
+	var buf bytes.Buffer
+	a, err := e.b.Stat(e.ctx, name)
+	if err != nil {
+		e.t.Fatalf("stat %s: %v", name, err)
+	}
+	if _, err := e.b.ReadRange(e.ctx, name, a.Generation, 0, a.Size, &buf); err != nil {
+		e.t.Fatalf("read %s: %v", name, err)
+	}
+	return buf.Bytes()
+}
+
+func (e *env) write(c *Cache, a transfer.ObjectAttrs, trunc bool, off int64, data []byte) {
+	e.t.Helper()
+	w, err := c.OpenWrite(e.ctx, a, trunc)
+	if err != nil {
+		e.t.Fatalf("OpenWrite %s: %v", a.Name, err)
+	}
+	if _, err := w.WriteAt(data, off); err != nil {
+		e.t.Fatalf("WriteAt: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		e.t.Fatalf("Close: %v", err)
+	}
+}
+
+func (e *env) flush(c *Cache) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	if left := c.Flush(ctx, nil); left != nil {
+		e.t.Fatalf("Flush left %v dirty", left)
+	}
+}
+
+func isUpload(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/upload/") }
+
+func TestWriteNewAndExisting(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(0)
+	e.write(c, transfer.ObjectAttrs{Name: "new.txt"}, true, 0, []byte("hello"))
+
+	v1 := pattern(objSize, 1)
+	a := e.put("old", v1)
+	e.write(c, a, false, 5000, []byte("PATCH"))
+	want := append([]byte(nil), v1...)
+	copy(want[5000:], "PATCH")
+
+	var seen []Progress
+	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	if left := c.Flush(ctx, func(p Progress) { seen = append(seen, p) }); left != nil {
+		t.Fatalf("Flush left %v", left)
+	}
+	if got := e.object("new.txt"); string(got) != "hello" {
+		t.Errorf("new.txt in the bucket = %q", got)
+	}
+	if got := e.object("old"); !bytes.Equal(got, want) {
+		t.Error("old in the bucket does not have the patch")
+	}
+	if len(seen) == 0 || seen[len(seen)-1].Files != 0 {
+		t.Errorf("progress reports %v, want a last report of 0 files", seen)
+	}
+	s := c.Stats()
+	if s.DirtyFiles != 0 || s.Uploads != 2 || s.Conflicts != 0 {
+		t.Errorf("stats %+v", s)
+	}
+	// The uploaded copy is clean and current: reading it needs no download.
+	a2, _ := e.b.Stat(e.ctx, "old")
+	before := e.mediaReads("old")
+	h := e.openHandle(c, a2)
+	e.mustReadAll(h, want)
+	h.Close()
+	if e.mediaReads("old") != before {
+		t.Error("the uploaded version was downloaded again")
+	}
+}
+
+func TestConflictKeepsBothVersions(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour) // nothing goes up until Flush
+	a := e.put("doc", []byte("base"))
+	e.write(c, a, true, 0, []byte("local change"))
+	e.put("doc", []byte("remote change")) // someone else, meanwhile
+	e.flush(c)
+
+	if got := string(e.object("doc")); got != "remote change" {
+		t.Errorf("doc = %q, want the remote version to stay", got)
+	}
+	page, err := e.b.List(e.ctx, transfer.ListQuery{Prefix: "doc.bucketfs-conflict-"})
+	if err != nil || len(page.Objects) != 1 {
+		t.Fatalf("conflict copies: %+v, %v", page.Objects, err)
+	}
+	if got := string(e.object(page.Objects[0].Name)); got != "local change" {
+		t.Errorf("%s = %q, want the local version", page.Objects[0].Name, got)
+	}
+	if s := c.Stats(); s.Conflicts != 1 || s.DirtyFiles != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func TestChangeDuringUploadIsUploadedAgain(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(0)
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	first := true
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if isUpload(r) && first {
+			first = false
+			arrived <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		return 0, false
+	})
+	e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, []byte("one"))
+	select {
+	case <-arrived:
+	case <-e.ctx.Done():
+		t.Fatal("the upload did not start")
+	}
+	// Change the file while its first version is on the wire.
+	w, err := c.OpenWrite(e.ctx, transfer.ObjectAttrs{Name: "f"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt([]byte("two, longer"), 0); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	w.Close()
+	e.flush(c)
+	if got := string(e.object("f")); got != "two, longer" {
+		t.Errorf("f = %q, want the version written during the first upload", got)
+	}
+	if s := c.Stats(); s.Uploads != 2 || s.DirtyFiles != 0 {
+		t.Errorf("stats %+v, want 2 uploads and nothing dirty", s)
+	}
+}
+
+// A crash (no Close, no flush) after the write returned loses nothing:
+// the next start re-queues the change.
+func TestCrashRecoveryRequeues(t *testing.T) {
+	e := newEnv(t)
+	e.emu.SetHook(func(r *http.Request) (int, bool) { return 503, isUpload(r) })
+	o := e.opts(64 << 20)
+	c, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := pattern(3*chunk+7, 9)
+	e.write(c, transfer.ObjectAttrs{Name: "precious"}, true, 0, data)
+	// Kill: stop the goroutines and drop the index without any cleanup.
+	c.stopUpload()
+	c.uploadWG.Wait()
+	c.db.Close()
+	if r := records(t, e.dir)["precious"]; !r.Dirty {
+		t.Fatalf("after the write returned the index says %+v, want dirty", r)
+	}
+
+	e.emu.SetHook(nil)
+	c2 := e.openWB(time.Hour)
+	e.flush(c2)
+	if got := e.object("precious"); !bytes.Equal(got, data) {
+		t.Errorf("after the crash and a restart the bucket has %d bytes, want the %d written", len(got), len(data))
+	}
+}
+
+// A refused upload keeps the data: Flush gives up at its deadline, the
+// change stays dirty through a clean restart, never evicted, and goes up
+// once the bucket accepts it.
+func TestRefusedUploadStaysDirty(t *testing.T) {
+	e := newEnv(t)
+	e.emu.SetHook(func(r *http.Request) (int, bool) { return 403, isUpload(r) })
+	o := e.opts(3 * chunk)
+	c, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := pattern(2*chunk, 3)
+	e.write(c, transfer.ObjectAttrs{Name: "kept"}, true, 0, data)
+	ctx, cancel := context.WithTimeout(e.ctx, 500*time.Millisecond)
+	left := c.Flush(ctx, nil)
+	cancel()
+	if len(left) != 1 || left[0] != "kept" {
+		t.Fatalf("Flush with uploads refused left %v, want [kept]", left)
+	}
+	// Something else needs the space: it is read uncached rather than
+	// evicting the dirty file.
+	other := e.put("other", pattern(2*chunk, 4))
+	h := e.openHandle(c, other)
+	h.Close()
+	if s := c.Stats(); s.DirtyFiles != 1 || s.Uncached != 1 {
+		t.Errorf("stats %+v, want the dirty file kept and the other object uncached", s)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	e.emu.SetHook(nil)
+	c2, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	e.flush(c2)
+	if got := e.object("kept"); !bytes.Equal(got, data) {
+		t.Error("the change refused earlier reached the bucket wrong")
+	}
+}
+
+func TestTruncateAndSync(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour)
+	a := e.put("t", pattern(objSize, 5))
+	w, err := c.OpenWrite(e.ctx, a, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Truncate(100); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := loadRecords(c.db) // what a crash now would leave
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := recs["t"]; !r.Dirty || r.Size != 100 {
+		t.Errorf("after Sync the record is %+v, want dirty with size 100", r)
+	}
+	if w.Size() != 100 {
+		t.Errorf("Size = %d", w.Size())
+	}
+	w.Close()
+	e.flush(c)
+	if got := e.object("t"); !bytes.Equal(got, pattern(objSize, 5)[:100]) {
+		t.Errorf("truncated object has %d bytes", len(got))
+	}
+}
