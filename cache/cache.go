@@ -254,9 +254,10 @@ func (c *Cache) load() error {
 }
 
 // Open returns a handle for reading the version of the object described
-// by a. A complete local copy of that version is used as is; a different
-// version is dropped (unless the local copy has changes not yet uploaded:
-// those always win); a missing one is created and its download started.
+// by a. A complete local copy of that version (or of a later one this
+// cache uploaded) is used as is; an older version is dropped (unless the
+// local copy has changes not yet uploaded: those always win); a missing
+// one is created and its download started.
 // An object that cannot fit in the cache is read straight from the bucket.
 func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, error) {
 	e, err := c.acquire(ctx, a)
@@ -279,7 +280,10 @@ func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs) (*entry, er
 	}
 	var victims []*entry
 	e := c.entries[a.Name]
-	if e != nil && !e.rec.Dirty && e.rec.Generation != a.Generation {
+	// GCS generations of one name only grow. A newer one than the copy's
+	// is a change made elsewhere: the copy goes. An older one is a caller
+	// that has not seen this cache's own upload yet: the copy stays.
+	if e != nil && !e.rec.Dirty && a.Generation > e.rec.Generation {
 		victims = append(victims, c.dropLocked(e)...)
 		e = nil
 	}
@@ -370,7 +374,9 @@ func (c *Cache) forget(e *entry) {
 // newHandle opens e's file for a new handle and, if e is incomplete,
 // makes sure a download is running. e.refs already counts the handle.
 func (c *Cache) newHandle(e *entry) (*Handle, error) {
-	f, err := os.Open(c.dataPath(e.rec.ID))
+	// Read-write: the kernel keeps the first passthrough descriptor of an
+	// inode for every later open of it, writers included.
+	f, err := os.OpenFile(c.dataPath(e.rec.ID), os.O_RDWR, 0)
 	if err != nil {
 		c.release(e)
 		return nil, fmt.Errorf("opening cache file: %w", err)

@@ -47,6 +47,15 @@ func (h *Handle) PassthroughFd() (int, bool) {
 // io.EOF at or past the end, ErrStale if the version is gone from the
 // bucket, or the error of the fetch it waited for.
 func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if h.e != nil && h.dl == nil {
+		// A complete local copy, which writers may be changing: the file
+		// itself says where it ends.
+		n, err := h.f.ReadAt(p, off)
+		if err == io.EOF && n > 0 {
+			err = nil
+		}
+		return n, err
+	}
 	if off >= h.size {
 		return 0, io.EOF
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,15 +61,24 @@ type WriteHandle struct {
 	c         *Cache
 	e         *entry
 	f         *os.File
+	hidden    bool // writes bypass WriteAt (passthrough): one change from open to Close
 	closeOnce sync.Once
 }
+
+// Fd returns the descriptor of the local copy, open for reading and
+// writing, for FUSE passthrough; valid until Close.
+func (h *WriteHandle) Fd() int { return int(h.f.Fd()) }
 
 // OpenWrite opens version a of an object for reading and writing; a with
 // Generation 0 is an object that does not exist yet. The copy is completed
 // first (downloaded fully), unless trunc is set and no download runs: then
 // it starts empty. A copy with changes not yet uploaded is used whatever a
 // says. A file that cannot fit in the cache fails with ErrNoSpace.
-func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc bool) (*WriteHandle, error) {
+//
+// With hidden set, the caller hands the descriptor to the kernel
+// (passthrough), so writes bypass WriteAt: the copy counts as changed from
+// the open until Close, which then takes its size from the file.
+func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hidden bool) (*WriteHandle, error) {
 	e, err := c.acquire(ctx, a)
 	if err != nil {
 		return nil, err
@@ -120,7 +130,14 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc boo
 	// Every byte is local now; a dirty copy must never be downloaded over.
 	e.rec.Complete, e.rec.Present = true, nil
 	c.mu.Unlock()
-	h := &WriteHandle{c: c, e: e, f: f}
+	h := &WriteHandle{c: c, e: e, f: f, hidden: hidden}
+	if hidden {
+		if err := h.begin(); err != nil {
+			h.hidden = false
+			h.Close()
+			return nil, err
+		}
+	}
 	if trunc {
 		if err := h.Truncate(0); err != nil {
 			// The copy was declared complete for the truncation: unless the
@@ -145,8 +162,8 @@ func (h *WriteHandle) Size() int64 {
 	return h.e.rec.Size
 }
 
-// ReadAt reads the local copy.
-func (h *WriteHandle) ReadAt(p []byte, off int64) (int, error) {
+// ReadAt reads the local copy; ctx is not used (local I/O).
+func (h *WriteHandle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return h.f.ReadAt(p, off)
 }
 
@@ -193,6 +210,17 @@ func (h *WriteHandle) Sync() error {
 func (h *WriteHandle) Close() error {
 	var err error
 	h.closeOnce.Do(func() {
+		if h.hidden {
+			// The kernel wrote the file directly: take its size from it.
+			var size int64
+			if st, serr := h.f.Stat(); serr == nil {
+				size = st.Size()
+			}
+			h.c.mu.Lock()
+			h.c.resizeLocked(h.e, size)
+			h.c.mu.Unlock()
+			h.end(size)
+		}
 		err = h.f.Close()
 		c, e := h.c, h.e
 		c.mu.Lock()
@@ -550,6 +578,66 @@ func (c *Cache) Flush(ctx context.Context, progress func(Progress)) []string {
 		case <-ctx.Done():
 			sort.Strings(names)
 			return names
+		}
+	}
+}
+
+// Local describes the local copy of name if it has changes not yet in the
+// bucket: its size and modification time come from the file, Generation
+// is the version the changes are based on (0: a new object).
+func (c *Cache) Local(name string) (transfer.ObjectAttrs, bool) {
+	c.mu.Lock()
+	e := c.entries[name]
+	if e == nil || !e.rec.Dirty {
+		c.mu.Unlock()
+		return transfer.ObjectAttrs{}, false
+	}
+	a := transfer.ObjectAttrs{Name: name, Generation: e.rec.Generation, Size: e.rec.Size}
+	path := c.dataPath(e.rec.ID)
+	c.mu.Unlock()
+	if st, err := os.Stat(path); err == nil {
+		a.Size, a.Updated = st.Size(), st.ModTime()
+	}
+	return a, true
+}
+
+// LocalNames returns the names with changes not yet in the bucket that
+// start with prefix, sorted.
+func (c *Cache) LocalNames(prefix string) []string {
+	c.mu.Lock()
+	var out []string
+	for name, e := range c.entries {
+		if e.rec.Dirty && strings.HasPrefix(name, prefix) {
+			out = append(out, name)
+		}
+	}
+	c.mu.Unlock()
+	sort.Strings(out)
+	return out
+}
+
+// FlushName uploads name's changes now and waits until they are in the
+// bucket (nil), or ctx ends.
+func (c *Cache) FlushName(ctx context.Context, name string) error {
+	c.mu.Lock()
+	if e := c.entries[name]; e != nil && e.rec.Dirty {
+		c.queue[name] = time.Time{}
+		c.notifyLocked()
+	}
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		e := c.entries[name]
+		done := e == nil || !e.rec.Dirty
+		wake := c.changed
+		c.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return fmt.Errorf("%s is not in the bucket yet: %w", name, ctx.Err())
 		}
 	}
 }

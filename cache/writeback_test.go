@@ -41,7 +41,7 @@ func (e *env) object(name string) []byte {
 
 func (e *env) write(c *Cache, a transfer.ObjectAttrs, trunc bool, off int64, data []byte) {
 	e.t.Helper()
-	w, err := c.OpenWrite(e.ctx, a, trunc)
+	w, err := c.OpenWrite(e.ctx, a, trunc, false)
 	if err != nil {
 		e.t.Fatalf("OpenWrite %s: %v", a.Name, err)
 	}
@@ -152,7 +152,7 @@ func TestChangeDuringUploadIsUploadedAgain(t *testing.T) {
 		t.Fatal("the upload did not start")
 	}
 	// Change the file while its first version is on the wire.
-	w, err := c.OpenWrite(e.ctx, transfer.ObjectAttrs{Name: "f"}, false)
+	w, err := c.OpenWrite(e.ctx, transfer.ObjectAttrs{Name: "f"}, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestTruncateAndSync(t *testing.T) {
 	e := newEnv(t)
 	c := e.openWB(time.Hour)
 	a := e.put("t", pattern(objSize, 5))
-	w, err := c.OpenWrite(e.ctx, a, false)
+	w, err := c.OpenWrite(e.ctx, a, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

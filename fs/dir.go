@@ -3,7 +3,9 @@ package fs
 import (
 	"context"
 	"syscall"
+	"time"
 
+	"github.com/bucketfs/bucketfs/transfer"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -21,6 +23,11 @@ var (
 	_ gofs.NodeReaddirer = (*dirNode)(nil)
 	_ gofs.NodeGetattrer = (*dirNode)(nil)
 	_ gofs.NodeStatfser  = (*dirNode)(nil)
+	_ gofs.NodeCreater   = (*dirNode)(nil)
+	_ gofs.NodeMkdirer   = (*dirNode)(nil)
+	_ gofs.NodeUnlinker  = (*dirNode)(nil)
+	_ gofs.NodeRmdirer   = (*dirNode)(nil)
+	_ gofs.NodeRenamer   = (*dirNode)(nil)
 )
 
 // Lookup implements gofs.NodeLookuper.
@@ -91,4 +98,79 @@ func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 func (d *dirNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	statfs(out)
 	return 0
+}
+
+// Create implements gofs.NodeCreater: a new, empty file lives in the cache
+// at once and reaches the bucket after its last close.
+func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	f := d.fsys
+	if f.opts.ReadOnly {
+		return nil, nil, 0, syscall.EROFS
+	}
+	if !validName(name) {
+		return nil, nil, 0, syscall.EINVAL
+	}
+	full := d.prefix + name
+	a := transfer.ObjectAttrs{Name: full, Updated: time.Now()}
+	f.fillFile(&out.Attr, a)
+	in := d.NewInode(ctx, &fileNode{fsys: f, name: full}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: out.Attr.Ino})
+	n := in.Operations().(*fileNode)
+	n.setAttrs(a)
+	n.mu.Lock()
+	pt := n.passthroughLocked(true)
+	n.mu.Unlock()
+	wh, err := f.cache.OpenWrite(ctx, a, true, pt)
+	if err != nil {
+		n.uncount(pt)
+		return nil, nil, 0, f.errno(ctx, "create", full, err)
+	}
+	f.meta.forget(full)
+	h := &fileHandle{node: n, data: wh, w: wh, pt: pt}
+	if pt {
+		return in, &passthroughHandle{fileHandle: h, fd: func() (int, bool) { return wh.Fd(), true }}, 0, 0
+	}
+	return in, h, 0, 0
+}
+
+// Mkdir implements gofs.NodeMkdirer with a "name/" placeholder object,
+// written back like a file.
+func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	f := d.fsys
+	if f.opts.ReadOnly {
+		return nil, syscall.EROFS
+	}
+	if !validName(name) {
+		return nil, syscall.EINVAL
+	}
+	full := d.prefix + name
+	c, err := f.meta.resolve(ctx, full, f.warnOnce)
+	if err != nil {
+		return nil, f.errno(ctx, "mkdir", full, err)
+	}
+	if c.kind != kindNone {
+		return nil, syscall.EEXIST
+	}
+	wh, err := f.cache.OpenWrite(ctx, transfer.ObjectAttrs{Name: full + "/"}, true, false)
+	if err != nil {
+		return nil, f.errno(ctx, "mkdir", full, err)
+	}
+	if err := wh.Close(); err != nil {
+		return nil, f.errno(ctx, "mkdir", full, err)
+	}
+	f.meta.forget(full)
+	return d.child(ctx, name, child{kind: kindDir}, out)
+}
+
+// Unlink, Rmdir and Rename are not built yet. They must say so: go-fuse
+// would otherwise report success for a missing Unlink or Rmdir.
+
+// Unlink implements gofs.NodeUnlinker.
+func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno { return syscall.ENOTSUP }
+
+// Rmdir implements gofs.NodeRmdirer.
+func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno { return syscall.ENOTSUP }
+
+// Rename implements gofs.NodeRenamer.
+func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	return syscall.ENOTSUP
 }

@@ -21,6 +21,9 @@ func toErrno(log *slog.Logger, op, name string, err error) syscall.Errno {
 		return errno
 	case errors.Is(err, context.Canceled):
 		return syscall.EINTR
+	case errors.Is(err, cache.ErrNoSpace):
+		log.Warn("the cache is full", "op", op, "object", name, "err", err)
+		return syscall.ENOSPC
 	case errors.Is(err, cache.ErrStale):
 		log.Warn("object changed in the bucket while it was read; reopen the file", "op", op, "object", name, "err", err)
 		return syscall.ESTALE

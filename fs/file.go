@@ -2,6 +2,8 @@ package fs
 
 import (
 	"context"
+	"errors"
+	"io"
 	"sync"
 	"syscall"
 
@@ -58,34 +60,109 @@ func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 	return 0
 }
 
+// currentAttrs is what the file looks like now: the node's version, with
+// the size and time of local changes not yet in the bucket.
+func (n *fileNode) currentAttrs() transfer.ObjectAttrs {
+	a := n.getAttrs()
+	if la, ok := n.fsys.cache.Local(n.name); ok {
+		a.Size, a.Updated = la.Size, la.Updated
+	}
+	return a
+}
+
 // Open implements gofs.NodeOpener.
 func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
-		// Writing needs the write-back path, which this build does not have.
-		return nil, 0, syscall.EROFS
+		return n.openWrite(ctx, flags&syscall.O_TRUNC != 0)
 	}
-	a := n.getAttrs()
-	ch, err := n.fsys.cache.Open(ctx, a)
+	ch, err := n.fsys.cache.Open(ctx, n.getAttrs())
 	if err != nil {
 		return nil, 0, n.fsys.errno(ctx, "open", n.name, err)
 	}
-	h := &readHandle{node: n, h: ch}
-
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	// The kernel keeps an inode in one io mode at a time: once a handle is
-	// open with passthrough, every other open must be passthrough too, and
-	// while a handle is open in caching mode, a passthrough open fails
-	// (both with EIO). So passthrough is used for a complete copy while no
-	// caching handle is open, and always while a passthrough one is.
 	_, complete := ch.PassthroughFd()
-	if n.ptOpen > 0 || (complete && n.fsys.opts.Passthrough && n.cacheOpen == 0) {
-		n.ptOpen++
-		return &passthroughHandle{readHandle: h}, 0, 0
+	n.mu.Lock()
+	pt := n.passthroughLocked(complete)
+	n.mu.Unlock()
+	h := &fileHandle{node: n, data: ch, pt: pt}
+	if pt {
+		return &passthroughHandle{fileHandle: h, fd: ch.PassthroughFd}, 0, 0
 	}
-	n.cacheOpen++
-	// The inode only ever holds this version, so its page cache stays valid.
-	return &cachingHandle{readHandle: h}, fuse.FOPEN_KEEP_CACHE, 0
+	// The inode only ever holds this version (and the local changes made
+	// through it), so its page cache stays valid.
+	return h, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// passthroughLocked decides the io mode of a new handle and counts it.
+// The kernel keeps an inode in one io mode at a time: once a handle is
+// open with passthrough, every other open must be passthrough too, and
+// while a handle is open in caching mode, a passthrough open fails (both
+// with EIO). So passthrough is used for a complete copy while no caching
+// handle is open, and always while a passthrough one is.
+func (n *fileNode) passthroughLocked(complete bool) bool {
+	pt := n.ptOpen > 0 || (complete && n.fsys.opts.Passthrough && n.cacheOpen == 0)
+	if pt {
+		n.ptOpen++
+	} else {
+		n.cacheOpen++
+	}
+	return pt
+}
+
+// openWrite opens the file for writing: its copy is completed first (or
+// emptied, with trunc), and every change lands in the cache at once.
+func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, uint32, syscall.Errno) {
+	if n.fsys.opts.ReadOnly {
+		return nil, 0, syscall.EROFS
+	}
+	n.mu.Lock()
+	pt := n.passthroughLocked(true) // the copy is complete once OpenWrite returns
+	n.mu.Unlock()
+	wh, err := n.fsys.cache.OpenWrite(ctx, n.getAttrs(), trunc, pt)
+	if err != nil {
+		n.uncount(pt)
+		return nil, 0, n.fsys.errno(ctx, "open", n.name, err)
+	}
+	h := &fileHandle{node: n, data: wh, w: wh, pt: pt}
+	if pt {
+		return &passthroughHandle{fileHandle: h, fd: func() (int, bool) { return wh.Fd(), true }}, 0, 0
+	}
+	return h, 0, 0
+}
+
+func (n *fileNode) uncount(pt bool) {
+	n.mu.Lock()
+	if pt {
+		n.ptOpen--
+	} else {
+		n.cacheOpen--
+	}
+	n.mu.Unlock()
+}
+
+// Setattr implements gofs.NodeSetattrer. Size changes (truncate) are
+// applied; mode, owner and times are not stored yet and are accepted
+// without effect.
+func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if size, ok := in.GetSize(); ok {
+		if n.fsys.opts.ReadOnly {
+			return syscall.EROFS
+		}
+		w := writerOf(fh)
+		if w == nil {
+			wh, err := n.fsys.cache.OpenWrite(ctx, n.getAttrs(), size == 0, false)
+			if err != nil {
+				return n.fsys.errno(ctx, "truncate", n.name, err)
+			}
+			defer wh.Close()
+			w = wh
+		}
+		if err := w.Truncate(int64(size)); err != nil {
+			return n.fsys.errno(ctx, "truncate", n.name, err)
+		}
+	}
+	n.fsys.fillFile(&out.Attr, n.currentAttrs())
+	out.SetTimeout(n.fsys.opts.MetadataTTL)
+	return 0
 }
 
 // Statfs implements gofs.NodeStatfser.
@@ -94,65 +171,108 @@ func (n *fileNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errn
 	return 0
 }
 
-// readHandle reads one object version through the cache.
-type readHandle struct {
+// dataHandle is what a fileHandle reads through: a cache.Handle, or a
+// cache.WriteHandle for handles open for writing.
+type dataHandle interface {
+	ReadAt(ctx context.Context, p []byte, off int64) (int, error)
+	Close() error
+}
+
+// fileHandle is one open file.
+type fileHandle struct {
 	node *fileNode
-	h    *cache.Handle
+	data dataHandle
+	w    *cache.WriteHandle // nil unless open for writing
+	pt   bool               // counted as a passthrough handle of node
 }
 
 var (
-	_ gofs.FileReader   = (*readHandle)(nil)
-	_ gofs.FileReleaser = (*readHandle)(nil)
-	_ gofs.FileFlusher  = (*readHandle)(nil)
+	_ gofs.FileReader    = (*fileHandle)(nil)
+	_ gofs.FileWriter    = (*fileHandle)(nil)
+	_ gofs.FileFlusher   = (*fileHandle)(nil)
+	_ gofs.FileFsyncer   = (*fileHandle)(nil)
+	_ gofs.FileReleaser  = (*fileHandle)(nil)
+	_ gofs.FileGetattrer = (*fileHandle)(nil)
 )
 
+func writerOf(fh gofs.FileHandle) *cache.WriteHandle {
+	switch h := fh.(type) {
+	case *fileHandle:
+		return h.w
+	case *passthroughHandle:
+		return h.w
+	}
+	return nil
+}
+
 // Read implements gofs.FileReader.
-func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n, err := h.h.ReadAt(ctx, dest, off)
-	if err != nil && n == 0 && off < h.h.Size() {
+func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, err := h.data.ReadAt(ctx, dest, off)
+	if err != nil && !errors.Is(err, io.EOF) && n == 0 {
 		return nil, h.node.fsys.errno(ctx, "read", h.node.name, err)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-// Flush implements gofs.FileFlusher; a read-only handle has nothing to flush.
-func (h *readHandle) Flush(ctx context.Context) syscall.Errno { return 0 }
+// Write implements gofs.FileWriter. The bytes land in the cache file; the
+// upload happens after the last close.
+func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if h.w == nil {
+		return 0, syscall.EBADF
+	}
+	n, err := h.w.WriteAt(data, off)
+	if err != nil {
+		return uint32(n), h.node.fsys.errno(ctx, "write", h.node.name, err)
+	}
+	return uint32(n), 0
+}
 
-// Release implements gofs.FileReleaser.
-func (h *readHandle) Release(ctx context.Context) syscall.Errno {
-	h.h.Close()
+// Flush implements gofs.FileFlusher (close(2)): the data is in the cache
+// already; the upload follows the last close.
+func (h *fileHandle) Flush(ctx context.Context) syscall.Errno { return 0 }
+
+// Fsync implements gofs.FileFsyncer: durable on local disk, and with
+// --fsync=remote, in the bucket.
+func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if h.w == nil {
+		return 0
+	}
+	if err := h.w.Sync(); err != nil {
+		return h.node.fsys.errno(ctx, "fsync", h.node.name, err)
+	}
+	if h.node.fsys.opts.FsyncRemote {
+		if err := h.node.fsys.cache.FlushName(ctx, h.node.name); err != nil {
+			return h.node.fsys.errno(ctx, "fsync", h.node.name, err)
+		}
+	}
 	return 0
 }
 
-// cachingHandle is read through the kernel's page cache.
-type cachingHandle struct {
-	*readHandle
+// Getattr implements gofs.FileGetattrer (fstat).
+func (h *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	h.node.fsys.fillFile(&out.Attr, h.node.currentAttrs())
+	out.SetTimeout(h.node.fsys.opts.MetadataTTL)
+	return 0
 }
 
 // Release implements gofs.FileReleaser.
-func (h *cachingHandle) Release(ctx context.Context) syscall.Errno {
-	n := h.node
-	n.mu.Lock()
-	n.cacheOpen--
-	n.mu.Unlock()
-	return h.readHandle.Release(ctx)
+func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
+	err := h.data.Close()
+	h.node.uncount(h.pt)
+	if err != nil {
+		return h.node.fsys.errno(ctx, "close", h.node.name, err)
+	}
+	return 0
 }
 
-// passthroughHandle lets the kernel read a fully cached file itself.
+// passthroughHandle lets the kernel read (and write) the cache file
+// itself.
 type passthroughHandle struct {
-	*readHandle
+	*fileHandle
+	fd func() (int, bool)
 }
 
 var _ gofs.FilePassthroughFder = (*passthroughHandle)(nil)
 
 // PassthroughFd implements gofs.FilePassthroughFder.
-func (h *passthroughHandle) PassthroughFd() (int, bool) { return h.h.PassthroughFd() }
-
-// Release implements gofs.FileReleaser.
-func (h *passthroughHandle) Release(ctx context.Context) syscall.Errno {
-	n := h.node
-	n.mu.Lock()
-	n.ptOpen--
-	n.mu.Unlock()
-	return h.readHandle.Release(ctx)
-}
+func (h *passthroughHandle) PassthroughFd() (int, bool) { return h.fd() }

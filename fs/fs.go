@@ -21,6 +21,7 @@ type Options struct {
 	DirMode     uint32        // permission bits of directories, e.g. 0o755
 	MetadataTTL time.Duration // how long names and attributes are trusted, here and in the kernel
 	ReadOnly    bool
+	FsyncRemote bool // fsync waits until the file is in the bucket
 	AllowOther  bool
 	// Passthrough lets the kernel read fully cached files directly from the
 	// cache file (FUSE passthrough; Linux >= 6.9 and CAP_SYS_ADMIN).
@@ -52,7 +53,7 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 	}
 	return &FS{
 		opts: o, bucket: bucket, cache: c, log: o.Logger, start: time.Now(),
-		meta:    newMetaCache(bucket, o.MetadataTTL),
+		meta:    newMetaCache(bucket, c, o.MetadataTTL),
 		inos:    map[string]uint64{},
 		nextIno: 2, // 1 is the root
 		warned:  map[string]struct{}{},
@@ -76,10 +77,9 @@ func (f *FS) MountOptions() *gofs.Options {
 		Options:           []string{"default_permissions"},
 		Debug:             f.opts.Debug,
 	}
-	// The tree has no write operations yet (write-back is the next piece of
-	// work), so the kernel is told the mount is read-only whatever
-	// opts.ReadOnly says: every write gets EROFS, consistently.
-	mo.Options = append(mo.Options, "ro")
+	if f.opts.ReadOnly {
+		mo.Options = append(mo.Options, "ro")
+	}
 	if !f.opts.Passthrough {
 		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
 	}

@@ -48,16 +48,74 @@ type warnFunc func(name, msg string, args ...any)
 // lookups of its children too, so 'ls -l' costs one listing, not one stat
 // per file. TTL 0 disables caching.
 type metaCache struct {
-	b   transfer.Bucket
-	ttl time.Duration
+	b     transfer.Bucket
+	ttl   time.Duration
+	local localView // changes not yet in the bucket; shown over what it says
 
 	mu    sync.Mutex
 	names map[string]cachedChild // guarded by mu: full name (no trailing '/')
 	dirs  map[string]*listing    // guarded by mu: prefix ("" or ending in '/')
 }
 
-func newMetaCache(b transfer.Bucket, ttl time.Duration) *metaCache {
-	return &metaCache{b: b, ttl: ttl, names: map[string]cachedChild{}, dirs: map[string]*listing{}}
+// localView is the part of the cache the tree needs to show local changes.
+type localView interface {
+	// Local describes name's local copy if it has changes not yet uploaded.
+	Local(name string) (transfer.ObjectAttrs, bool)
+	// LocalNames lists the names with such changes under prefix.
+	LocalNames(prefix string) []string
+}
+
+func newMetaCache(b transfer.Bucket, local localView, ttl time.Duration) *metaCache {
+	return &metaCache{b: b, local: local, ttl: ttl, names: map[string]cachedChild{}, dirs: map[string]*listing{}}
+}
+
+// forget drops what is remembered about name and its directory's listing,
+// after a local change to them.
+func (m *metaCache) forget(name string) {
+	m.mu.Lock()
+	delete(m.names, name)
+	delete(m.dirs, parentPrefix(name))
+	m.mu.Unlock()
+}
+
+// resolveLocal says what name is from local changes alone, if they decide.
+func (m *metaCache) resolveLocal(name string) (child, bool) {
+	if a, ok := m.local.Local(name); ok {
+		return child{kind: kindFile, attrs: a}, true
+	}
+	if len(m.local.LocalNames(name+"/")) > 0 {
+		return child{kind: kindDir}, true
+	}
+	return child{}, false
+}
+
+// withLocal returns l with the local changes under prefix shown over it.
+func (m *metaCache) withLocal(prefix string, l *listing) *listing {
+	names := m.local.LocalNames(prefix)
+	if len(names) == 0 {
+		return l
+	}
+	out := &listing{children: make(map[string]child, len(l.children)+len(names)), expires: l.expires}
+	for k, v := range l.children {
+		out.children[k] = v
+	}
+	for _, name := range names {
+		rest := name[len(prefix):]
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			if validName(rest[:i]) {
+				out.children[rest[:i]] = child{kind: kindDir}
+			}
+			continue
+		}
+		if a, ok := m.local.Local(name); ok && validName(rest) && out.children[rest].kind != kindDir {
+			out.children[rest] = child{kind: kindFile, attrs: a}
+		}
+	}
+	for n := range out.children {
+		out.names = append(out.names, n)
+	}
+	sort.Strings(out.names)
+	return out
 }
 
 // sweepLimit bounds how many entries pile up before expired ones are dropped.
@@ -75,6 +133,9 @@ func parentPrefix(name string) string {
 // a directory (a placeholder object or just a common prefix), or nothing.
 // When both a file and a directory have the name, the directory wins.
 func (m *metaCache) resolve(ctx context.Context, name string, warn warnFunc) (child, error) {
+	if c, ok := m.resolveLocal(name); ok {
+		return c, nil
+	}
 	now := time.Now()
 	m.mu.Lock()
 	if c, ok := m.names[name]; ok && now.Before(c.expires) {
@@ -141,6 +202,15 @@ func (m *metaCache) put(name string, c child, now time.Time) {
 // fresh. Objects whose names cannot be file names are left out and
 // reported through warn.
 func (m *metaCache) list(ctx context.Context, prefix string, warn warnFunc) (*listing, error) {
+	l, err := m.listRemote(ctx, prefix, warn)
+	if err != nil {
+		return nil, err
+	}
+	return m.withLocal(prefix, l), nil
+}
+
+// listRemote is list without the local changes.
+func (m *metaCache) listRemote(ctx context.Context, prefix string, warn warnFunc) (*listing, error) {
 	now := time.Now()
 	m.mu.Lock()
 	if l, ok := m.dirs[prefix]; ok && now.Before(l.expires) {

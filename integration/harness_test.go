@@ -93,15 +93,44 @@ func sum(b []byte) string { return fmt.Sprintf("%x", sha256.Sum256(b)) }
 
 // syncBuffer collects a child's stderr for the test log.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	grown chan struct{} // closed and replaced on every line
 }
 
 func (s *syncBuffer) add(line string) {
 	s.mu.Lock()
 	s.b.WriteString(line)
 	s.b.WriteByte('\n')
+	if s.grown != nil {
+		close(s.grown)
+	}
+	s.grown = make(chan struct{})
 	s.mu.Unlock()
+}
+
+// waitFor returns when a line containing sub has been logged, or fails
+// the test after timeout.
+func (s *syncBuffer) waitFor(t testing.TB, sub string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		s.mu.Lock()
+		found := strings.Contains(s.b.String(), sub)
+		if s.grown == nil {
+			s.grown = make(chan struct{})
+		}
+		grown := s.grown
+		s.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-grown:
+		case <-deadline:
+			t.Fatalf("the log did not say %q within %v:\n%s", sub, timeout, s.String())
+		}
+	}
 }
 
 func (s *syncBuffer) String() string {

@@ -420,6 +420,9 @@ func TestDownloadFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer syscall.Close(fd)
+	// Wait until the refused background download has given up, so that the
+	// read below starts its own fetch.
+	m.logs.waitFor(t, `msg="background download stopped" object=g `, time.Minute)
 	if err := emu.Delete(testBucket, "g"); err != nil {
 		t.Fatal(err)
 	}

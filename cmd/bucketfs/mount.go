@@ -43,6 +43,11 @@ type mountConfig struct {
 	logLevel     string
 	debugFUSE    bool
 	checkTimeout time.Duration
+
+	writeBackDelay    time.Duration
+	flushTimeout      time.Duration
+	uploadParallelism int
+	fsyncMode         string
 }
 
 func newMountFlags(c *mountConfig) *flag.FlagSet {
@@ -70,6 +75,10 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.BoolVar(&c.debugFUSE, "debug-fuse", false, "log every FUSE request (very verbose)")
 	fl.DurationVar(&c.checkTimeout, "check-timeout", 30*time.Second, "how long the start-up check of the bucket may take")
+	fl.DurationVar(&c.writeBackDelay, "write-back-delay", 5*time.Second, "wait after the last close of a changed file before uploading it")
+	fl.DurationVar(&c.flushTimeout, "flush-timeout", 10*time.Minute, "at unmount, how long to wait for changes to reach the bucket; what is left stays in the cache and goes up at the next mount")
+	fl.IntVar(&c.uploadParallelism, "upload-parallelism", 8, "uploads in flight")
+	fl.StringVar(&c.fsyncMode, "fsync", "local", "local: fsync makes a file durable on local disk; remote: fsync waits until it is in the bucket")
 	return fl
 }
 
@@ -140,6 +149,14 @@ func (c *mountConfig) validate() error {
 		return bad("--file-mode and --dir-mode take permission bits up to 0777")
 	case c.checkTimeout <= 0:
 		return bad("--check-timeout must be positive")
+	case c.writeBackDelay < 0:
+		return bad("--write-back-delay must not be negative")
+	case c.flushTimeout <= 0:
+		return bad("--flush-timeout must be positive")
+	case c.uploadParallelism < 1 || c.uploadParallelism > 1024:
+		return bad("--upload-parallelism must be between 1 and 1024, got %d", c.uploadParallelism)
+	case c.fsyncMode != "local" && c.fsyncMode != "remote":
+		return bad("--fsync must be local or remote, got %q", c.fsyncMode)
 	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(c.logLevel)); err != nil {
@@ -203,6 +220,9 @@ func runMount(args []string) error {
 		ChunkSize:   int64(c.chunkSize),
 		Parallelism: c.parallelism,
 		Logger:      log,
+
+		WriteBackDelay:    c.writeBackDelay,
+		UploadParallelism: c.uploadParallelism,
 	}, bucket)
 	if err != nil {
 		return err
@@ -219,6 +239,7 @@ func runMount(args []string) error {
 		FileMode: uint32(c.fileMode), DirMode: uint32(c.dirMode),
 		MetadataTTL: c.metadataTTL,
 		ReadOnly:    c.readOnly,
+		FsyncRemote: c.fsyncMode == "remote",
 		AllowOther:  c.allowOther,
 		Passthrough: c.passthrough,
 		Logger:      log,
@@ -254,12 +275,48 @@ func runMount(args []string) error {
 		}
 		<-served
 	}
+	// The kernel sends no more requests: everything changed is in the
+	// cache. Send it to the bucket, within the flush timeout.
+	left := flush(ch, c.flushTimeout, sigs, log)
 	cacheClosed = true
 	if err := ch.Close(); err != nil {
 		return fmt.Errorf("closing cache: %w", err)
 	}
+	if len(left) > 0 {
+		return fmt.Errorf("%d changed files are not in the bucket yet; they stay in %s and are uploaded by the next mount: %s",
+			len(left), c.cacheDir, strings.Join(left, ", "))
+	}
 	log.Info("stopped", "mountpoint", mnt)
 	return nil
+}
+
+// flush uploads every change, reporting progress on stderr at most once a
+// second, until done, timeout, or a second signal.
+func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *slog.Logger) []string {
+	if st := ch.Stats(); st.DirtyFiles == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	go func() {
+		select {
+		case s := <-sigs:
+			log.Warn("flush cut short", "signal", s.String())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var last time.Time
+	left := ch.Flush(ctx, func(p cache.Progress) {
+		if time.Since(last) >= time.Second || p.Files == 0 {
+			last = time.Now()
+			log.Info("flushing changes to the bucket", "files_left", p.Files, "bytes_left", p.Bytes)
+		}
+	})
+	if len(left) > 0 {
+		log.Error("flush did not finish; these files stay dirty in the cache", "files", left, "timeout", timeout)
+	}
+	return left
 }
 
 // checkFUSE makes sure the kernel device and the mount helper are there.

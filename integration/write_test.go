@@ -1,0 +1,244 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bucketfs/bucketfs/internal/emulator"
+	"github.com/fsouza/fake-gcs-server/fakestorage"
+)
+
+// object reads an object straight from the emulator (nil if missing).
+func object(t testing.TB, emu *emulator.Server, name string) []byte {
+	t.Helper()
+	o, err := emu.Fake().GetObject(testBucket, name)
+	if err != nil {
+		return nil
+	}
+	return o.Content
+}
+
+func listObjects(t testing.TB, emu *emulator.Server, prefix string) []string {
+	t.Helper()
+	objs, _, err := emu.Fake().ListObjectsWithOptions(testBucket, fakestorage.ListOptions{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.Name)
+	}
+	return out
+}
+
+func isUploadReq(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/upload/") }
+
+func TestWriteFilesThenUnmount(t *testing.T) {
+	emu := startEmulator(t, nil)
+	m := mount(t, emu, mountOpts{})
+	if err := os.Mkdir(m.path("out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]byte{}
+	for i := range 50 {
+		name := fmt.Sprintf("out/f%02d", i)
+		data := randomBytes(100+i*997, uint64(100+i))
+		if err := os.WriteFile(m.path(name), data, 0o644); err != nil {
+			t.Fatalf("write %s: %v", name, err)
+		}
+		want[name] = data
+	}
+	// Read back through the mount before anything is uploaded.
+	if got := names(t, m.path("out")); len(got) != 50 {
+		t.Errorf("ls out shows %d files, want 50", len(got))
+	}
+	for name, data := range want {
+		if got := readFile(t, m.path(name)); !bytes.Equal(got, data) {
+			t.Errorf("%s reads back wrong", name)
+		}
+	}
+	m.unmount(t) // returns once the flush is done
+	for name, data := range want {
+		if got := object(t, emu, name); !bytes.Equal(got, data) {
+			t.Errorf("after unmount %s in the bucket has %d bytes, want %d", name, len(got), len(data))
+		}
+	}
+	if object(t, emu, "out/") == nil {
+		t.Error("mkdir left no out/ placeholder in the bucket")
+	}
+}
+
+func TestModifyTruncateAppend(t *testing.T) {
+	emu := startEmulator(t, nil)
+	base := randomBytes(3<<20, 50)
+	put(t, emu, "patch", base)
+	put(t, emu, "trunc", base)
+	put(t, emu, "append", []byte("start"))
+	m := mount(t, emu, mountOpts{args: []string{"--prefetch-chunk-size", "256KiB"}})
+
+	f, err := os.OpenFile(m.path("patch"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("PATCHED"), 1<<20+5); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Truncate(m.path("trunc"), 1000); err != nil {
+		t.Fatal(err)
+	}
+	a, err := os.OpenFile(m.path("append"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Write([]byte(" and more"))
+	a.Close()
+	if st, err := os.Stat(m.path("trunc")); err != nil || st.Size() != 1000 {
+		t.Errorf("stat after truncate: %v, %v", st, err)
+	}
+	m.unmount(t)
+
+	wantPatch := append([]byte(nil), base...)
+	copy(wantPatch[1<<20+5:], "PATCHED")
+	if !bytes.Equal(object(t, emu, "patch"), wantPatch) {
+		t.Error("patch in the bucket is wrong")
+	}
+	if !bytes.Equal(object(t, emu, "trunc"), base[:1000]) {
+		t.Error("trunc in the bucket is wrong")
+	}
+	if got := string(object(t, emu, "append")); got != "start and more" {
+		t.Errorf("append = %q", got)
+	}
+}
+
+// With the bucket refusing uploads, unmount gives up after the flush
+// timeout, says what is left, and the next mount uploads it.
+func TestUnmountWithBucketDown(t *testing.T) {
+	emu := startEmulator(t, nil)
+	cacheDir := t.TempDir()
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: []string{"--flush-timeout", "2s"}})
+	emu.SetHook(func(r *http.Request) (int, bool) { return 503, isUploadReq(r) })
+	data := randomBytes(5000, 60)
+	if err := os.WriteFile(m.path("pending"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.exited:
+	case <-time.After(time.Minute):
+		t.Fatal("unmount did not return after the flush timeout")
+	}
+	if m.waitErr == nil {
+		t.Error("unmount with changes left exited 0")
+	}
+	if logs := m.logs.String(); !strings.Contains(logs, "pending") || !strings.Contains(logs, "not in the bucket yet") {
+		t.Errorf("the log does not name what is left:\n%s", logs)
+	}
+	if object(t, emu, "pending") != nil {
+		t.Fatal("the object reached the bucket although uploads were refused")
+	}
+
+	emu.SetHook(nil)
+	m2 := mount(t, emu, mountOpts{cacheDir: cacheDir})
+	m2.unmount(t)
+	if got := object(t, emu, "pending"); !bytes.Equal(got, data) {
+		t.Errorf("the next mount did not upload the change: %d bytes in the bucket", len(got))
+	}
+}
+
+func TestConflictThroughMount(t *testing.T) {
+	emu := startEmulator(t, nil)
+	put(t, emu, "shared.txt", []byte("base"))
+	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "1h"}})
+	if err := os.WriteFile(m.path("shared.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	put(t, emu, "shared.txt", []byte("theirs")) // another writer, meanwhile
+	m.unmount(t)
+	if got := string(object(t, emu, "shared.txt")); got != "theirs" {
+		t.Errorf("shared.txt = %q, want the other writer's version to stay", got)
+	}
+	sib := listObjects(t, emu, "shared.txt.bucketfs-conflict-")
+	if len(sib) != 1 || string(object(t, emu, sib[0])) != "mine" {
+		t.Errorf("conflict copies %v, want one holding the local version", sib)
+	}
+	if !strings.Contains(m.logs.String(), "local_version_saved_as="+sib[0]) {
+		t.Error("the conflict was not logged")
+	}
+}
+
+func TestNotYetSupportedSaysSo(t *testing.T) {
+	emu := startEmulator(t, nil)
+	put(t, emu, "keep", []byte("x"))
+	m := mount(t, emu, mountOpts{})
+	if err := os.Remove(m.path("keep")); !errors.Is(err, syscall.ENOTSUP) {
+		t.Errorf("unlink: %v, want ENOTSUP until it is built", err)
+	}
+	if err := os.Rename(m.path("keep"), m.path("moved")); !errors.Is(err, syscall.ENOTSUP) {
+		t.Errorf("rename: %v, want ENOTSUP until it is built", err)
+	}
+	if _, err := os.Stat(m.path("keep")); err != nil {
+		t.Errorf("the file is gone after a refused unlink: %v", err)
+	}
+}
+
+// Crash test: the mount is killed with SIGKILL at random moments while
+// files are written and uploaded. Every file whose write and close
+// returned must be in the bucket, byte-exact, after a remount and unmount.
+func TestCrashDuringWriteBack(t *testing.T) {
+	rounds := 20
+	if os.Getenv("BUCKETFS_LONG") != "" {
+		rounds = 200
+	}
+	emu := startEmulator(t, nil)
+	cacheDir := t.TempDir()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	seed := rng.Uint64()
+	t.Logf("seed %d", seed)
+	rng = rand.New(rand.NewPCG(seed, 7))
+	acked := map[string][]byte{}
+	for round := range rounds {
+		m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: []string{"--write-back-delay", "0"}})
+		killAt := time.Duration(rng.IntN(150)) * time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), killAt)
+		for i := 0; ctx.Err() == nil; i++ {
+			name := fmt.Sprintf("r%03d-f%03d", round, i)
+			data := randomBytes(rng.IntN(300<<10), rng.Uint64())
+			if err := os.WriteFile(m.path(name), data, 0o644); err != nil {
+				break
+			}
+			acked[name] = data
+		}
+		cancel()
+		m.cmd.Process.Kill()
+		<-m.exited
+		if out, err := exec.Command("fusermount3", "-uz", m.dir).CombinedOutput(); err != nil && mounted(m.dir) {
+			t.Fatalf("clearing the dead mount: %v: %s", err, out)
+		}
+	}
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir})
+	m.unmount(t)
+	lost := 0
+	for name, data := range acked {
+		if got := object(t, emu, name); !bytes.Equal(got, data) {
+			lost++
+			if lost <= 5 {
+				t.Errorf("%s: acknowledged with %d bytes, the bucket has %d", name, len(data), len(got))
+			}
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d acknowledged files lost or wrong after %d SIGKILLs (seed %d)", lost, len(acked), rounds, seed)
+	}
+	t.Logf("%d files acknowledged over %d rounds, all in the bucket", len(acked), rounds)
+}
