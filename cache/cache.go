@@ -33,6 +33,7 @@ type Options struct {
 	// Write-back (see writeback.go).
 	WriteBackDelay    time.Duration // wait after the last close before uploading
 	UploadParallelism int           // uploads in flight
+	FullWait          time.Duration // how long a write waits for uploads when changes fill the cache (default 30s)
 }
 
 // Stats is a snapshot of the cache's counters.
@@ -134,6 +135,9 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		lru:     list.New(),
 		queue:   map[string]time.Time{},
 		changed: make(chan struct{}),
+	}
+	if o.FullWait <= 0 {
+		c.opts.FullWait = 30 * time.Second
 	}
 	if o.UploadParallelism < 1 {
 		o.UploadParallelism = 8

@@ -170,6 +170,9 @@ func (h *WriteHandle) ReadAt(ctx context.Context, p []byte, off int64) (int, err
 // WriteAt writes p at off. When it returns, the change survives a crash of
 // the process (see the contract at the top of this file).
 func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
+	if err := h.c.makeRoomToGrow(h.e, off+int64(len(p))); err != nil {
+		return 0, err
+	}
 	if err := h.begin(); err != nil {
 		return 0, err
 	}
@@ -178,8 +181,53 @@ func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// makeRoomToGrow makes the budget hold e growing to size: it evicts
+// clean copies, and if changed files fill the cache, it uploads them and
+// waits for them, up to Options.FullWait; then it fails with ErrNoSpace.
+// Only room is made, nothing reserved: concurrent writers may overshoot
+// the cap by what they write at once.
+func (c *Cache) makeRoomToGrow(e *entry, size int64) error {
+	var deadline <-chan time.Time
+	for {
+		c.mu.Lock()
+		grow := size - e.rec.Size
+		if grow <= 0 {
+			c.mu.Unlock()
+			return nil
+		}
+		victims, ok := c.makeRoomLocked(grow)
+		if ok {
+			c.mu.Unlock()
+			c.removeAll(victims)
+			return nil
+		}
+		for name, o := range c.entries {
+			if o.rec.Dirty && o.writers == 0 {
+				c.queue[name] = time.Time{} // send them now, to free room
+			}
+		}
+		c.notifyLocked()
+		wake := c.changed
+		c.mu.Unlock()
+		if deadline == nil {
+			t := time.NewTimer(c.opts.FullWait)
+			defer t.Stop()
+			deadline = t.C
+			c.log.Warn("the cache is full of changes not yet uploaded; writes wait for uploads", "object", e.name, "cache_max_size", c.opts.MaxSize)
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			return fmt.Errorf("%s: %w: changes not yet uploaded fill the cache (max size %d)", e.name, ErrNoSpace, c.opts.MaxSize)
+		}
+	}
+}
+
 // Truncate sets the size of the local copy.
 func (h *WriteHandle) Truncate(size int64) error {
+	if err := h.c.makeRoomToGrow(h.e, size); err != nil {
+		return err
+	}
 	if err := h.begin(); err != nil {
 		return err
 	}

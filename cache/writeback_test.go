@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -269,5 +270,42 @@ func TestTruncateAndSync(t *testing.T) {
 	e.flush(c)
 	if got := e.object("t"); !bytes.Equal(got, pattern(objSize, 5)[:100]) {
 		t.Errorf("truncated object has %d bytes", len(got))
+	}
+}
+
+// When changes not yet uploaded fill the cache, a write waits for uploads
+// and then fails with ErrNoSpace; nothing goes over the cap, nothing is
+// lost, and once uploads go through, writing works again.
+func TestFullOfChangesBackpressure(t *testing.T) {
+	e := newEnv(t)
+	e.emu.SetHook(func(r *http.Request) (int, bool) { return 503, isUpload(r) })
+	o := e.opts(4 * chunk)
+	o.FullWait = 300 * time.Millisecond
+	c, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	e.write(c, transfer.ObjectAttrs{Name: "a"}, true, 0, pattern(3*chunk, 1))
+	w, err := c.OpenWrite(e.ctx, transfer.ObjectAttrs{Name: "b"}, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.WriteAt(pattern(2*chunk, 2), 0); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("write past a cache full of changes: %v, want ErrNoSpace", err)
+	}
+	if s := c.Stats(); s.UsedBytes > 4*chunk {
+		t.Errorf("used %d bytes, over the %d cap", s.UsedBytes, 4*chunk)
+	}
+	e.emu.SetHook(nil)
+	// Now "a" can go up, and its copy, clean, can make room.
+	if _, err := w.WriteAt(pattern(2*chunk, 2), 0); err != nil {
+		t.Fatalf("write once uploads work again: %v", err)
+	}
+	w.Close()
+	e.flush(c)
+	if !bytes.Equal(e.object("a"), pattern(3*chunk, 1)) || !bytes.Equal(e.object("b"), pattern(2*chunk, 2)) {
+		t.Error("the bucket does not hold both files")
 	}
 }
