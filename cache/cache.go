@@ -105,6 +105,7 @@ type entry struct {
 	uploading bool          // an upload of this entry runs
 	retries   int           // failed uploads in a row
 	inflight  int           // changes begun and not ended
+	removals  uint64        // Remove calls so far
 
 	// Persisting snapshots of rec in order (persistEntry).
 	recSeq       uint64     // guarded by Cache.mu: number of the last snapshot taken
@@ -287,7 +288,7 @@ func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs) (*entry, er
 	// GCS generations of one name only grow. A newer one than the copy's
 	// is a change made elsewhere: the copy goes. An older one is a caller
 	// that has not seen this cache's own upload yet: the copy stays.
-	if e != nil && !e.rec.Dirty && a.Generation > e.rec.Generation {
+	if e != nil && !e.rec.Dirty && e.writers == 0 && a.Generation > e.rec.Generation {
 		victims = append(victims, c.dropLocked(e)...)
 		e = nil
 	}

@@ -39,6 +39,9 @@ type record struct {
 	// first change is written; cleared only after the upload of the
 	// version that was uploaded, with nothing changed since.
 	Dirty bool `json:"dirty,omitempty"`
+	// Deleted (with Dirty): the object is to be deleted from the bucket,
+	// if its live generation is still Generation (< 0: whatever it is).
+	Deleted bool `json:"deleted,omitempty"`
 }
 
 func (r *record) chunks() int {

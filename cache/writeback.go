@@ -61,7 +61,8 @@ type WriteHandle struct {
 	c         *Cache
 	e         *entry
 	f         *os.File
-	hidden    bool // writes bypass WriteAt (passthrough): one change from open to Close
+	hidden    bool   // writes bypass WriteAt (passthrough): one change from open to Close
+	removals  uint64 // e.removals when opened: a later Remove ends this handle's writes
 	closeOnce sync.Once
 }
 
@@ -87,6 +88,11 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 		return nil, fmt.Errorf("%s: %w (%d bytes, cache max size %d)", a.Name, ErrNoSpace, a.Size, c.opts.MaxSize)
 	}
 	c.mu.Lock()
+	if e.rec.Deleted {
+		// Written again after a deletion not yet sent: a new, empty file
+		// that replaces it (its first change clears Deleted).
+		trunc = true
+	}
 	complete := e.rec.Complete || (e.dl != nil && isClosed(e.dl.Complete()))
 	var dl *transfer.Download
 	switch {
@@ -127,10 +133,11 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	}
 	c.mu.Lock()
 	e.writers++
+	removals := e.removals
 	// Every byte is local now; a dirty copy must never be downloaded over.
 	e.rec.Complete, e.rec.Present = true, nil
 	c.mu.Unlock()
-	h := &WriteHandle{c: c, e: e, f: f, hidden: hidden}
+	h := &WriteHandle{c: c, e: e, f: f, hidden: hidden, removals: removals}
 	if hidden {
 		if err := h.begin(); err != nil {
 			h.hidden = false
@@ -287,6 +294,14 @@ func (h *WriteHandle) Close() error {
 func (h *WriteHandle) begin() error {
 	c, e := h.c, h.e
 	c.mu.Lock()
+	if e.dropped {
+		c.mu.Unlock()
+		return fmt.Errorf("%s was replaced in the cache while open for writing; reopen it", e.name)
+	}
+	if e.removals != h.removals {
+		c.mu.Unlock()
+		return fmt.Errorf("%s: %w: it was deleted while open for writing", e.name, ErrStale)
+	}
 	e.inflight++
 	e.version++
 	first := false
@@ -296,6 +311,13 @@ func (h *WriteHandle) begin() error {
 		first = true
 	}
 	ch := e.dirtying
+	if e.rec.Deleted && !first {
+		// The deletion was recorded; that it is undone must be too.
+		first = true
+		e.dirtying = make(chan struct{})
+		ch = e.dirtying
+	}
+	e.rec.Deleted = false
 	var rec record
 	var seq uint64
 	if first {
@@ -480,8 +502,13 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	}
 	version, inflight := e.version, e.inflight
 	base, size, id := e.rec.Generation, e.rec.Size, e.rec.ID
+	deleted := e.rec.Deleted
 	c.mu.Unlock()
 
+	if deleted {
+		c.deleteRemote(ctx, e, name, base, version, inflight)
+		return
+	}
 	attrs, err := c.putFile(ctx, name, id, size, transfer.PutOptions{IfGenerationMatch: base})
 	if errors.Is(err, transfer.ErrPrecondition) {
 		err = c.saveConflict(ctx, e, name, id, size, version, inflight)
@@ -515,6 +542,90 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	c.mu.Lock()
 	c.notifyLocked()
 	c.mu.Unlock()
+}
+
+// deleteRemote carries out a recorded deletion of name, based on
+// generation base.
+func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base int64, version uint64, inflight int) {
+	var err error
+	switch {
+	case base == 0:
+		// Never uploaded: nothing in the bucket to delete.
+	case base < 0:
+		err = c.b.Delete(ctx, name, 0)
+	default:
+		err = c.b.Delete(ctx, name, base)
+	}
+	switch {
+	case errors.Is(err, transfer.ErrNotExist):
+		err = nil // gone already
+	case errors.Is(err, transfer.ErrPrecondition):
+		// Someone wrote a newer version after the one deleted here: it is
+		// not ours to delete.
+		c.log.Warn("not deleted from the bucket: the object changed there since the version deleted here", "object", name, "err", err)
+		err = nil
+	}
+	c.mu.Lock()
+	e.uploading = false
+	if err != nil {
+		c.failedLocked(ctx, e, err)
+		c.notifyLocked()
+		c.mu.Unlock()
+		return
+	}
+	var victims []*entry
+	if e.version == version && inflight == 0 && e.inflight == 0 {
+		e.rec.Dirty = false
+		e.dirtying = nil
+		e.rec.Generation = 0 // the object is gone
+		if e.writers == 0 {
+			victims = c.dropLocked(e)
+		}
+	} else {
+		c.scheduleLocked(name, 0) // written again meanwhile: send the new state
+	}
+	c.notifyLocked()
+	c.mu.Unlock()
+	c.removeAll(victims)
+}
+
+// Remove records that name is deleted; the deletion reaches the bucket in
+// order with name's other changes (an upload in flight ends first; a new
+// file of the same name replaces the deletion). base is the generation
+// the application deleted (-1: whatever is there). When Remove returns,
+// the deletion survives a crash. Handles still open keep their data.
+func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
+	e, err := c.acquire(ctx, transfer.ObjectAttrs{Name: name, Generation: base})
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return fmt.Errorf("%s: %w", name, ErrNoSpace)
+	}
+	defer c.release(e)
+	c.mu.Lock()
+	if !e.rec.Dirty && base > e.rec.Generation {
+		e.rec.Generation = base
+	}
+	if base < 0 && !e.rec.Dirty {
+		e.rec.Generation = base
+	}
+	e.rec.Deleted = true
+	e.removals++
+	e.rec.Dirty = true
+	e.rec.Complete, e.rec.Present = true, nil
+	e.version++
+	if e.dirtying == nil {
+		e.dirtying = make(chan struct{})
+		close(e.dirtying)
+	}
+	rec, seq := c.snapshotLocked(e)
+	c.scheduleLocked(name, c.opts.WriteBackDelay)
+	c.mu.Unlock()
+	if err := c.persistEntry(e, rec, seq); err != nil {
+		return fmt.Errorf("recording the deletion of %s: %w", name, err)
+	}
+	return nil
 }
 
 // failedLocked schedules the next try of a failed upload.
@@ -566,13 +677,13 @@ func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint
 	c.stats.Conflicts++
 	e.uploading = false
 	var victims []*entry
-	if e.version == version && inflight == 0 && e.inflight == 0 {
+	if e.version == version && inflight == 0 && e.inflight == 0 && e.writers == 0 {
 		e.rec.Dirty = false
 		e.dirtying = nil
 		victims = c.dropLocked(e)
 	} else {
-		// Newer changes, still based on the old generation: they go
-		// beside it too, on the next try.
+		// Newer changes (or a writer that may make them), still based on
+		// the old generation: they go beside it too, on the next try.
 		c.scheduleLocked(name, 0)
 	}
 	c.notifyLocked()
@@ -636,7 +747,7 @@ func (c *Cache) Flush(ctx context.Context, progress func(Progress)) []string {
 func (c *Cache) Local(name string) (transfer.ObjectAttrs, bool) {
 	c.mu.Lock()
 	e := c.entries[name]
-	if e == nil || !e.rec.Dirty {
+	if e == nil || !e.rec.Dirty || e.rec.Deleted {
 		c.mu.Unlock()
 		return transfer.ObjectAttrs{}, false
 	}
@@ -649,19 +760,24 @@ func (c *Cache) Local(name string) (transfer.ObjectAttrs, bool) {
 	return a, true
 }
 
-// LocalNames returns the names with changes not yet in the bucket that
-// start with prefix, sorted.
-func (c *Cache) LocalNames(prefix string) []string {
+// LocalNames returns the names under prefix with changes not yet in the
+// bucket: those written (present) and those deleted (removed), sorted.
+func (c *Cache) LocalNames(prefix string) (present, removed []string) {
 	c.mu.Lock()
-	var out []string
 	for name, e := range c.entries {
-		if e.rec.Dirty && strings.HasPrefix(name, prefix) {
-			out = append(out, name)
+		if !e.rec.Dirty || !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		if e.rec.Deleted {
+			removed = append(removed, name)
+		} else {
+			present = append(present, name)
 		}
 	}
 	c.mu.Unlock()
-	sort.Strings(out)
-	return out
+	sort.Strings(present)
+	sort.Strings(removed)
+	return present, removed
 }
 
 // FlushName uploads name's changes now and waits until they are in the

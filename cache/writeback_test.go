@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -307,5 +308,74 @@ func TestFullOfChangesBackpressure(t *testing.T) {
 	e.flush(c)
 	if !bytes.Equal(e.object("a"), pattern(3*chunk, 1)) || !bytes.Equal(e.object("b"), pattern(2*chunk, 2)) {
 		t.Error("the bucket does not hold both files")
+	}
+}
+
+// A deletion made while the file's upload is on the wire reaches the
+// bucket after it: the object ends up deleted, not resurrected.
+func TestRemoveDuringUpload(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(0)
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if isUpload(r) {
+			once.Do(func() {
+				arrived <- struct{}{}
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			})
+		}
+		return 0, false
+	})
+	e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, []byte("soon deleted"))
+	select {
+	case <-arrived:
+	case <-e.ctx.Done():
+		t.Fatal("the upload did not start")
+	}
+	if err := c.Remove(e.ctx, "f", 0); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	e.flush(c)
+	if _, err := e.b.Stat(e.ctx, "f"); !errors.Is(err, transfer.ErrNotExist) {
+		t.Errorf("after the deletion was flushed: stat %v, want ErrNotExist", err)
+	}
+	if s := c.Stats(); s.DirtyFiles != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// A deletion survives a crash, and a name deleted then written again
+// ends up with the new content.
+func TestRemoveThenRecreate(t *testing.T) {
+	e := newEnv(t)
+	a := e.put("x", []byte("old"))
+	e.put("y", []byte("keep?"))
+	c := e.openWB(time.Hour)
+	if err := c.Remove(e.ctx, "x", a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	ya, _ := e.b.Stat(e.ctx, "y")
+	if err := c.Remove(e.ctx, "y", ya.Generation); err != nil {
+		t.Fatal(err)
+	}
+	e.write(c, transfer.ObjectAttrs{Name: "x"}, true, 0, []byte("new"))
+	// Crash before anything went up.
+	c.stopUpload()
+	c.uploadWG.Wait()
+	c.db.Close()
+
+	c2 := e.openWB(time.Hour)
+	e.flush(c2)
+	if got := string(e.object("x")); got != "new" {
+		t.Errorf("x = %q, want the content written after the deletion", got)
+	}
+	if _, err := e.b.Stat(e.ctx, "y"); !errors.Is(err, transfer.ErrNotExist) {
+		t.Errorf("y after a crash and restart: stat %v, want deleted", err)
 	}
 }

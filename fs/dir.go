@@ -161,16 +161,64 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	return d.child(ctx, name, child{kind: kindDir}, out)
 }
 
-// Unlink, Rmdir and Rename are not built yet. They must say so: go-fuse
-// would otherwise report success for a missing Unlink or Rmdir.
+// Unlink implements gofs.NodeUnlinker. The deletion is recorded in the
+// cache (durably) and reaches the bucket in order with the name's other
+// changes; the name is gone from the mount at once.
+func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
+	f := d.fsys
+	if f.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	full := d.prefix + name
+	c, err := f.meta.resolve(ctx, full, f.warnOnce)
+	if err != nil {
+		return f.errno(ctx, "unlink", full, err)
+	}
+	switch c.kind {
+	case kindNone:
+		return syscall.ENOENT
+	case kindDir:
+		return syscall.EISDIR
+	}
+	if err := f.cache.Remove(ctx, full, c.attrs.Generation); err != nil {
+		return f.errno(ctx, "unlink", full, err)
+	}
+	f.meta.forget(full)
+	return 0
+}
 
-// Unlink implements gofs.NodeUnlinker.
-func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno { return syscall.ENOTSUP }
+// Rmdir implements gofs.NodeRmdirer: an empty directory's placeholder
+// object, if any, is deleted like a file.
+func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	f := d.fsys
+	if f.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	full := d.prefix + name
+	c, err := f.meta.resolve(ctx, full, f.warnOnce)
+	if err != nil {
+		return f.errno(ctx, "rmdir", full, err)
+	}
+	if c.kind != kindDir {
+		return syscall.ENOTDIR
+	}
+	l, err := f.meta.list(ctx, full+"/", f.warnOnce)
+	if err != nil {
+		return f.errno(ctx, "rmdir", full, err)
+	}
+	if len(l.names) > 0 {
+		return syscall.ENOTEMPTY
+	}
+	// Whatever placeholder the bucket has (there may be none).
+	if err := f.cache.Remove(ctx, full+"/", -1); err != nil {
+		return f.errno(ctx, "rmdir", full, err)
+	}
+	f.meta.forget(full)
+	f.meta.forget(full + "/")
+	return 0
+}
 
-// Rmdir implements gofs.NodeRmdirer.
-func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno { return syscall.ENOTSUP }
-
-// Rename implements gofs.NodeRenamer.
+// Rename implements gofs.NodeRenamer. Not built yet: it must say so.
 func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	return syscall.ENOTSUP
 }

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -61,8 +62,9 @@ type metaCache struct {
 type localView interface {
 	// Local describes name's local copy if it has changes not yet uploaded.
 	Local(name string) (transfer.ObjectAttrs, bool)
-	// LocalNames lists the names with such changes under prefix.
-	LocalNames(prefix string) []string
+	// LocalNames lists the names under prefix with such changes: written
+	// (present) or deleted (removed).
+	LocalNames(prefix string) (present, removed []string)
 }
 
 func newMetaCache(b transfer.Bucket, local localView, ttl time.Duration) *metaCache {
@@ -83,21 +85,34 @@ func (m *metaCache) resolveLocal(name string) (child, bool) {
 	if a, ok := m.local.Local(name); ok {
 		return child{kind: kindFile, attrs: a}, true
 	}
-	if len(m.local.LocalNames(name+"/")) > 0 {
+	if present, _ := m.local.LocalNames(name + "/"); len(present) > 0 {
 		return child{kind: kindDir}, true
+	}
+	if _, removed := m.local.LocalNames(name); slices.Contains(removed, name) || slices.Contains(removed, name+"/") {
+		// Deleted here (a file, or an empty directory's placeholder).
+		return child{kind: kindNone}, true
 	}
 	return child{}, false
 }
 
 // withLocal returns l with the local changes under prefix shown over it.
 func (m *metaCache) withLocal(prefix string, l *listing) *listing {
-	names := m.local.LocalNames(prefix)
-	if len(names) == 0 {
+	names, removed := m.local.LocalNames(prefix)
+	if len(names) == 0 && len(removed) == 0 {
 		return l
 	}
 	out := &listing{children: make(map[string]child, len(l.children)+len(names)), expires: l.expires}
 	for k, v := range l.children {
 		out.children[k] = v
+	}
+	for _, name := range removed {
+		rest := name[len(prefix):]
+		switch i := strings.IndexByte(rest, '/'); {
+		case i < 0 && out.children[rest].kind == kindFile:
+			delete(out.children, rest) // a deleted file
+		case i == len(rest)-1 && out.children[rest[:i]].kind == kindDir:
+			delete(out.children, rest[:i]) // a removed (empty) directory
+		}
 	}
 	for _, name := range names {
 		rest := name[len(prefix):]

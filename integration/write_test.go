@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -177,18 +178,81 @@ func TestConflictThroughMount(t *testing.T) {
 	}
 }
 
-func TestNotYetSupportedSaysSo(t *testing.T) {
+func TestRenameNotYetSupported(t *testing.T) {
 	emu := startEmulator(t, nil)
 	put(t, emu, "keep", []byte("x"))
 	m := mount(t, emu, mountOpts{})
-	if err := os.Remove(m.path("keep")); !errors.Is(err, syscall.ENOTSUP) {
-		t.Errorf("unlink: %v, want ENOTSUP until it is built", err)
-	}
 	if err := os.Rename(m.path("keep"), m.path("moved")); !errors.Is(err, syscall.ENOTSUP) {
 		t.Errorf("rename: %v, want ENOTSUP until it is built", err)
 	}
 	if _, err := os.Stat(m.path("keep")); err != nil {
-		t.Errorf("the file is gone after a refused unlink: %v", err)
+		t.Errorf("the file is gone after a refused rename: %v", err)
+	}
+}
+
+func TestUnlinkAndRmdir(t *testing.T) {
+	emu := startEmulator(t, nil)
+	for _, n := range []string{"gone.txt", "dir/a", "dir/b", "again"} {
+		put(t, emu, n, []byte("remote "+n))
+	}
+	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "1h"}})
+
+	if err := os.Remove(m.path("gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(m.path("gone.txt")); !os.IsNotExist(err) {
+		t.Errorf("stat after unlink: %v", err)
+	}
+	if err := os.WriteFile(m.path("new.txt"), []byte("short-lived"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(m.path("new.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(m.path("dir")); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Errorf("rmdir of a non-empty directory: %v, want ENOTEMPTY", err)
+	}
+	for _, n := range []string{"dir/a", "dir/b"} {
+		if err := os.Remove(m.path(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(m.path("dir")); err != nil {
+		t.Errorf("rmdir of an emptied directory: %v", err)
+	}
+	if err := os.Mkdir(m.path("made"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(m.path("made")); err != nil {
+		t.Errorf("rmdir of a new directory: %v", err)
+	}
+	// Writing through a handle opened before its file was deleted does not
+	// bring the file back (the write itself may succeed, as on a local
+	// disk, or fail: see the README's limits).
+	held, err := os.OpenFile(m.path("again"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(m.path("again")); err != nil {
+		t.Fatal(err)
+	}
+	held.WriteAt([]byte("ghost"), 0)
+	held.Close()
+	if _, err := os.Stat(m.path("again")); !os.IsNotExist(err) {
+		t.Errorf("stat of the deleted file after a write through an old handle: %v", err)
+	}
+	if err := os.WriteFile(m.path("again"), []byte("recreated"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, m.dir); !slices.Equal(got, []string{"again"}) {
+		t.Errorf("ls after the deletions = %q, want [again]", got)
+	}
+	m.unmount(t)
+	if got := listObjects(t, emu, ""); !slices.Equal(got, []string{"again"}) {
+		t.Errorf("the bucket holds %q after unmount, want [again]", got)
+	}
+	if got := string(object(t, emu, "again")); got != "recreated" {
+		t.Errorf("again = %q", got)
 	}
 }
 
