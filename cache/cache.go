@@ -98,14 +98,17 @@ type entry struct {
 	dropped bool // no longer indexed: remove the file when the last handle goes
 
 	// Write-back state (writeback.go).
-	writers   int           // handles open for writing
-	version   uint64        // bumped by every local change; not persisted
-	dirtying  chan struct{} // closed once the dirty flag is durable
-	dirtyErr  error         // why the dirty flag could not be recorded
-	uploading bool          // an upload of this entry runs
-	retries   int           // failed uploads in a row
-	inflight  int           // changes begun and not ended
-	removals  uint64        // Remove calls so far
+	writers     int           // handles open for writing
+	version     uint64        // bumped by every local change; not persisted
+	dirtying    chan struct{} // closed once the dirty flag is durable
+	dirtyErr    error         // why the dirty flag could not be recorded
+	uploading   bool          // an upload of this entry runs
+	retries     int           // failed uploads in a row
+	inflight    int           // changes begun and not ended
+	removals    uint64        // Remove calls so far
+	forced      bool          // FlushName asked: upload even while open for writing
+	uploadSeq   uint64        // uploads started
+	uploadedSeq uint64        // the last upload started that succeeded
 
 	// Persisting snapshots of rec in order (persistEntry).
 	recSeq       uint64     // guarded by Cache.mu: number of the last snapshot taken

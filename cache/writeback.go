@@ -112,18 +112,14 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 		}
 		dl = e.dl
 	}
+	size := e.rec.Size
 	c.mu.Unlock()
 	if dl != nil {
-		select {
-		case <-dl.Complete():
-		case <-dl.Idle():
-			if !isClosed(dl.Complete()) {
-				c.release(e)
-				return nil, fmt.Errorf("fetching %s before writing it: %w", a.Name, staleOr(dl.Err()))
-			}
-		case <-ctx.Done():
+		// Every byte, fetched now if the background walk has not (or
+		// gave up); when this returns no fetch writes into the file any more.
+		if err := dl.Ensure(ctx, 0, size); err != nil {
 			c.release(e)
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("fetching %s before writing it: %w", a.Name, staleOr(err))
 		}
 	}
 	f, err := os.OpenFile(c.dataPath(e.rec.ID), os.O_RDWR, 0)
@@ -471,7 +467,7 @@ func (c *Cache) takeDue() (due []string, next time.Time, wake <-chan struct{}) {
 		switch {
 		case e == nil || !e.rec.Dirty || e.dropped:
 			delete(c.queue, name)
-		case e.writers > 0:
+		case e.writers > 0 && !e.forced:
 			delete(c.queue, name) // the last writer's Close queues it again
 		case e.uploading:
 			// Queued again while uploading: wait for that upload to end.
@@ -503,16 +499,28 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	version, inflight := e.version, e.inflight
 	base, size, id := e.rec.Generation, e.rec.Size, e.rec.ID
 	deleted := e.rec.Deleted
+	e.forced = false
+	e.uploadSeq++
+	seq := e.uploadSeq
 	c.mu.Unlock()
 
 	if deleted {
 		c.deleteRemote(ctx, e, name, base, version, inflight)
 		return
 	}
+	// The file says how big the copy is: writes through passthrough
+	// handles are not counted anywhere else until those handles close.
+	if st, err := os.Stat(c.dataPath(id)); err == nil {
+		size = st.Size()
+	}
 	attrs, err := c.putFile(ctx, name, id, size, transfer.PutOptions{IfGenerationMatch: base})
 	if errors.Is(err, transfer.ErrPrecondition) {
 		err = c.saveConflict(ctx, e, name, id, size, version, inflight)
 		if err == nil {
+			c.mu.Lock()
+			e.uploadedSeq = seq // what was written is in the bucket, beside
+			c.notifyLocked()
+			c.mu.Unlock()
 			return
 		}
 	}
@@ -527,6 +535,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	}
 	e.retries = 0
 	e.rec.Generation = attrs.Generation
+	e.uploadedSeq = seq
 	c.stats.Uploads++
 	if e.version == version && inflight == 0 && e.inflight == 0 {
 		e.rec.Dirty = false
@@ -780,19 +789,33 @@ func (c *Cache) LocalNames(prefix string) (present, removed []string) {
 	return present, removed
 }
 
-// FlushName uploads name's changes now and waits until they are in the
-// bucket (nil), or ctx ends.
+// FlushName uploads name's changes now, even while it is open for
+// writing, and waits until an upload that started after the call has
+// succeeded (nil: everything written before the call is in the bucket),
+// or ctx ends.
 func (c *Cache) FlushName(ctx context.Context, name string) error {
 	c.mu.Lock()
-	if e := c.entries[name]; e != nil && e.rec.Dirty {
-		c.queue[name] = time.Time{}
-		c.notifyLocked()
+	e := c.entries[name]
+	if e == nil || !e.rec.Dirty {
+		c.mu.Unlock()
+		return nil
 	}
+	target := e.uploadSeq + 1
+	e.forced = true
+	c.queue[name] = time.Time{}
+	c.notifyLocked()
 	c.mu.Unlock()
 	for {
 		c.mu.Lock()
-		e := c.entries[name]
-		done := e == nil || !e.rec.Dirty
+		done := e.dropped || !e.rec.Dirty || e.uploadedSeq >= target
+		if !done && !e.uploading {
+			// Re-arm after a failed try (it was queued again with a delay
+			// that the writers may have made it skip).
+			e.forced = true
+			if _, ok := c.queue[name]; !ok {
+				c.queue[name] = time.Now().Add(time.Second)
+			}
+		}
 		wake := c.changed
 		c.mu.Unlock()
 		if done {

@@ -306,3 +306,37 @@ func TestCrashDuringWriteBack(t *testing.T) {
 	}
 	t.Logf("%d files acknowledged over %d rounds, all in the bucket", len(acked), rounds)
 }
+
+// With --fsync=remote, fsync returns once the file is in the bucket, even
+// while it stays open; with the default, the write-back delay applies.
+func TestFsyncRemote(t *testing.T) {
+	emu := startEmulator(t, nil)
+	for _, pt := range []string{"true", "false"} {
+		t.Run("passthrough="+pt, func(t *testing.T) {
+			m := mount(t, emu, mountOpts{args: []string{"--fsync", "remote", "--write-back-delay", "1h", "--passthrough=" + pt}})
+			name := "synced-" + pt
+			f, err := os.Create(m.path(name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.Write([]byte("durable")); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(object(t, emu, name)); got != "durable" {
+				t.Errorf("after fsync the bucket has %q", got)
+			}
+			if _, err := f.Write([]byte(" and more")); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			m.unmount(t)
+			if got := string(object(t, emu, name)); got != "durable and more" {
+				t.Errorf("after unmount the bucket has %q", got)
+			}
+		})
+	}
+}
