@@ -39,6 +39,9 @@ import (
 // ErrNoSpace means a file to be written does not fit in the cache.
 var ErrNoSpace = errors.New("the file does not fit in the cache")
 
+// ErrBusy means the operation needs a file that is open for writing.
+var ErrBusy = errors.New("the file is busy")
+
 const (
 	retryMax       = time.Minute     // longest wait between two tries of a failing upload
 	permanentRetry = 5 * time.Minute // wait after the bucket refused an upload
@@ -827,4 +830,94 @@ func (c *Cache) FlushName(ctx context.Context, name string) error {
 			return fmt.Errorf("%s is not in the bucket yet: %w", name, ctx.Err())
 		}
 	}
+}
+
+// Rename gives the content of version from (its local changes included)
+// the name to, replacing what to held (toBase: the generation of to the
+// application replaced, 0 if none). It is one atomic index change: after
+// it, to is a changed file and from a deletion, each sent to the bucket
+// in order with its name's other changes. A copy that is not complete
+// locally is fetched first. Handles open on from keep reading; writes
+// through them fail, as after a deletion.
+func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string, toBase int64) error {
+	if from.Name == to {
+		return nil
+	}
+	src, err := c.OpenWrite(ctx, from, false, false)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	e := src.e
+	if err := src.f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s before renaming it: %w", from.Name, err)
+	}
+
+	c.mu.Lock()
+	var victims []*entry
+	if old := c.entries[to]; old != nil {
+		if old.rec.Dirty || old.rec.Generation > toBase {
+			toBase = max(toBase, old.rec.Generation)
+		}
+		if old.writers > 0 {
+			c.mu.Unlock()
+			return fmt.Errorf("renaming over %s while it is open for writing: %w", to, ErrBusy)
+		}
+		old.rec.Dirty = false // superseded by the rename, not lost: the application replaced it
+		victims = c.dropLocked(old)
+	}
+	size := e.rec.Size
+	ne := &entry{
+		name:  to,
+		rec:   record{Generation: toBase, Size: size, ChunkSize: c.opts.ChunkSize, Complete: true, Dirty: true},
+		ready: make(chan struct{}),
+	}
+	ne.dirtying = make(chan struct{})
+	close(ne.dirtying)
+	ne.elem = c.lru.PushFront(ne)
+	c.entries[to] = ne
+	c.used += size
+	c.mu.Unlock()
+	c.removeAll(victims)
+
+	// The new name shares the bytes: a hard link, no copy. Both records
+	// change in one transaction.
+	c.mu.Lock()
+	nrec, tomb := ne.rec, e.rec
+	c.mu.Unlock()
+	tomb.Deleted, tomb.Dirty, tomb.Complete, tomb.Present = true, true, true, nil
+	err = c.db.Update(func(tx *bolt.Tx) error {
+		nrec.ID = 0
+		if err := putRecord(tx, to, &nrec); err != nil { // takes the new ID
+			return err
+		}
+		if err := os.Link(c.dataPath(tomb.ID), c.dataPath(nrec.ID)); err != nil {
+			return err
+		}
+		return putRecord(tx, from.Name, &tomb)
+	})
+	c.mu.Lock()
+	ne.rec.ID = nrec.ID
+	if err != nil {
+		ne.err = err
+		close(ne.ready)
+		victims = c.dropLocked(ne)
+		ne.rec.Dirty = false
+		c.mu.Unlock()
+		c.removeAll(victims)
+		return fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
+	}
+	close(ne.ready)
+	e.rec.Deleted, e.rec.Dirty = true, true
+	e.removals++
+	e.version++
+	if e.dirtying == nil {
+		e.dirtying = make(chan struct{})
+		close(e.dirtying)
+	}
+	ne.recSeq, e.recSeq = ne.recSeq+1, e.recSeq+1 // what the transaction wrote
+	c.scheduleLocked(to, c.opts.WriteBackDelay)
+	c.scheduleLocked(from.Name, c.opts.WriteBackDelay)
+	c.mu.Unlock()
+	return nil
 }

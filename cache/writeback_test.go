@@ -379,3 +379,26 @@ func TestRemoveThenRecreate(t *testing.T) {
 		t.Errorf("y after a crash and restart: stat %v, want deleted", err)
 	}
 }
+
+// A rename is one index change: after a crash right after it, the next
+// start sends both halves (new name uploaded, old name deleted).
+func TestRenameSurvivesCrash(t *testing.T) {
+	e := newEnv(t)
+	a := e.put("src", pattern(objSize, 8))
+	c := e.openWB(time.Hour)
+	if err := c.Rename(e.ctx, a, "dst", 0); err != nil {
+		t.Fatal(err)
+	}
+	c.stopUpload()
+	c.uploadWG.Wait()
+	c.db.Close()
+
+	c2 := e.openWB(time.Hour)
+	e.flush(c2)
+	if !bytes.Equal(e.object("dst"), pattern(objSize, 8)) {
+		t.Error("dst does not hold src's content")
+	}
+	if _, err := e.b.Stat(e.ctx, "src"); !errors.Is(err, transfer.ErrNotExist) {
+		t.Errorf("src after the rename went through: %v, want deleted", err)
+	}
+}

@@ -218,7 +218,56 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	return 0
 }
 
-// Rename implements gofs.NodeRenamer. Not built yet: it must say so.
+// Rename implements gofs.NodeRenamer for files: the content takes the new
+// name in the cache at once (replacing a file there), and the bucket
+// follows (the new object uploaded, the old one deleted). Directories are
+// not renamed yet (ENOTSUP); RENAME_EXCHANGE neither (EINVAL).
 func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
-	return syscall.ENOTSUP
+	f := d.fsys
+	if f.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	if flags&^uint32(renameNoReplace) != 0 {
+		return syscall.EINVAL
+	}
+	np, ok := newParent.(*dirNode)
+	if !ok || !validName(newName) {
+		return syscall.EINVAL
+	}
+	from, to := d.prefix+name, np.prefix+newName
+	src, err := f.meta.resolve(ctx, from, f.warnOnce)
+	if err != nil {
+		return f.errno(ctx, "rename", from, err)
+	}
+	switch src.kind {
+	case kindNone:
+		return syscall.ENOENT
+	case kindDir:
+		return syscall.ENOTSUP
+	}
+	dst, err := f.meta.resolve(ctx, to, f.warnOnce)
+	if err != nil {
+		return f.errno(ctx, "rename", to, err)
+	}
+	switch {
+	case dst.kind == kindDir:
+		return syscall.EISDIR
+	case dst.kind == kindFile && flags&renameNoReplace != 0:
+		return syscall.EEXIST
+	}
+	if err := f.cache.Rename(ctx, src.attrs, to, dst.attrs.Generation); err != nil {
+		return f.errno(ctx, "rename", from, err)
+	}
+	f.meta.forget(from)
+	f.meta.forget(to)
+	// The kernel moves the inode to the new name: so does the node.
+	if in := d.GetChild(name); in != nil {
+		if n, ok := in.Operations().(*fileNode); ok {
+			n.renamed(to, dst.attrs.Generation)
+		}
+	}
+	return 0
 }
+
+// renameNoReplace is RENAME_NOREPLACE from renameat2(2).
+const renameNoReplace = 1

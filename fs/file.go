@@ -21,7 +21,7 @@ import (
 type fileNode struct {
 	gofs.Inode
 	fsys *FS
-	name string // object name
+	name string // object name; guarded by mu (rename changes it)
 
 	mu        sync.Mutex
 	attrs     transfer.ObjectAttrs // guarded by mu; Generation never changes
@@ -44,6 +44,22 @@ func (n *fileNode) setAttrs(a transfer.ObjectAttrs) {
 	n.mu.Unlock()
 }
 
+// renamed points the node at its new name; base is the generation of
+// the new name that its content will replace.
+func (n *fileNode) renamed(name string, base int64) {
+	n.mu.Lock()
+	n.name = name
+	n.attrs.Name, n.attrs.Generation = name, base
+	n.mu.Unlock()
+}
+
+// objName is the node's current object name.
+func (n *fileNode) objName() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.name
+}
+
 func (n *fileNode) getAttrs() transfer.ObjectAttrs {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -64,7 +80,7 @@ func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 // the size and time of local changes not yet in the bucket.
 func (n *fileNode) currentAttrs() transfer.ObjectAttrs {
 	a := n.getAttrs()
-	if la, ok := n.fsys.cache.Local(n.name); ok {
+	if la, ok := n.fsys.cache.Local(n.objName()); ok {
 		a.Size, a.Updated = la.Size, la.Updated
 	}
 	return a
@@ -77,7 +93,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	}
 	ch, err := n.fsys.cache.Open(ctx, n.getAttrs())
 	if err != nil {
-		return nil, 0, n.fsys.errno(ctx, "open", n.name, err)
+		return nil, 0, n.fsys.errno(ctx, "open", n.objName(), err)
 	}
 	_, complete := ch.PassthroughFd()
 	n.mu.Lock()
@@ -120,7 +136,7 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 	wh, err := n.fsys.cache.OpenWrite(ctx, n.getAttrs(), trunc, pt)
 	if err != nil {
 		n.uncount(pt)
-		return nil, 0, n.fsys.errno(ctx, "open", n.name, err)
+		return nil, 0, n.fsys.errno(ctx, "open", n.objName(), err)
 	}
 	h := &fileHandle{node: n, data: wh, w: wh, pt: pt}
 	if pt {
@@ -151,13 +167,13 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 		if w == nil {
 			wh, err := n.fsys.cache.OpenWrite(ctx, n.getAttrs(), size == 0, false)
 			if err != nil {
-				return n.fsys.errno(ctx, "truncate", n.name, err)
+				return n.fsys.errno(ctx, "truncate", n.objName(), err)
 			}
 			defer wh.Close()
 			w = wh
 		}
 		if err := w.Truncate(int64(size)); err != nil {
-			return n.fsys.errno(ctx, "truncate", n.name, err)
+			return n.fsys.errno(ctx, "truncate", n.objName(), err)
 		}
 	}
 	n.fsys.fillFile(&out.Attr, n.currentAttrs())
@@ -209,7 +225,7 @@ func writerOf(fh gofs.FileHandle) *cache.WriteHandle {
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	n, err := h.data.ReadAt(ctx, dest, off)
 	if err != nil && !errors.Is(err, io.EOF) && n == 0 {
-		return nil, h.node.fsys.errno(ctx, "read", h.node.name, err)
+		return nil, h.node.fsys.errno(ctx, "read", h.node.objName(), err)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }
@@ -222,7 +238,7 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	}
 	n, err := h.w.WriteAt(data, off)
 	if err != nil {
-		return uint32(n), h.node.fsys.errno(ctx, "write", h.node.name, err)
+		return uint32(n), h.node.fsys.errno(ctx, "write", h.node.objName(), err)
 	}
 	return uint32(n), 0
 }
@@ -238,11 +254,11 @@ func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 		return 0
 	}
 	if err := h.w.Sync(); err != nil {
-		return h.node.fsys.errno(ctx, "fsync", h.node.name, err)
+		return h.node.fsys.errno(ctx, "fsync", h.node.objName(), err)
 	}
 	if h.node.fsys.opts.FsyncRemote {
-		if err := h.node.fsys.cache.FlushName(ctx, h.node.name); err != nil {
-			return h.node.fsys.errno(ctx, "fsync", h.node.name, err)
+		if err := h.node.fsys.cache.FlushName(ctx, h.node.objName()); err != nil {
+			return h.node.fsys.errno(ctx, "fsync", h.node.objName(), err)
 		}
 	}
 	return 0
@@ -260,7 +276,7 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	err := h.data.Close()
 	h.node.uncount(h.pt)
 	if err != nil {
-		return h.node.fsys.errno(ctx, "close", h.node.name, err)
+		return h.node.fsys.errno(ctx, "close", h.node.objName(), err)
 	}
 	return 0
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
+	"golang.org/x/sys/unix"
 )
 
 // object reads an object straight from the emulator (nil if missing).
@@ -178,15 +179,66 @@ func TestConflictThroughMount(t *testing.T) {
 	}
 }
 
-func TestRenameNotYetSupported(t *testing.T) {
+func TestRenameFiles(t *testing.T) {
 	emu := startEmulator(t, nil)
-	put(t, emu, "keep", []byte("x"))
-	m := mount(t, emu, mountOpts{})
-	if err := os.Rename(m.path("keep"), m.path("moved")); !errors.Is(err, syscall.ENOTSUP) {
-		t.Errorf("rename: %v, want ENOTSUP until it is built", err)
+	put(t, emu, "a", []byte("content of a"))
+	put(t, emu, "target", []byte("old target"))
+	put(t, emu, "dir/x", []byte("x"))
+	put(t, emu, "keep", []byte("keep"))
+	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "1h"}})
+
+	// A clean remote file, read while it moves.
+	r, err := os.Open(m.path("a"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(m.path("keep")); err != nil {
-		t.Errorf("the file is gone after a refused rename: %v", err)
+	if err := os.Rename(m.path("a"), m.path("b")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 100)
+	if n, _ := r.ReadAt(buf, 0); string(buf[:n]) != "content of a" {
+		t.Errorf("a handle open across the rename reads %q", buf[:n])
+	}
+	r.Close()
+	// The atomic-save pattern: write a temporary file, rename it over.
+	if err := os.WriteFile(m.path("target.tmp"), []byte("new target"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m.path("target.tmp"), m.path("target")); err != nil {
+		t.Fatal(err)
+	}
+	// A file renamed twice before any upload.
+	if err := os.WriteFile(m.path("first"), []byte("moved twice"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m.path("first"), m.path("second")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m.path("second"), m.path("dir/third")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, m.path("b"), unix.AT_FDCWD, m.path("keep"), unix.RENAME_NOREPLACE); !errors.Is(err, syscall.EEXIST) {
+		t.Errorf("RENAME_NOREPLACE over an existing file: %v, want EEXIST", err)
+	}
+	if err := os.Rename(m.path("dir"), m.path("dir2")); !errors.Is(err, syscall.ENOTSUP) {
+		t.Errorf("rename of a directory: %v, want ENOTSUP until it is built", err)
+	}
+	if got := names(t, m.dir); !slices.Equal(got, []string{"b", "dir/", "keep", "target"}) {
+		t.Errorf("ls = %q", got)
+	}
+	for name, want := range map[string]string{"b": "content of a", "target": "new target", "dir/third": "moved twice"} {
+		if got := string(readFile(t, m.path(name))); got != want {
+			t.Errorf("%s reads %q, want %q", name, got, want)
+		}
+	}
+	m.unmount(t)
+	if got := listObjects(t, emu, ""); !slices.Equal(got, []string{"b", "dir/third", "dir/x", "keep", "target"}) {
+		t.Errorf("the bucket holds %q", got)
+	}
+	for name, want := range map[string]string{"b": "content of a", "target": "new target", "dir/third": "moved twice", "keep": "keep"} {
+		if got := string(object(t, emu, name)); got != want {
+			t.Errorf("%s in the bucket = %q, want %q", name, got, want)
+		}
 	}
 }
 
