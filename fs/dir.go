@@ -118,6 +118,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	n.setAttrs(a)
 	n.mu.Lock()
 	pt := n.passthroughLocked(true)
+	n.ptWrote = n.ptWrote || pt
 	n.mu.Unlock()
 	wh, err := f.cache.OpenWrite(ctx, a, true, pt)
 	if err != nil {

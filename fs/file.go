@@ -27,6 +27,7 @@ type fileNode struct {
 	attrs     transfer.ObjectAttrs // guarded by mu; Generation never changes
 	ptOpen    int                  // guarded by mu: passthrough handles open
 	cacheOpen int                  // guarded by mu: handles open in the kernel's caching io mode
+	ptWrote   bool                 // guarded by mu: a passthrough writer was opened since the last caching open
 }
 
 var (
@@ -71,7 +72,7 @@ func (n *fileNode) getAttrs() transfer.ObjectAttrs {
 // kernel's next lookup of the name, once the entry timeout (the metadata
 // TTL) has passed.
 func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	n.fsys.fillFile(&out.Attr, n.getAttrs())
+	n.fsys.fillFile(&out.Attr, n.currentAttrs())
 	out.SetTimeout(n.fsys.opts.MetadataTTL)
 	return 0
 }
@@ -98,14 +99,22 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	_, complete := ch.PassthroughFd()
 	n.mu.Lock()
 	pt := n.passthroughLocked(complete)
+	// The inode only ever holds this version and the changes made through
+	// it, so its page cache stays valid, unless the kernel wrote the cache
+	// file directly (passthrough) since it was filled.
+	keep := !n.ptWrote
+	if !pt {
+		n.ptWrote = false
+	}
 	n.mu.Unlock()
 	h := &fileHandle{node: n, data: ch, pt: pt}
 	if pt {
 		return &passthroughHandle{fileHandle: h, fd: ch.PassthroughFd}, 0, 0
 	}
-	// The inode only ever holds this version (and the local changes made
-	// through it), so its page cache stays valid.
-	return h, fuse.FOPEN_KEEP_CACHE, 0
+	if keep {
+		return h, fuse.FOPEN_KEEP_CACHE, 0
+	}
+	return h, 0, 0
 }
 
 // passthroughLocked decides the io mode of a new handle and counts it.
@@ -132,6 +141,7 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 	}
 	n.mu.Lock()
 	pt := n.passthroughLocked(true) // the copy is complete once OpenWrite returns
+	n.ptWrote = n.ptWrote || pt
 	n.mu.Unlock()
 	wh, err := n.fsys.cache.OpenWrite(ctx, n.getAttrs(), trunc, pt)
 	if err != nil {

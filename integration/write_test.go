@@ -68,6 +68,17 @@ func TestWriteFilesThenUnmount(t *testing.T) {
 		if got := readFile(t, m.path(name)); !bytes.Equal(got, data) {
 			t.Errorf("%s reads back wrong", name)
 		}
+		if st, err := os.Stat(m.path(name)); err != nil || st.Size() != int64(len(data)) {
+			t.Errorf("stat %s: %v, %v; want size %d", name, st, err, len(data))
+		}
+	}
+	// Rewriting a file that was read keeps no stale page cache.
+	if err := os.WriteFile(m.path("out/f00"), []byte("rewritten"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want["out/f00"] = []byte("rewritten")
+	if got := string(readFile(t, m.path("out/f00"))); got != "rewritten" {
+		t.Errorf("after a rewrite out/f00 reads %q", got)
 	}
 	m.unmount(t) // returns once the flush is done
 	for name, data := range want {
