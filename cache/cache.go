@@ -268,7 +268,7 @@ func (c *Cache) load() error {
 // one is created and its download started.
 // An object that cannot fit in the cache is read straight from the bucket.
 func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, error) {
-	e, err := c.acquire(ctx, a)
+	e, err := c.acquire(ctx, a, false)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +280,10 @@ func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, erro
 
 // acquire finds or creates the entry for version a and takes a reference
 // to it. It returns nil (and no error) if the version cannot fit.
-func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs) (*entry, error) {
+//
+// With newFile, an entry created here is a new, empty local file: it is
+// recorded as changed in the same commit that creates it.
+func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs, newFile bool) (*entry, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -312,9 +315,14 @@ func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs) (*entry, er
 			rec:   record{Generation: a.Generation, Size: a.Size, ChunkSize: c.opts.ChunkSize},
 			ready: make(chan struct{}),
 		}
+		if newFile {
+			e.rec.Size, e.rec.Complete, e.rec.Dirty = 0, true, true
+			e.dirtying = make(chan struct{})
+			close(e.dirtying)
+		}
 		e.elem = c.lru.PushFront(e)
 		c.entries[a.Name] = e
-		c.used += a.Size
+		c.used += e.rec.Size
 		created = true
 	} else {
 		c.lru.MoveToFront(e.elem)

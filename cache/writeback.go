@@ -83,7 +83,7 @@ func (h *WriteHandle) Fd() int { return int(h.f.Fd()) }
 // (passthrough), so writes bypass WriteAt: the copy counts as changed from
 // the open until Close, which then takes its size from the file.
 func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hidden bool) (*WriteHandle, error) {
-	e, err := c.acquire(ctx, a)
+	e, err := c.acquire(ctx, a, trunc && a.Generation == 0)
 	if err != nil {
 		return nil, err
 	}
@@ -607,7 +607,7 @@ func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base in
 // the application deleted (-1: whatever is there). When Remove returns,
 // the deletion survives a crash. Handles still open keep their data.
 func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
-	e, err := c.acquire(ctx, transfer.ObjectAttrs{Name: name, Generation: base})
+	e, err := c.acquire(ctx, transfer.ObjectAttrs{Name: name, Generation: base}, false)
 	if err != nil {
 		return err
 	}

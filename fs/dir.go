@@ -159,6 +159,7 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 		return nil, f.errno(ctx, "mkdir", full, err)
 	}
 	f.meta.forget(full)
+	f.meta.madeEmpty(full + "/")
 	return d.child(ctx, name, child{kind: kindDir}, out)
 }
 

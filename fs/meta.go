@@ -71,12 +71,23 @@ func newMetaCache(b transfer.Bucket, local localView, ttl time.Duration) *metaCa
 	return &metaCache{b: b, local: local, ttl: ttl, names: map[string]cachedChild{}, dirs: map[string]*listing{}}
 }
 
-// forget drops what is remembered about name and its directory's listing,
-// after a local change to them.
+// forget drops what is remembered about name after a local change to it.
+// Listings stay: local changes are shown over them on every use.
 func (m *metaCache) forget(name string) {
 	m.mu.Lock()
 	delete(m.names, name)
-	delete(m.dirs, parentPrefix(name))
+	m.mu.Unlock()
+}
+
+// madeEmpty records that the directory prefix was just made here and is
+// empty in the bucket, so that looking up new names in it needs no request
+// for the TTL.
+func (m *metaCache) madeEmpty(prefix string) {
+	if m.ttl <= 0 {
+		return
+	}
+	m.mu.Lock()
+	m.dirs[prefix] = &listing{children: map[string]child{}, expires: time.Now().Add(m.ttl)}
 	m.mu.Unlock()
 }
 
