@@ -79,6 +79,7 @@ type Cache struct {
 	// Write-back (writeback.go).
 	queue      map[string]time.Time // guarded by mu: dirty names -> when their upload is due
 	changed    chan struct{}        // guarded by mu: closed and replaced when write-back state changes
+	kick       chan struct{}        // buffered 1: wakes the uploader
 	stopUpload context.CancelFunc   // ends the uploader and its uploads
 }
 
@@ -139,6 +140,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		lru:     list.New(),
 		queue:   map[string]time.Time{},
 		changed: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
 	}
 	if o.FullWait <= 0 {
 		c.opts.FullWait = 30 * time.Second

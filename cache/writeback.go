@@ -409,10 +409,15 @@ func (c *Cache) scheduleLocked(name string, delay time.Duration) {
 	c.notifyLocked()
 }
 
-// notifyLocked wakes whoever waits for a change of write-back state.
+// notifyLocked wakes whoever waits for a change of write-back state: the
+// uploader (once, however many changes) and Flush waiters.
 func (c *Cache) notifyLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
 }
 
 // startUploader runs the loop that starts due uploads.
@@ -423,8 +428,10 @@ func (c *Cache) startUploader() {
 	c.uploadWG.Add(1)
 	go func() {
 		defer c.uploadWG.Done()
+		timer := time.NewTimer(time.Hour)
+		defer timer.Stop()
 		for {
-			due, next, wake := c.takeDue()
+			due, next := c.takeDue()
 			for _, name := range due {
 				c.uploadWG.Add(1)
 				go func() {
@@ -442,26 +449,30 @@ func (c *Cache) startUploader() {
 					}
 				}()
 			}
-			var timer <-chan time.Time
+			wait := time.Hour
 			if !next.IsZero() {
-				t := time.NewTimer(time.Until(next))
-				defer t.Stop()
-				timer = t.C
+				wait = time.Until(next)
 			}
+			timer.Reset(wait)
 			select {
 			case <-life.Done():
 				return
-			case <-wake:
-			case <-timer:
+			case <-c.kick:
+			case <-timer.C:
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
 			}
 		}
 	}()
 }
 
 // takeDue takes the uploads that are due off the queue and marks them
-// running; it returns when the next one is due and a channel closed on the
-// next change.
-func (c *Cache) takeDue() (due []string, next time.Time, wake <-chan struct{}) {
+// running; it returns when the next one is due.
+func (c *Cache) takeDue() (due []string, next time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -483,7 +494,7 @@ func (c *Cache) takeDue() (due []string, next time.Time, wake <-chan struct{}) {
 		}
 	}
 	sort.Strings(due)
-	return due, next, c.changed
+	return due, next
 }
 
 // upload sends the local copy of name to the bucket once and settles the
@@ -749,6 +760,12 @@ func (c *Cache) Flush(ctx context.Context, progress func(Progress)) []string {
 		case <-ctx.Done():
 			sort.Strings(names)
 			return names
+		}
+		// Counting walks every entry: at most 20 times a second, not once
+		// per upload, or a flush of many files costs their square.
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
 		}
 	}
 }
