@@ -80,6 +80,7 @@ type Cache struct {
 	queue      map[string]time.Time // guarded by mu: dirty names -> when their upload is due
 	changed    chan struct{}        // guarded by mu: closed and replaced when write-back state changes
 	kick       chan struct{}        // buffered 1: wakes the uploader
+	nextDue    time.Time            // guarded by mu: when the uploader wakes by itself
 	stopUpload context.CancelFunc   // ends the uploader and its uploads
 }
 

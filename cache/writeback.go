@@ -406,7 +406,21 @@ func (c *Cache) scheduleLocked(name string, delay time.Duration) {
 	if cur, ok := c.queue[name]; !ok || at.Before(cur) {
 		c.queue[name] = at
 	}
-	c.notifyLocked()
+	close(c.changed)
+	c.changed = make(chan struct{})
+	// Wake the uploader only if this is due before it would wake anyway:
+	// a rescan of the queue per queued file costs its square.
+	if c.nextDue.IsZero() || at.Before(c.nextDue) {
+		c.nextDue = at
+		c.kickLocked()
+	}
+}
+
+func (c *Cache) kickLocked() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
 }
 
 // notifyLocked wakes whoever waits for a change of write-back state: the
@@ -414,10 +428,7 @@ func (c *Cache) scheduleLocked(name string, delay time.Duration) {
 func (c *Cache) notifyLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
+	c.kickLocked()
 }
 
 // startUploader runs the loop that starts due uploads.
@@ -494,6 +505,10 @@ func (c *Cache) takeDue() (due []string, next time.Time) {
 		}
 	}
 	sort.Strings(due)
+	c.nextDue = next
+	if next.IsZero() {
+		c.nextDue = now.Add(time.Hour) // when the idle uploader looks again
+	}
 	return due, next
 }
 

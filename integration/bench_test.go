@@ -37,6 +37,14 @@ import (
 //	                   on a shared 2-core machine one run's cached/native
 //	                   ratio swings by +-20%)
 //	BENCH_SIZE_MIB     size of the test files in MiB (default 1024)
+//	BENCH_SMALL_FILES  files per run of the small-files case (default 10000)
+//	BENCH_DRAIN_PARALLELISM
+//	                   --upload-parallelism of the small-files runs, one
+//	                   run each, comma-separated (default 8; "8,64" adds a
+//	                   run with 64)
+//	BENCH_ONLY         run only these sections, comma-separated: read,
+//	                   write (= cached-write, small-files, drain), or one
+//	                   of those three (default: all)
 //	BENCH_OUT          also write the table and the machine facts here
 //
 // Cases, all measured in the same run so that their ratios are meaningful
@@ -63,6 +71,9 @@ import (
 // CAP_ASYNC_DIO), which serves it with an ordinary buffered pread of its
 // cache file, usually from the host's page cache. That row therefore
 // measures the FUSE round trip, not the disk.
+//
+// The write cases (cached writes, small files, the drain of a large dirty
+// file) are described in bench_write_test.go.
 func TestBench(t *testing.T) {
 	if os.Getenv("BUCKETFS_BENCH") != "1" {
 		t.Skip("benchmarks run with BUCKETFS_BENCH=1 (make bench)")
@@ -77,6 +88,41 @@ func TestBench(t *testing.T) {
 
 	emu := startEmulator(t, nil)
 	tbl := &benchTable{}
+	var notes []string
+	if cfg.runs("read") {
+		notes = append(notes, benchReads(t, emu, fioPath, cfg, tbl)...)
+	}
+	if cfg.runs("write") {
+		notes = append(notes, benchWrites(t, emu, fioPath, cfg, tbl)...)
+	}
+
+	report := tbl.String()
+	seen := map[string]bool{}
+	for _, n := range notes {
+		if !seen[n] {
+			seen[n] = true
+			report += "note: " + n + "\n"
+		}
+	}
+	for _, line := range strings.Split(strings.TrimRight(report, "\n"), "\n") {
+		t.Log(line)
+	}
+	fmt.Print("\n" + report)
+	if out := os.Getenv("BENCH_OUT"); out != "" {
+		content := report + "\n" + machineFacts(fioPath, cfg)
+		if err := os.WriteFile(out, []byte(content), 0o644); err != nil {
+			t.Errorf("writing BENCH_OUT: %v", err)
+		} else {
+			t.Logf("wrote %s", out)
+		}
+	}
+}
+
+// benchReads measures cached reads (fio on a file read once through a
+// mount, against the native file) and cold reads behind the WAN profile,
+// adds its rows to tbl and returns its notes.
+func benchReads(t *testing.T, emu *emulator.Server, fioPath string, cfg benchConfig, tbl *benchTable) []string {
+	t.Helper()
 	var notes []string
 
 	// Content: the cached object and its native twin, then the cold
@@ -110,15 +156,7 @@ func TestBench(t *testing.T) {
 	cacheDirs := make([]string, len(flavours))
 	for i, fl := range flavours {
 		cacheDirs[i] = t.TempDir()
-		m := mount(t, emu, mountOpts{cacheDir: cacheDirs[i], args: fl.args})
-		start := time.Now()
-		got, n := hashFile(t, m.path(benchCached), 10*time.Minute)
-		d := time.Since(start)
-		if n != cfg.size || got != wantSum {
-			t.Fatalf("warming read (%s): %d bytes, sha256 %s; want %d bytes, sha256 %s", fl.label, n, got, cfg.size, wantSum)
-		}
-		t.Logf("warmed cache for %s in %v (%.0f MiB/s, no WAN), checksum ok", fl.label, d.Round(time.Millisecond), mibps(n, d))
-		m.unmount(t)
+		warmCache(t, emu, cacheDirs[i], fl.args, fl.label, benchCached, cfg.size, wantSum)
 	}
 	notes = append(notes, sameFilesystem(t, nativeDir, cacheDirs[0]))
 
@@ -241,23 +279,7 @@ func TestBench(t *testing.T) {
 	})
 	notes = append(notes, fmt.Sprintf("WAN profile for cold rows: %v before each response, %s/s per connection, %s/s in total",
 		wan.Latency, sizeLabel(wan.PerConn), sizeLabel(wan.Total)))
-
-	report := tbl.String()
-	for _, n := range notes {
-		report += "note: " + n + "\n"
-	}
-	for _, line := range strings.Split(strings.TrimRight(report, "\n"), "\n") {
-		t.Log(line)
-	}
-	fmt.Print("\n" + report)
-	if out := os.Getenv("BENCH_OUT"); out != "" {
-		content := report + "\n" + machineFacts(fioPath, cfg)
-		if err := os.WriteFile(out, []byte(content), 0o644); err != nil {
-			t.Errorf("writing BENCH_OUT: %v", err)
-		} else {
-			t.Logf("wrote %s", out)
-		}
-	}
+	return notes
 }
 
 const (
@@ -266,15 +288,36 @@ const (
 )
 
 type benchConfig struct {
-	runtime time.Duration // each time-based fio job
-	ramp    time.Duration // fio ramp before measuring, on top of runtime
-	repeat  int
-	size    int64
+	runtime    time.Duration // each time-based fio job
+	ramp       time.Duration // fio ramp before measuring, on top of runtime
+	repeat     int
+	size       int64
+	smallFiles int             // files per run of the small-files case
+	drainPars  []int           // --upload-parallelism of each small-files run
+	only       map[string]bool // BENCH_ONLY; empty: every section
+}
+
+// benchSections are the names BENCH_ONLY takes; "write" stands for the
+// three write sections.
+var benchSections = []string{"read", "write", "cached-write", "small-files", "drain"}
+
+// runs says whether section (one of benchSections) is to run.
+func (c benchConfig) runs(section string) bool {
+	if len(c.only) == 0 || c.only[section] {
+		return true
+	}
+	switch section {
+	case "write":
+		return c.only["cached-write"] || c.only["small-files"] || c.only["drain"]
+	case "cached-write", "small-files", "drain":
+		return c.only["write"]
+	}
+	return false
 }
 
 func benchConfigFromEnv(t *testing.T) benchConfig {
 	t.Helper()
-	c := benchConfig{runtime: 15 * time.Second, ramp: 2 * time.Second, repeat: 3, size: 1 << 30}
+	c := benchConfig{runtime: 15 * time.Second, ramp: 2 * time.Second, repeat: 3, size: 1 << 30, smallFiles: 10000, drainPars: []int{8}}
 	if v := os.Getenv("BENCH_RUNTIME"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -303,6 +346,32 @@ func benchConfigFromEnv(t *testing.T) benchConfig {
 		}
 		c.size = int64(n) << 20
 	}
+	if v := os.Getenv("BENCH_SMALL_FILES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 100 || n > 100000 {
+			t.Fatalf("BENCH_SMALL_FILES=%q: want 100 to 100000", v)
+		}
+		c.smallFiles = n
+	}
+	if v := os.Getenv("BENCH_DRAIN_PARALLELISM"); v != "" {
+		c.drainPars = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 1024 {
+				t.Fatalf("BENCH_DRAIN_PARALLELISM=%q: want a comma-separated list of 1 to 1024", v)
+			}
+			c.drainPars = append(c.drainPars, n)
+		}
+	}
+	if v := os.Getenv("BENCH_ONLY"); v != "" {
+		c.only = map[string]bool{}
+		for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '|' || r == ' ' }) {
+			if !slices.Contains(benchSections, f) {
+				t.Fatalf("BENCH_ONLY=%q: %q is not one of %s", v, f, strings.Join(benchSections, ", "))
+			}
+			c.only[f] = true
+		}
+	}
 	return c
 }
 
@@ -314,8 +383,18 @@ type fioJobSpec struct {
 	args  []string
 	value func(fioResult) float64
 	// target is the least bucketfs/native ratio the cached passthrough
-	// row should reach (from the read-path issue).
+	// row should reach (from the read-path and write-path issues).
 	target float64
+	// write: the job writes (and fio is not run --readonly).
+	write bool
+}
+
+// io is the direction of fj that the job measures.
+func (j fioJobSpec) io(fj fioJob) fioIO {
+	if j.write {
+		return fj.Write
+	}
+	return fj.Read
 }
 
 func benchJobs() []fioJobSpec {
@@ -344,27 +423,37 @@ type fioTarget struct {
 }
 
 type fioResult struct {
-	job        fioJob
-	daemonRead int64 // bytes bucketfs read(2) during the job (rchar), -1 if unknown
+	job         fioJob
+	daemonRead  int64 // bytes bucketfs read(2) during the job (rchar), -1 if unknown
+	daemonWrote int64 // bytes bucketfs wrote with write(2) and friends (wchar), -1 if unknown
 }
 
 func (r fioResult) summary(j fioJobSpec) string {
-	s := fmt.Sprintf("%s %s, p99 %.0f us", fmtNum(j.value(r)), j.unit, r.job.Read.P99()/1e3)
-	if r.daemonRead >= 0 {
+	s := fmt.Sprintf("%s %s, p99 %.0f us", fmtNum(j.value(r)), j.unit, j.io(r.job).P99()/1e3)
+	if j.write && r.daemonWrote >= 0 {
+		s += ", daemon wrote " + sizeLabel(r.daemonWrote)
+	} else if !j.write && r.daemonRead >= 0 {
 		s += ", daemon read " + sizeLabel(r.daemonRead)
 	}
 	return s
 }
 
 // runFioJob runs one time-based job with O_DIRECT and libaio at depth 16
-// on tg, failing the test if fio fails.
+// on tg, failing the test if fio fails or the job moved no data in its
+// direction. A write job works on the existing file: fio may not create
+// or extend it.
 func runFioJob(t *testing.T, fioPath string, job fioJobSpec, tg fioTarget, cfg benchConfig) fioResult {
 	t.Helper()
+	mode := []string{"--readonly"}
+	if job.write {
+		mode = []string{"--allow_file_create=0", "--fallocate=none"}
+	}
 	args := append([]string{
 		"--name=" + job.key,
 		"--filename=" + tg.path,
 		"--size=" + strconv.FormatInt(cfg.size, 10),
-		"--readonly",
+	}, mode...)
+	args = append(args,
 		"--direct=1",
 		"--ioengine=libaio",
 		"--iodepth=16",
@@ -373,8 +462,9 @@ func runFioJob(t *testing.T, fioPath string, job fioJobSpec, tg fioTarget, cfg b
 		fmt.Sprintf("--runtime=%ds", int(cfg.runtime/time.Second)),
 		fmt.Sprintf("--ramp_time=%ds", int(cfg.ramp/time.Second)),
 		"--output-format=json",
-	}, job.args...)
-	before := procReadBytes(tg.pid)
+	)
+	args = append(args, job.args...)
+	beforeR, beforeW := procIOBytes(tg.pid, "rchar"), procIOBytes(tg.pid, "wchar")
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.runtime+cfg.ramp+3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, fioPath, args...)
@@ -388,18 +478,26 @@ func runFioJob(t *testing.T, fioPath string, job fioJobSpec, tg fioTarget, cfg b
 	if err != nil {
 		t.Fatalf("fio %s on %s: %v\nstderr: %s\nstdout: %s", job.key, tg.label, err, stderr.String(), out)
 	}
-	r := fioResult{job: j, daemonRead: -1}
-	if after := procReadBytes(tg.pid); before >= 0 && after >= 0 {
-		r.daemonRead = after - before
+	if job.io(j).IOBytes <= 0 {
+		t.Fatalf("fio %s on %s: the job moved no data in its direction\nstdout: %s", job.key, tg.label, out)
+	}
+	r := fioResult{job: j, daemonRead: -1, daemonWrote: -1}
+	if after := procIOBytes(tg.pid, "rchar"); beforeR >= 0 && after >= 0 {
+		r.daemonRead = after - beforeR
+	}
+	if after := procIOBytes(tg.pid, "wchar"); beforeW >= 0 && after >= 0 {
+		r.daemonWrote = after - beforeW
 	}
 	return r
 }
 
-// procReadBytes returns the bytes process pid has read with read(2) and
-// friends (rchar in /proc/PID/io, all threads), or -1. A passthrough read
-// never reaches the daemon, so its rchar hardly moves; a FUSE_READ costs
-// the daemon a read of /dev/fuse plus a pread of the cache file.
-func procReadBytes(pid int) int64 {
+// procIOBytes returns a byte counter of /proc/PID/io (all threads) of
+// process pid, or -1: rchar (bytes read with read(2) and friends) or wchar
+// (written with write(2) and friends). A passthrough read or write never
+// reaches the daemon, so its counters hardly move; a FUSE_READ costs the
+// daemon a read of /dev/fuse plus a pread of the cache file, a FUSE_WRITE a
+// read of /dev/fuse (rchar) plus a pwrite of the cache file (wchar).
+func procIOBytes(pid int, field string) int64 {
 	if pid <= 0 {
 		return -1
 	}
@@ -410,7 +508,7 @@ func procReadBytes(pid int) int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "rchar: "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field+": "); ok {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			if err != nil {
 				return -1
@@ -568,6 +666,22 @@ func hashFile(t *testing.T, path string, limit time.Duration) (string, int64) {
 	}
 }
 
+// warmCache mounts on cacheDir with args, reads name once in full through
+// the mount (checking its length and sha256), and unmounts cleanly, which
+// waits for the copy to be synced and recorded in the cache's index.
+func warmCache(t *testing.T, emu *emulator.Server, cacheDir string, args []string, label, name string, size int64, wantSum string) {
+	t.Helper()
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
+	start := time.Now()
+	got, n := hashFile(t, m.path(name), 10*time.Minute)
+	d := time.Since(start)
+	if n != size || got != wantSum {
+		t.Fatalf("warming read (%s): %d bytes, sha256 %s; want %d bytes, sha256 %s", label, n, got, size, wantSum)
+	}
+	t.Logf("warmed cache for %s in %v (%.0f MiB/s, no WAN), checksum ok", label, d.Round(time.Millisecond), mibps(n, d))
+	m.unmount(t)
+}
+
 // writeSynced writes data to a new file and syncs it to disk.
 func writeSynced(t *testing.T, path string, data []byte) {
 	t.Helper()
@@ -625,13 +739,17 @@ func machineFacts(fioPath string, cfg benchConfig) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "date:    %s\n", time.Now().Format(time.RFC3339))
+	fmt.Fprintf(&b, "tree:    %s\n", run("git", "describe", "--tags", "--always", "--dirty"))
 	fmt.Fprintf(&b, "kernel:  %s\n", run("uname", "-r"))
 	fmt.Fprintf(&b, "nproc:   %s\n", run("nproc"))
 	fmt.Fprintf(&b, "cpu:     %s\n", cpu)
 	fmt.Fprintf(&b, "go:      %s (test binary built with %s)\n", run("go", "version"), runtime.Version())
 	fmt.Fprintf(&b, "fio:     %s (%s)\n", run(fioPath, "--version"), fioPath)
-	fmt.Fprintf(&b, "config:  fio runtime %v + %v ramp per job, %d repeat(s) (medians), files of %s\n",
-		cfg.runtime, cfg.ramp, cfg.repeat, sizeLabel(cfg.size))
+	fmt.Fprintf(&b, "config:  fio runtime %v + %v ramp per job, %d repeat(s) (medians), files of %s, %d small files per run, upload parallelism %v\n",
+		cfg.runtime, cfg.ramp, cfg.repeat, sizeLabel(cfg.size), cfg.smallFiles, cfg.drainPars)
+	if v := os.Getenv("BENCH_ONLY"); v != "" {
+		fmt.Fprintf(&b, "only:    %s\n", v)
+	}
 	return b.String()
 }
 

@@ -20,6 +20,7 @@ type fioJob struct {
 	Name  string `json:"jobname"`
 	Error int    `json:"error"`
 	Read  fioIO  `json:"read"`
+	Write fioIO  `json:"write"`
 }
 
 // fioIO is one direction of a job. Runtime is in milliseconds.
@@ -34,7 +35,7 @@ type fioIO struct {
 	} `json:"clat_ns"`
 }
 
-// MiBps is the read bandwidth in MiB/s.
+// MiBps is the bandwidth in MiB/s.
 func (r fioIO) MiBps() float64 { return r.BWBytes / (1 << 20) }
 
 // P99 is the 99th percentile completion latency, or 0 if fio did not
@@ -43,7 +44,9 @@ func (r fioIO) P99() float64 { return r.Clat.Percentile["99.000000"] }
 
 // parseFio reads the single job of a fio JSON report. fio may print
 // warnings ("fio: ...") on stdout before the JSON; they are skipped. A job
-// that reports an error or read nothing is an error.
+// that reports an error or moved no data (read nothing and wrote nothing)
+// is an error; whether it moved data in the direction that was meant is
+// for the caller to check.
 func parseFio(out []byte) (fioJob, error) {
 	i := bytes.IndexByte(out, '{')
 	if i < 0 {
@@ -61,8 +64,8 @@ func parseFio(out []byte) (fioJob, error) {
 	if j.Error != 0 {
 		return j, fmt.Errorf("fio job %q failed with error %d", j.Name, j.Error)
 	}
-	if j.Read.IOBytes <= 0 {
-		return j, fmt.Errorf("fio job %q read nothing", j.Name)
+	if j.Read.IOBytes <= 0 && j.Write.IOBytes <= 0 {
+		return j, fmt.Errorf("fio job %q read and wrote nothing", j.Name)
 	}
 	return j, nil
 }
@@ -102,12 +105,26 @@ func TestParseFio(t *testing.T) {
 		t.Errorf("iops %v, MiB/s %v, p99 %v", j.Read.IOPS, j.Read.MiBps(), j.Read.P99())
 	}
 
+	// A write job: the numbers are under "write".
+	w, err := parseFio([]byte(`{"fio version": "fio-3.33", "jobs": [{"jobname": "randwrite", "error": 0,
+	  "read": {"io_bytes": 0, "bw_bytes": 0, "iops": 0.0, "runtime": 0},
+	  "write": {"io_bytes": 2147483648, "bw_bytes": 143165576, "iops": 34952.5, "runtime": 15000,
+	    "clat_ns": {"mean": 450000.0, "percentile": {"99.000000": 1204224}}}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Write.IOBytes != 2<<30 || int(w.Write.IOPS) != 34952 || int(w.Write.MiBps()) != 136 || w.Write.P99() != 1204224 || w.Read.IOBytes != 0 {
+		t.Errorf("parsed write job %+v", w)
+	}
+
 	for name, bad := range map[string]string{
 		"no json":    "fio: failed to open file\n",
 		"truncated":  `{"jobs": [`,
 		"no jobs":    `{"jobs": []}`,
 		"job error":  `{"jobs": [{"jobname": "x", "error": 5, "read": {"io_bytes": 4096}}]}`,
 		"empty read": `{"jobs": [{"jobname": "x", "error": 0, "read": {"io_bytes": 0}}]}`,
+		"no io":      `{"jobs": [{"jobname": "x", "error": 0, "read": {"io_bytes": 0}, "write": {"io_bytes": 0}}]}`,
+		"write err":  `{"jobs": [{"jobname": "x", "error": 28, "write": {"io_bytes": 4096}}]}`,
 	} {
 		if _, err := parseFio([]byte(bad)); err == nil {
 			t.Errorf("%s: parseFio accepted %q", name, bad)
