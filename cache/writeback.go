@@ -572,9 +572,11 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	} else {
 		c.scheduleLocked(name, 0) // changed meanwhile: send the new version
 	}
-	rec, seq := c.snapshotLocked(e)
+	rec, recSeq := c.snapshotLocked(e)
 	c.mu.Unlock()
-	if err := c.persistEntry(e, rec, seq); err != nil {
+	if err := c.persistEntry(e, rec, recSeq); err != nil {
+		// Not a loss: the index still says dirty, so the next start sends
+		// the file again (as a conflict copy, since the bucket moved on).
 		c.log.Warn("recording an upload in the cache index failed; the next start uploads the file again", "object", name, "err", err)
 	}
 	c.mu.Lock()
