@@ -81,6 +81,7 @@ type Cache struct {
 	changed    chan struct{}        // guarded by mu: closed and replaced when write-back state changes
 	kick       chan struct{}        // buffered 1: wakes the uploader
 	nextDue    time.Time            // guarded by mu: when the uploader wakes by itself
+	localIdx   []string             // guarded by mu: sorted names that may be dirty (see LocalNames)
 	stopUpload context.CancelFunc   // ends the uploader and its uploads
 }
 
@@ -251,6 +252,7 @@ func (c *Cache) load() error {
 	dirty := 0
 	for _, e := range ordered {
 		if e.rec.Dirty {
+			c.markLocalLocked(e.name)
 			c.scheduleLocked(e.name, 0) // changes left by the last run go first
 			dirty++
 		}
@@ -320,6 +322,7 @@ func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs, newFile boo
 		}
 		if newFile {
 			e.rec.Size, e.rec.Complete, e.rec.Dirty = 0, true, true
+			c.markLocalLocked(a.Name)
 			e.dirtying = make(chan struct{})
 			close(e.dirtying)
 		}

@@ -307,6 +307,7 @@ func (h *WriteHandle) begin() error {
 	if e.dirtying == nil {
 		e.dirtying = make(chan struct{})
 		e.rec.Dirty = true
+		c.markLocalLocked(e.name)
 		first = true
 	}
 	ch := e.dirtying
@@ -653,6 +654,7 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	e.rec.Deleted = true
 	e.removals++
 	e.rec.Dirty = true
+	c.markLocalLocked(name)
 	e.rec.Complete, e.rec.Present = true, nil
 	e.version++
 	if e.dirtying == nil {
@@ -808,22 +810,48 @@ func (c *Cache) Local(name string) (transfer.ObjectAttrs, bool) {
 
 // LocalNames returns the names under prefix with changes not yet in the
 // bucket: those written (present) and those deleted (removed), sorted.
+// It costs a binary search and the names under prefix, not a scan of the
+// cache: lookups call it for every name.
 func (c *Cache) LocalNames(prefix string) (present, removed []string) {
 	c.mu.Lock()
-	for name, e := range c.entries {
-		if !e.rec.Dirty || !strings.HasPrefix(name, prefix) {
-			continue
+	defer c.mu.Unlock()
+	idx := c.localIdx
+	start := sort.SearchStrings(idx, prefix)
+	end := start
+	for end < len(idx) && strings.HasPrefix(idx[end], prefix) {
+		end++
+	}
+	keep := start
+	for _, name := range idx[start:end] {
+		e := c.entries[name]
+		if e == nil || !e.rec.Dirty {
+			continue // clean or gone since: dropped from the index below
 		}
+		idx[keep] = name
+		keep++
 		if e.rec.Deleted {
 			removed = append(removed, name)
 		} else {
 			present = append(present, name)
 		}
 	}
-	c.mu.Unlock()
-	sort.Strings(present)
-	sort.Strings(removed)
+	if keep < end {
+		c.localIdx = append(idx[:keep], idx[end:]...)
+	}
 	return present, removed
+}
+
+// markLocalLocked adds name to the index of names that may have changes
+// not yet uploaded. Every place that makes an entry dirty calls it;
+// LocalNames drops names that are clean again.
+func (c *Cache) markLocalLocked(name string) {
+	i := sort.SearchStrings(c.localIdx, name)
+	if i < len(c.localIdx) && c.localIdx[i] == name {
+		return
+	}
+	c.localIdx = append(c.localIdx, "")
+	copy(c.localIdx[i+1:], c.localIdx[i:])
+	c.localIdx[i] = name
 }
 
 // FlushName uploads name's changes now, even while it is open for
@@ -910,6 +938,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	close(ne.dirtying)
 	ne.elem = c.lru.PushFront(ne)
 	c.entries[to] = ne
+	c.markLocalLocked(to)
 	c.used += size
 	c.mu.Unlock()
 	c.removeAll(victims)
@@ -943,6 +972,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	}
 	close(ne.ready)
 	e.rec.Deleted, e.rec.Dirty = true, true
+	c.markLocalLocked(from.Name)
 	e.removals++
 	e.version++
 	if e.dirtying == nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -400,5 +401,31 @@ func TestRenameSurvivesCrash(t *testing.T) {
 	}
 	if _, err := e.b.Stat(e.ctx, "src"); !errors.Is(err, transfer.ErrNotExist) {
 		t.Errorf("src after the rename went through: %v, want deleted", err)
+	}
+}
+
+func TestLocalNamesIndex(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour)
+	for _, n := range []string{"a/x", "a/y", "ab", "b/z"} {
+		e.write(c, transfer.ObjectAttrs{Name: n}, true, 0, []byte(n))
+	}
+	if err := c.Remove(e.ctx, "a/y", 0); err != nil {
+		t.Fatal(err)
+	}
+	present, removed := c.LocalNames("a/")
+	if !slices.Equal(present, []string{"a/x"}) || !slices.Equal(removed, []string{"a/y"}) {
+		t.Errorf("LocalNames(a/) = %v, %v", present, removed)
+	}
+	if present, _ := c.LocalNames("a"); !slices.Equal(present, []string{"a/x", "ab"}) {
+		t.Errorf("LocalNames(a) = %v", present)
+	}
+	e.flush(c)
+	if present, removed := c.LocalNames(""); present != nil || removed != nil {
+		t.Errorf("after a flush LocalNames = %v, %v, want nothing", present, removed)
+	}
+	e.write(c, transfer.ObjectAttrs{Name: "a/x"}, false, 0, []byte("again"))
+	if present, _ := c.LocalNames(""); !slices.Equal(present, []string{"a/x"}) {
+		t.Errorf("a name changed again after a flush: LocalNames = %v", present)
 	}
 }
