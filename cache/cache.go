@@ -398,12 +398,15 @@ func (c *Cache) forget(e *entry) {
 func (c *Cache) newHandle(e *entry) (*Handle, error) {
 	// Read-write: the kernel keeps the first passthrough descriptor of an
 	// inode for every later open of it, writers included.
-	f, err := os.OpenFile(c.dataPath(e.rec.ID), os.O_RDWR, 0)
+	c.mu.Lock()
+	id, gen, size := e.rec.ID, e.rec.Generation, e.rec.Size // writers change rec under mu
+	c.mu.Unlock()
+	f, err := os.OpenFile(c.dataPath(id), os.O_RDWR, 0)
 	if err != nil {
 		c.release(e)
 		return nil, fmt.Errorf("opening cache file: %w", err)
 	}
-	h := &Handle{c: c, e: e, f: f, name: e.name, gen: e.rec.Generation, size: e.rec.Size}
+	h := &Handle{c: c, e: e, f: f, name: e.name, gen: gen, size: size}
 	c.mu.Lock()
 	if e.rec.Complete || e.rec.Dirty || (e.dl != nil && isClosed(e.dl.Complete())) {
 		c.stats.Hits++
@@ -441,7 +444,8 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 		present = nil
 		e.rec.ChunkSize = c.opts.ChunkSize
 	}
-	dl := transfer.NewDownload(c.b, e.name, e.rec.Generation, e.rec.Size, f, present,
+	gen := e.rec.Generation
+	dl := transfer.NewDownload(c.b, e.name, gen, e.rec.Size, f, present,
 		transfer.DownloadOptions{ChunkSize: c.opts.ChunkSize, Parallelism: c.opts.Parallelism})
 	e.dl, e.dlFile, e.dlIdle = dl, f, false
 	dl.Start()
@@ -457,7 +461,7 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 		}
 		c.mu.Unlock()
 		if err := dl.Err(); err != nil {
-			c.log.Warn("background download stopped", "object", e.name, "generation", e.rec.Generation, "err", err)
+			c.log.Warn("background download stopped", "object", e.name, "generation", gen, "err", err)
 		}
 		if retire {
 			c.retire(e, dl, f)
