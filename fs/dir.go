@@ -116,20 +116,11 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	in := d.NewInode(ctx, &fileNode{fsys: f, name: full}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: out.Attr.Ino})
 	n := in.Operations().(*fileNode)
 	n.setAttrs(a)
-	n.mu.Lock()
-	pt := n.passthroughLocked(true)
-	n.ptWrote = n.ptWrote || pt
-	n.mu.Unlock()
-	wh, err := f.cache.OpenWrite(ctx, a, true, pt)
+	h, err := n.writeHandle(ctx, a, true)
 	if err != nil {
-		n.uncount(pt)
 		return nil, nil, 0, f.errno(ctx, "create", full, err)
 	}
 	f.meta.forget(full)
-	h := &fileHandle{node: n, data: wh, w: wh, pt: pt}
-	if pt {
-		return in, &passthroughHandle{fileHandle: h, fd: func() (int, bool) { return wh.Fd(), true }}, 0, 0
-	}
 	return in, h, 0, 0
 }
 

@@ -139,20 +139,30 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 	if n.fsys.opts.ReadOnly {
 		return nil, 0, syscall.EROFS
 	}
+	h, err := n.writeHandle(ctx, n.getAttrs(), trunc)
+	if err != nil {
+		return nil, 0, n.fsys.errno(ctx, "open", n.objName(), err)
+	}
+	return h, 0, 0
+}
+
+// writeHandle opens version a of the node's object for writing through
+// the cache, with passthrough where the inode's io mode allows it.
+func (n *fileNode) writeHandle(ctx context.Context, a transfer.ObjectAttrs, trunc bool) (gofs.FileHandle, error) {
 	n.mu.Lock()
 	pt := n.passthroughLocked(true) // the copy is complete once OpenWrite returns
 	n.ptWrote = n.ptWrote || pt
 	n.mu.Unlock()
-	wh, err := n.fsys.cache.OpenWrite(ctx, n.getAttrs(), trunc, pt)
+	wh, err := n.fsys.cache.OpenWrite(ctx, a, trunc, pt)
 	if err != nil {
 		n.uncount(pt)
-		return nil, 0, n.fsys.errno(ctx, "open", n.objName(), err)
+		return nil, err
 	}
 	h := &fileHandle{node: n, data: wh, w: wh, pt: pt}
 	if pt {
-		return &passthroughHandle{fileHandle: h, fd: func() (int, bool) { return wh.Fd(), true }}, 0, 0
+		return &passthroughHandle{fileHandle: h, fd: func() (int, bool) { return wh.Fd(), true }}, nil
 	}
-	return h, 0, 0
+	return h, nil
 }
 
 func (n *fileNode) uncount(pt bool) {
