@@ -33,7 +33,11 @@ type Options struct {
 	// Write-back (see writeback.go).
 	WriteBackDelay    time.Duration // wait after the last close before uploading
 	UploadParallelism int           // uploads in flight
-	FullWait          time.Duration // how long a write waits for uploads when changes fill the cache (default 30s)
+	// Large, if set, uploads files of LargeThreshold bytes or more in
+	// parts (see staging.go).
+	Large          LargeUploader
+	LargeThreshold int64
+	FullWait       time.Duration // how long a write waits for uploads when changes fill the cache (default 30s)
 }
 
 // Stats is a snapshot of the cache's counters.
@@ -83,6 +87,10 @@ type Cache struct {
 	nextDue    time.Time            // guarded by mu: when the uploader wakes by itself
 	localIdx   []string             // guarded by mu: sorted names that may be dirty (see LocalNames)
 	stopUpload context.CancelFunc   // ends the uploader and its uploads
+
+	// Parallel uploads (staging.go).
+	liveStaging map[string]bool // guarded by mu: staging prefixes of running uploads
+	cleanKick   chan struct{}   // buffered 1: wakes the cleaner
 }
 
 // entry is one cached object version. Fields are guarded by Cache.mu.
@@ -143,6 +151,9 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		queue:   map[string]time.Time{},
 		changed: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
+
+		liveStaging: map[string]bool{},
+		cleanKick:   make(chan struct{}, 1),
 	}
 	if o.FullWait <= 0 {
 		c.opts.FullWait = 30 * time.Second

@@ -13,12 +13,15 @@ import (
 //
 //	meta/    "version" -> "1", "bucket" -> the bucket's name
 //	objects/ object name -> JSON record
+//	staging/ staging prefix of a parallel upload -> JSON stagingRecord
+//	         (present from before its first part until its cleanup)
 //
 // Data files live in data/ and are named by record ID in hex, never by
 // object name, so that two versions of one name never share a file.
 var (
 	metaBucket    = []byte("meta")
 	objectsBucket = []byte("objects")
+	stagingBucket = []byte("staging")
 	versionKey    = []byte("version")
 	bucketKey     = []byte("bucket")
 )
@@ -92,6 +95,9 @@ func openIndex(path, bucket string) (*bolt.DB, error) {
 			return err
 		}
 		if _, err := tx.CreateBucketIfNotExists(objectsBucket); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(stagingBucket); err != nil {
 			return err
 		}
 		if v := meta.Get(versionKey); v != nil && string(v) != schemaVersion {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"strings"
@@ -436,6 +435,7 @@ func (c *Cache) notifyLocked() {
 func (c *Cache) startUploader() {
 	life, cancel := context.WithCancel(context.Background())
 	c.stopUpload = cancel
+	c.startCleaner(life)
 	sem := make(chan struct{}, c.opts.UploadParallelism)
 	c.uploadWG.Add(1)
 	go func() {
@@ -543,7 +543,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	if st, err := os.Stat(c.dataPath(id)); err == nil {
 		size = st.Size()
 	}
-	attrs, err := c.putFile(ctx, name, id, size, transfer.PutOptions{IfGenerationMatch: base})
+	attrs, err := c.putObject(ctx, name, id, size, transfer.PutOptions{IfGenerationMatch: base})
 	if errors.Is(err, transfer.ErrPrecondition) {
 		err = c.saveConflict(ctx, e, name, id, size, version, inflight)
 		if err == nil {
@@ -686,16 +686,6 @@ func (c *Cache) failedLocked(ctx context.Context, e *entry, err error) {
 	c.scheduleLocked(e.name, delay)
 }
 
-// putFile uploads size bytes of cache file id as name.
-func (c *Cache) putFile(ctx context.Context, name string, id uint64, size int64, o transfer.PutOptions) (transfer.ObjectAttrs, error) {
-	f, err := os.Open(c.dataPath(id))
-	if err != nil {
-		return transfer.ObjectAttrs{}, fmt.Errorf("opening cache file: %w", err)
-	}
-	defer f.Close()
-	return c.b.Put(ctx, name, io.NewSectionReader(f, 0, size), o)
-}
-
 // saveConflict uploads the local version beside the object that changed
 // in the bucket. If the local copy did not change meanwhile, it is then
 // dropped from the cache, so the name shows the remote version again.
@@ -705,7 +695,7 @@ func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint
 	var err error
 	for try := 1; try <= 20; try++ {
 		sibling = ConflictName(name, now, try)
-		_, err = c.putFile(ctx, sibling, id, size, transfer.PutOptions{IfGenerationMatch: 0})
+		_, err = c.putObject(ctx, sibling, id, size, transfer.PutOptions{IfGenerationMatch: 0})
 		if !errors.Is(err, transfer.ErrPrecondition) {
 			break
 		}

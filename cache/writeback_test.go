@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/bucketfs/bucketfs/transfer"
+	bolt "go.etcd.io/bbolt"
 )
 
 // The write-back tests use the emulator, which honours generation
@@ -427,5 +429,140 @@ func TestLocalNamesIndex(t *testing.T) {
 	e.write(c, transfer.ObjectAttrs{Name: "a/x"}, false, 0, []byte("again"))
 	if present, _ := c.LocalNames(""); !slices.Equal(present, []string{"a/x"}) {
 		t.Errorf("a name changed again after a flush: LocalNames = %v", present)
+	}
+}
+
+// stagingRecords returns the staging prefixes noted in c's index.
+func stagingRecords(t *testing.T, c *Cache) []string {
+	t.Helper()
+	var out []string
+	err := c.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(stagingBucket).ForEach(func(k, _ []byte) error {
+			out = append(out, string(k))
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatalf("reading staging records: %v", err)
+	}
+	return out
+}
+
+// staged returns the objects under transfer.StagingPrefix in the bucket.
+func (e *env) staged() []string {
+	e.t.Helper()
+	page, err := e.b.List(e.ctx, transfer.ListQuery{Prefix: transfer.StagingPrefix})
+	if err != nil {
+		e.t.Fatalf("listing staged objects: %v", err)
+	}
+	var out []string
+	for _, o := range page.Objects {
+		out = append(out, o.Name)
+	}
+	return out
+}
+
+func isCompose(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/compose")
+}
+
+// Large files go up in parts; parts staged by an upload that a crash cut
+// short are cleaned up by the next start, and the file still goes up.
+func TestLargeUploadInPartsAndCrashCleanup(t *testing.T) {
+	e := newEnv(t)
+	open := func() *Cache {
+		o := e.opts(64 << 20)
+		o.WriteBackDelay = time.Hour
+		o.Large = transfer.NewParallel(e.b, transfer.ParallelOptions{PartSize: 4 << 10, Parallelism: 4, RetryBase: time.Millisecond})
+		o.LargeThreshold = 16 << 10
+		c, err := Open(o, e.b)
+		if err != nil {
+			t.Fatalf("cache.Open: %v", err)
+		}
+		return c
+	}
+	var parts, composes atomic.Int64
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if strings.Contains(r.URL.Query().Get("name"), transfer.StagingPrefix) {
+			parts.Add(1)
+		}
+		if isCompose(r) {
+			composes.Add(1)
+		}
+		return 0, false
+	})
+	c := open()
+	small, large := pattern(16<<10-1, 1), pattern(100<<10+5, 2)
+	e.write(c, transfer.ObjectAttrs{Name: "small"}, true, 0, small)
+	e.write(c, transfer.ObjectAttrs{Name: "large"}, true, 0, large)
+	e.flush(c)
+	if got := e.object("large"); !bytes.Equal(got, large) {
+		t.Fatalf("large: the bucket has %d bytes, want the %d written", len(got), len(large))
+	}
+	if got := e.object("small"); !bytes.Equal(got, small) {
+		t.Fatalf("small: the bucket has %d bytes, want the %d written", len(got), len(small))
+	}
+	if parts.Load() != 26 || composes.Load() == 0 {
+		t.Errorf("%d parts and %d composes sent; want 26 parts of 4 KiB for the large file only, and composes", parts.Load(), composes.Load())
+	}
+	if s := stagingRecords(t, c); len(s) != 0 {
+		t.Errorf("staging records left after the uploads: %v", s)
+	}
+	if s := e.staged(); len(s) != 0 {
+		t.Errorf("staged objects left after the uploads: %v", s)
+	}
+
+	// A crash in the middle: composes hang until the process "dies".
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if isCompose(r) {
+			<-r.Context().Done()
+			return http.StatusServiceUnavailable, true
+		}
+		return 0, false
+	})
+	large2 := pattern(64<<10, 3)
+	a, err := e.b.Stat(e.ctx, "large")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.write(c, a, true, 0, large2)
+	ctx, cancel := context.WithCancel(e.ctx)
+	flushed := make(chan struct{})
+	go func() {
+		// Flush starts the upload at once; the crash comes once the
+		// parts are staged and the compose hangs.
+		defer close(flushed)
+		c.Flush(ctx, nil)
+	}()
+	for len(e.staged()) < 16 {
+		select {
+		case <-e.ctx.Done():
+			t.Fatalf("the parts were never staged: %v", e.staged())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	c.stopUpload()
+	c.uploadWG.Wait()
+	cancel()
+	<-flushed
+	if s := stagingRecords(t, c); len(s) != 1 {
+		t.Fatalf("after the crash the index notes staging prefixes %v, want one", s)
+	}
+	c.db.Close()
+
+	e.emu.SetHook(nil)
+	c2 := open()
+	defer c2.Close()
+	e.flush(c2)
+	if got := e.object("large"); !bytes.Equal(got, large2) {
+		t.Fatalf("after the crash and a restart the bucket has %d bytes, want the %d written", len(got), len(large2))
+	}
+	// The cleaner runs in the background from the start.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(stagingRecords(t, c2)) > 0 || len(e.staged()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the restart: staging records %v, staged objects %v; want none", stagingRecords(t, c2), e.staged())
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, bounded
 	}
 }

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,7 +33,7 @@ var (
 
 // Lookup implements gofs.NodeLookuper.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if !validName(name) {
+	if !validName(name) || d.reserved(name) {
 		return nil, syscall.ENOENT
 	}
 	full := d.prefix + name
@@ -41,6 +42,16 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return nil, d.fsys.errno(ctx, "lookup", full, err)
 	}
 	return d.child(ctx, name, c, out)
+}
+
+// stagingDir is the top-level directory where parallel uploads stage
+// their parts (transfer.StagingPrefix). The mount hides it and refuses to
+// create it.
+var stagingDir = strings.TrimSuffix(transfer.StagingPrefix, "/")
+
+// reserved reports whether name in d is the staging directory.
+func (d *dirNode) reserved(name string) bool {
+	return d.prefix == "" && name == stagingDir
 }
 
 // child returns the inode for name, updating an existing inode's attributes.
@@ -110,6 +121,9 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	if !validName(name) {
 		return nil, nil, 0, syscall.EINVAL
 	}
+	if d.reserved(name) {
+		return nil, nil, 0, syscall.EPERM
+	}
 	full := d.prefix + name
 	a := transfer.ObjectAttrs{Name: full, Updated: time.Now()}
 	f.fillFile(&out.Attr, a)
@@ -133,6 +147,9 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	}
 	if !validName(name) {
 		return nil, syscall.EINVAL
+	}
+	if d.reserved(name) {
+		return nil, syscall.EPERM
 	}
 	full := d.prefix + name
 	c, err := f.meta.resolve(ctx, full, f.warnOnce)
@@ -226,6 +243,9 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	np, ok := newParent.(*dirNode)
 	if !ok || !validName(newName) {
 		return syscall.EINVAL
+	}
+	if np.reserved(newName) {
+		return syscall.EPERM
 	}
 	from, to := d.prefix+name, np.prefix+newName
 	src, err := f.meta.resolve(ctx, from, f.warnOnce)

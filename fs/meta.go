@@ -254,6 +254,9 @@ func (m *metaCache) listRemote(ctx context.Context, prefix string, warn warnFunc
 			return nil, err
 		}
 		for _, p := range page.Prefixes {
+			if p == transfer.StagingPrefix {
+				continue // parts of uploads in flight (see dirNode.reserved)
+			}
 			seg := strings.TrimSuffix(p[len(prefix):], "/")
 			if !validName(seg) {
 				warn(p, "objects hidden: their path has a segment that is not a valid file name (empty, '.', '..' or longer than 255 bytes)")

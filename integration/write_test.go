@@ -403,3 +403,40 @@ func TestFsyncRemote(t *testing.T) {
 		})
 	}
 }
+
+// A large file goes up in parts composed into place (the emulator has no
+// XML multipart API: the switch is logged once); the staging directory
+// is hidden and cannot be created.
+func TestLargeFileParallelUpload(t *testing.T) {
+	emu := startEmulator(t, nil)
+	// Parts of someone else's upload in flight: hidden from the listing.
+	put(t, emu, ".bucketfs-staging/00112233aabbccdd/part-00001", []byte("part"))
+	put(t, emu, "visible", []byte("v"))
+	m := mount(t, emu, mountOpts{args: []string{"--parallel-upload-threshold", "8MiB", "--part-size", "5MiB", "--write-back-delay", "0"}})
+	data := randomBytes(23<<20+777, 42)
+	if err := os.WriteFile(m.path("big.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, m.dir); !slices.Equal(got, []string{"big.bin", "visible"}) {
+		t.Errorf("ls shows %v, want [big.bin visible] (the staging directory hidden)", got)
+	}
+	if _, err := os.Stat(m.path(".bucketfs-staging")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stat .bucketfs-staging: %v, want ENOENT", err)
+	}
+	if err := os.Mkdir(m.path(".bucketfs-staging"), 0o755); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("mkdir .bucketfs-staging: %v, want EPERM", err)
+	}
+	if err := os.WriteFile(m.path(".bucketfs-staging"), nil, 0o644); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("creating the file .bucketfs-staging: %v, want EPERM", err)
+	}
+	m.unmount(t)
+	if got := object(t, emu, "big.bin"); !bytes.Equal(got, data) {
+		t.Fatalf("after unmount the bucket has %d bytes of big.bin, want the %d written", len(got), len(data))
+	}
+	if n := strings.Count(m.logs.String(), "no XML multipart API"); n != 1 {
+		t.Errorf("the switch to composed uploads was logged %d times, want once", n)
+	}
+	if left := listObjects(t, emu, ".bucketfs-staging/"); !slices.Equal(left, []string{".bucketfs-staging/00112233aabbccdd/part-00001"}) {
+		t.Errorf("staged objects after unmount: %v, want only the other upload's part", left)
+	}
+}

@@ -1,14 +1,41 @@
 #!/usr/bin/env bash
-# Installs the system packages bucketfs needs on Debian/Ubuntu, if missing:
-# fuse3 (fusermount3, to mount) and fio (for make bench).
+# Installs what bucketfs needs on Debian/Ubuntu, if missing: the system
+# packages fuse3 (fusermount3, to mount) and fio (for make bench), and
+# versitygw, the S3-compatible server the multipart tests of transfer/ run
+# against. Both steps run even if the other fails; the exit status is 1 if
+# either did.
 set -euo pipefail
-need=()
-command -v fusermount3 >/dev/null || need+=(fuse3)
-command -v fio >/dev/null || need+=(fio)
-[ ${#need[@]} -eq 0 ] && exit 0
-if [ "$(id -u)" = 0 ]; then sudo=; elif command -v sudo >/dev/null; then sudo=sudo; else
-  echo "deps: please install: ${need[*]} (apt-get install ${need[*]})" >&2; exit 1
-fi
-echo "deps: installing ${need[*]}" >&2
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+
+# install_packages installs the missing system packages with apt-get.
+install_packages() {
+  local need=() sudo
+  command -v fusermount3 >/dev/null || need+=(fuse3)
+  command -v fio >/dev/null || need+=(fio)
+  [ ${#need[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" = 0 ]; then sudo=; elif command -v sudo >/dev/null; then sudo=sudo; else
+    echo "deps: please install: ${need[*]} (apt-get install ${need[*]})" >&2; return 1
+  fi
+  echo "deps: installing ${need[*]}" >&2
+  $sudo apt-get update -qq || return 1
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+}
+
+# install_versitygw installs the server into $(go env GOPATH)/bin, where
+# the tests look for it when it is not on PATH.
+install_versitygw() {
+  command -v versitygw >/dev/null && return 0
+  if ! command -v go >/dev/null; then
+    echo "deps: go not found: install Go, then run this again for versitygw" >&2; return 1
+  fi
+  local gopath bin
+  gopath="$(go env GOPATH)" || return 1
+  bin="${gopath%%:*}/bin"
+  [ -x "$bin/versitygw" ] && return 0
+  echo "deps: installing versitygw (S3-compatible server for the multipart tests)" >&2
+  GOBIN="$bin" go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+}
+
+status=0
+install_packages || status=1
+install_versitygw || status=1
+exit $status

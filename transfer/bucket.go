@@ -83,6 +83,12 @@ type Bucket interface {
 	// returns the attributes of the new version.
 	Put(ctx context.Context, name string, r io.Reader, o PutOptions) (ObjectAttrs, error)
 
+	// Compose writes the concatenation of srcs (1 to MaxComposeSources
+	// objects of this bucket, in order) as the object dst, under the
+	// conditions of o, and returns the attributes of the new version. The
+	// bytes never leave the store. A missing source is ErrNotExist.
+	Compose(ctx context.Context, dst string, srcs []string, o PutOptions) (ObjectAttrs, error)
+
 	// Delete removes the object. With gen > 0 it removes only if the live
 	// generation is gen (ErrPrecondition otherwise). A missing object is
 	// ErrNotExist.
@@ -93,6 +99,9 @@ type Bucket interface {
 	// ErrPermission, ErrUnauthenticated or another error.
 	CheckAccess(ctx context.Context) error
 }
+
+// MaxComposeSources is how many sources one Compose call takes (a GCS limit).
+const MaxComposeSources = 32
 
 // Sentinel errors; implementations wrap them so errors.Is works and the
 // message keeps the detail.
@@ -106,7 +115,7 @@ var (
 
 // OpError records which call on which object failed.
 type OpError struct {
-	Op     string // "stat", "list", "read", "put", "delete", "check"
+	Op     string // "stat", "list", "read", "put", "compose", "delete", "check", ...
 	Bucket string
 	Object string
 	Err    error

@@ -42,6 +42,8 @@ type GCS struct {
 	name   string
 	client *storage.Client
 	h      *storage.BucketHandle
+	http   *http.Client // the client's transport, with credentials
+	xmlURL string       // base URL of the XML API, for Multipart
 }
 
 var _ Bucket = (*GCS)(nil)
@@ -81,8 +83,10 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 		}
 		rt = &oauth2.Transport{Source: creds.TokenSource, Base: base}
 	}
+	hc := &http.Client{Transport: rt}
+	xmlURL := "https://storage.googleapis.com"
 	opts := []option.ClientOption{
-		option.WithHTTPClient(&http.Client{Transport: rt}),
+		option.WithHTTPClient(hc),
 		storage.WithJSONReads(),
 	}
 	if o.Endpoint != "" {
@@ -91,6 +95,8 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 			return nil, err
 		}
 		opts = append(opts, option.WithEndpoint(ep))
+		u, _ := url.Parse(ep)
+		xmlURL = u.Scheme + "://" + u.Host
 	}
 	if o.UserAgent != "" {
 		opts = append(opts, option.WithUserAgent(o.UserAgent))
@@ -106,7 +112,18 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 		storage.WithBackoff(gax.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2}),
 		storage.WithMaxRetryDuration(2*time.Minute),
 	)
-	return &GCS{name: bucket, client: c, h: c.Bucket(bucket)}, nil
+	return &GCS{name: bucket, client: c, h: c.Bucket(bucket), http: hc, xmlURL: xmlURL}, nil
+}
+
+// Multipart returns a client of the bucket's XML multipart API with the
+// same credentials and connections as g. endpoint "" means the XML API of
+// g's endpoint: https://storage.googleapis.com, or the host of
+// GCSOptions.Endpoint.
+func (g *GCS) Multipart(endpoint string) (*Multipart, error) {
+	if endpoint == "" {
+		endpoint = g.xmlURL
+	}
+	return NewMultipart(MultipartOptions{Endpoint: endpoint, Bucket: g.name, Client: g.http})
 }
 
 // normalizeEndpoint turns "http://host:port" into the JSON API base URL.
@@ -240,17 +257,21 @@ func (t taggedWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// conditional applies the preconditions of po to o.
+func conditional(o *storage.ObjectHandle, po PutOptions) *storage.ObjectHandle {
+	switch {
+	case po.Unconditional:
+		return o
+	case po.IfGenerationMatch == 0:
+		return o.If(storage.Conditions{DoesNotExist: true})
+	default:
+		return o.If(storage.Conditions{GenerationMatch: po.IfGenerationMatch})
+	}
+}
+
 // Put implements Bucket.
 func (g *GCS) Put(ctx context.Context, name string, r io.Reader, po PutOptions) (ObjectAttrs, error) {
-	o := g.h.Object(name)
-	if !po.Unconditional {
-		if po.IfGenerationMatch == 0 {
-			o = o.If(storage.Conditions{DoesNotExist: true})
-		} else {
-			o = o.If(storage.Conditions{GenerationMatch: po.IfGenerationMatch})
-		}
-	}
-	w := o.NewWriter(ctx)
+	w := conditional(g.h.Object(name), po).NewWriter(ctx)
 	w.ChunkSize = 0 // one request
 	w.ContentType = po.ContentType
 	w.Metadata = po.Metadata
@@ -262,6 +283,27 @@ func (g *GCS) Put(ctx context.Context, name string, r io.Reader, po PutOptions) 
 		return ObjectAttrs{}, g.wrap("put", name, err)
 	}
 	return fromGCS(w.Attrs()), nil
+}
+
+// Compose implements Bucket. The client retries it only when it carries a
+// precondition (then it is idempotent).
+func (g *GCS) Compose(ctx context.Context, dst string, srcs []string, po PutOptions) (ObjectAttrs, error) {
+	if len(srcs) == 0 || len(srcs) > MaxComposeSources {
+		return ObjectAttrs{}, &OpError{Op: "compose", Bucket: g.name, Object: dst,
+			Err: fmt.Errorf("compose takes 1 to %d sources, not %d", MaxComposeSources, len(srcs))}
+	}
+	hs := make([]*storage.ObjectHandle, len(srcs))
+	for i, s := range srcs {
+		hs[i] = g.h.Object(s)
+	}
+	c := conditional(g.h.Object(dst), po).ComposerFrom(hs...)
+	c.ContentType = po.ContentType
+	c.Metadata = po.Metadata
+	a, err := c.Run(ctx)
+	if err != nil {
+		return ObjectAttrs{}, g.wrap("compose", dst, err)
+	}
+	return fromGCS(a), nil
 }
 
 // Delete implements Bucket.

@@ -403,6 +403,68 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 			t.Errorf("Delete removed another object: Stat(keep): %v", err)
 		}
 	})
+	t.Run("DeleteGenerationMismatch", func(t *testing.T) {
+		b, emu := newBucket(t)
+		ctx := testCtx(t, 30*time.Second)
+		gen := put(t, emu, "obj", []byte("x"))
+		if err := b.Delete(ctx, "obj", gen+1); !errors.Is(err, ErrPrecondition) {
+			t.Errorf("Delete with a generation that is not the live one: err = %v, want ErrPrecondition", err)
+		}
+		if _, err := b.Stat(ctx, "obj"); err != nil {
+			t.Errorf("a refused Delete removed the object: Stat: %v", err)
+		}
+	})
+	t.Run("Compose", func(t *testing.T) {
+		b, emu := newBucket(t)
+		ctx := testCtx(t, 30*time.Second)
+		var want []byte
+		var srcs []string
+		for i := range MaxComposeSources {
+			p := pattern(1000+i, uint32(i))
+			name := fmt.Sprintf("part-%02d", i)
+			put(t, emu, name, p)
+			want = append(want, p...)
+			srcs = append(srcs, name)
+		}
+		a, err := b.Compose(ctx, "whole", srcs, PutOptions{IfGenerationMatch: 0, ContentType: "application/x-test", Metadata: map[string]string{"k": "v"}})
+		if err != nil {
+			t.Fatalf("Compose of %d sources into a new name: %v", len(srcs), err)
+		}
+		if a.Size != int64(len(want)) || a.Generation == 0 {
+			t.Errorf("Compose returned %+v, want size %d and a generation", a, len(want))
+		}
+		if got, err := readAll(ctx, b, "whole"); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("composed object: %d bytes (err %v), want the %d bytes of the sources in order", len(got), err, len(want))
+		}
+		if st, err := b.Stat(ctx, "whole"); err != nil || st.Metadata["k"] != "v" || st.ContentType != "application/x-test" {
+			t.Errorf("Stat of the composed object = %+v, %v; want its content type and metadata", st, err)
+		}
+		// Preconditions on the destination.
+		if _, err := b.Compose(ctx, "whole", srcs[:1], PutOptions{IfGenerationMatch: 0}); !errors.Is(err, ErrPrecondition) {
+			t.Errorf("Compose onto an existing object with IfGenerationMatch 0: err = %v, want ErrPrecondition", err)
+		}
+		if _, err := b.Compose(ctx, "whole", srcs[:1], PutOptions{IfGenerationMatch: a.Generation + 1}); !errors.Is(err, ErrPrecondition) {
+			t.Errorf("Compose with a wrong generation: err = %v, want ErrPrecondition", err)
+		}
+		if got, _ := readAll(ctx, b, "whole"); len(got) != len(want) {
+			t.Errorf("a refused Compose changed the object: %d bytes, want %d", len(got), len(want))
+		}
+		a2, err := b.Compose(ctx, "whole", srcs[:2], PutOptions{IfGenerationMatch: a.Generation})
+		if err != nil || a2.Generation == a.Generation || a2.Size != 2001 {
+			t.Errorf("Compose with the live generation = %+v, %v; want a new generation of 2001 bytes", a2, err)
+		}
+		// Bad calls.
+		if _, err := b.Compose(ctx, "x", append(srcs, "one-too-many"), PutOptions{Unconditional: true}); err == nil {
+			t.Errorf("Compose of %d sources succeeded, want an error", len(srcs)+1)
+		}
+		// GCS answers 404 (ErrNotExist); fake-gcs-server answers 500.
+		if _, err := b.Compose(ctx, "x", []string{"missing"}, PutOptions{Unconditional: true}); err == nil {
+			t.Errorf("Compose of a missing source succeeded")
+		}
+		if _, err := b.Stat(ctx, "x"); !errors.Is(err, ErrNotExist) {
+			t.Errorf("a failed Compose left an object: Stat: %v", err)
+		}
+	})
 	t.Run("CheckAccess", func(t *testing.T) {
 		b, _ := newBucket(t)
 		if err := b.CheckAccess(testCtx(t, 30*time.Second)); err != nil {
@@ -450,6 +512,10 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 				}},
 				{"Put", func() error {
 					_, err := b.Put(ctx, "obj2", strings.NewReader("x"), PutOptions{IfGenerationMatch: 0})
+					return err
+				}},
+				{"Compose", func() error {
+					_, err := b.Compose(ctx, "obj3", []string{"obj"}, PutOptions{Unconditional: true})
 					return err
 				}},
 				{"Delete", func() error { return b.Delete(ctx, "obj", 0) }},

@@ -72,6 +72,15 @@ func (l *Limited) Put(ctx context.Context, name string, r io.Reader, o PutOption
 	return l.b.Put(ctx, name, r, o)
 }
 
+// Compose implements Bucket.
+func (l *Limited) Compose(ctx context.Context, dst string, srcs []string, o PutOptions) (ObjectAttrs, error) {
+	if err := l.acquire(ctx); err != nil {
+		return ObjectAttrs{}, err
+	}
+	defer l.release()
+	return l.b.Compose(ctx, dst, srcs, o)
+}
+
 // Delete implements Bucket.
 func (l *Limited) Delete(ctx context.Context, name string, gen int64) error {
 	if err := l.acquire(ctx); err != nil {

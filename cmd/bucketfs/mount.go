@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -48,6 +49,10 @@ type mountConfig struct {
 	flushTimeout      time.Duration
 	uploadParallelism int
 	fsyncMode         string
+	largeThreshold    Size
+	partSize          Size
+	partParallelism   int
+	multipartEndpoint string
 }
 
 func newMountFlags(c *mountConfig) *flag.FlagSet {
@@ -55,6 +60,8 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.SetOutput(io.Discard)
 	c.cacheMax = 10 << 30
 	c.chunkSize = 8 << 20
+	c.largeThreshold = 32 << 20
+	c.partSize = transfer.DefaultPartSize
 	c.fileMode = 0o644
 	c.dirMode = 0o755
 	fl.StringVar(&c.cacheDir, "cache-dir", "", "cache directory on local disk (default: $XDG_CACHE_HOME/bucketfs/BUCKET, or /var/cache/bucketfs/BUCKET as root)")
@@ -78,6 +85,10 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.DurationVar(&c.writeBackDelay, "write-back-delay", 5*time.Second, "wait after the last close of a changed file before uploading it")
 	fl.DurationVar(&c.flushTimeout, "flush-timeout", 10*time.Minute, "at unmount, how long to wait for changes to reach the bucket; what is left stays in the cache and goes up at the next mount")
 	fl.IntVar(&c.uploadParallelism, "upload-parallelism", 8, "uploads in flight")
+	fl.Var(&c.largeThreshold, "parallel-upload-threshold", "files this big or bigger are uploaded in parts sent in parallel")
+	fl.Var(&c.partSize, "part-size", "bytes per part of a parallel upload (at least 5MiB)")
+	fl.IntVar(&c.partParallelism, "part-parallelism", transfer.DefaultPartParallelism, "parts in flight, over all parallel uploads")
+	fl.StringVar(&c.multipartEndpoint, "multipart-endpoint", "", "XML API endpoint for multipart uploads (default: https://storage.googleapis.com, or the host of --endpoint); without that API, parts are composed through the JSON API")
 	fl.StringVar(&c.fsyncMode, "fsync", "local", "local: fsync makes a file durable on local disk; remote: fsync waits until it is in the bucket")
 	return fl
 }
@@ -155,8 +166,20 @@ func (c *mountConfig) validate() error {
 		return bad("--flush-timeout must be positive")
 	case c.uploadParallelism < 1 || c.uploadParallelism > 1024:
 		return bad("--upload-parallelism must be between 1 and 1024, got %d", c.uploadParallelism)
+	case c.largeThreshold < 1<<20:
+		return bad("--parallel-upload-threshold must be at least 1MiB, got %s", FormatSize(int64(c.largeThreshold)))
+	case c.partSize < transfer.MinPartSize || c.partSize > 5<<30:
+		return bad("--part-size must be between 5MiB and 5GiB, got %s", FormatSize(int64(c.partSize)))
+	case c.partParallelism < 1 || c.partParallelism > 1024:
+		return bad("--part-parallelism must be between 1 and 1024, got %d", c.partParallelism)
 	case c.fsyncMode != "local" && c.fsyncMode != "remote":
 		return bad("--fsync must be local or remote, got %q", c.fsyncMode)
+	}
+	if c.multipartEndpoint != "" {
+		u, err := url.Parse(c.multipartEndpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("--multipart-endpoint must be a URL such as https://storage.googleapis.com, got %q", c.multipartEndpoint)
+		}
 	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(c.logLevel)); err != nil {
@@ -214,6 +237,17 @@ func runMount(args []string) error {
 		return err
 	}
 
+	mp, err := gcs.Multipart(c.multipartEndpoint)
+	if err != nil {
+		return err
+	}
+	large := transfer.NewParallel(bucket, transfer.ParallelOptions{
+		PartSize:    int64(c.partSize),
+		Parallelism: c.partParallelism,
+		Multipart:   mp,
+		Logger:      log,
+	})
+
 	ch, err := cache.Open(cache.Options{
 		Dir:         c.cacheDir,
 		MaxSize:     int64(c.cacheMax),
@@ -223,6 +257,8 @@ func runMount(args []string) error {
 
 		WriteBackDelay:    c.writeBackDelay,
 		UploadParallelism: c.uploadParallelism,
+		Large:             large,
+		LargeThreshold:    int64(c.largeThreshold),
 	}, bucket)
 	if err != nil {
 		return err

@@ -58,6 +58,12 @@ func TestParseMountArgs(t *testing.T) {
 		{[]string{"b-1", "/mnt", "--file-mode", "1777"}, "permission bits up to 0777"},
 		{[]string{"b-1", "/mnt", "--log-level", "loud"}, "--log-level must be"},
 		{[]string{"UPPER", "/mnt"}, "invalid bucket name"},
+		{[]string{"b-1", "/mnt", "--part-size", "4MiB"}, "--part-size must be between 5MiB and 5GiB"},
+		{[]string{"b-1", "/mnt", "--part-size", "64MiB", "--part-parallelism", "4", "--parallel-upload-threshold", "1GiB"}, ""},
+		{[]string{"b-1", "/mnt", "--part-parallelism", "0"}, "--part-parallelism must be between"},
+		{[]string{"b-1", "/mnt", "--parallel-upload-threshold", "1KiB"}, "--parallel-upload-threshold must be at least 1MiB"},
+		{[]string{"b-1", "/mnt", "--multipart-endpoint", "storage.googleapis.com"}, "--multipart-endpoint must be a URL"},
+		{[]string{"b-1", "/mnt", "--multipart-endpoint", "https://storage.googleapis.com"}, ""},
 	} {
 		c2, err := parseMountArgs(c.args)
 		switch {

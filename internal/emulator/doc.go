@@ -16,10 +16,13 @@
 //   - WAN shaping: a WANProfile adds latency before each response and paces
 //     request and response bodies per request and in total, so the demo
 //     and the benchmark see something closer to a real network than a
-//     loopback socket.
+//     loopback socket;
+//   - preconditions: the fake ignores ifGenerationMatch on compose and on
+//     delete; the emulator checks it itself and answers 412 as GCS does
+//     (serialised against other guarded calls, not against uploads).
 //
 // Middleware order, outermost first: counting, WAN shaping, hook and fault
-// injection, the fake. Counters therefore see every request, including
+// injection, precondition checks, the fake. Counters therefore see every request, including
 // shaped, hooked and faulted ones.
 //
 // # Using the official client
@@ -60,6 +63,8 @@
 //     and the second silently replaces the first "in place". Server.Put
 //     avoids this by choosing a generation strictly greater than both the
 //     current one and the previous Put's.
+//   - The fake has no XML multipart API: "POST /BUCKET/OBJECT?uploads"
+//     answers 400 with a JSON error ("invalid uploadType").
 //   - The memory backend creates a missing bucket when an object is stored
 //     into it directly; Server.Put refuses instead, like GCS would.
 package emulator

@@ -71,6 +71,10 @@ type Server struct {
 	// putMu serialises Put so that generations chosen by it are unique.
 	putMu   sync.Mutex
 	lastGen int64
+
+	// guardMu serialises the calls whose preconditions the emulator checks
+	// itself (see preconditionMiddleware).
+	guardMu sync.Mutex
 }
 
 // hookFunc is the type stored by SetHook.
@@ -141,7 +145,7 @@ func Start(opts Options) (*Server, error) {
 	}
 
 	s.http = &http.Server{
-		Handler:           s.countMiddleware(s.wanMiddleware(s.faultMiddleware(fake.HTTPHandler()))),
+		Handler:           s.countMiddleware(s.wanMiddleware(s.faultMiddleware(s.preconditionMiddleware(fake.HTTPHandler())))),
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}

@@ -1,0 +1,187 @@
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Large files go up in parts (Options.Large). A parallel upload stages its
+// parts in the bucket under a prefix of its own before it puts the whole
+// into place; the prefix is recorded in the index before the first part
+// leaves, and forgotten only once everything under it is gone. A crash in
+// between leaves the record, and the next start cleans up (aborts the
+// multipart upload, deletes the staged objects).
+
+// LargeUploader sends a big file in parts; transfer.Parallel implements
+// it (the contracts are on its methods).
+type LargeUploader interface {
+	Put(ctx context.Context, name string, r io.ReaderAt, size int64, o transfer.PutOptions, staging string) (transfer.ObjectAttrs, error)
+	Clean(ctx context.Context, staging string) error
+}
+
+// stagingRecord is the index's note of a parallel upload's staging prefix.
+type stagingRecord struct {
+	Object  string    `json:"object"`
+	Started time.Time `json:"started"`
+}
+
+// putObject uploads size bytes of cache file id as name: in parts if the
+// file is large and a LargeUploader is configured, else in one request.
+func (c *Cache) putObject(ctx context.Context, name string, id uint64, size int64, o transfer.PutOptions) (transfer.ObjectAttrs, error) {
+	if c.opts.Large == nil || size < c.opts.LargeThreshold {
+		return c.putFile(ctx, name, id, size, o)
+	}
+	f, err := os.Open(c.dataPath(id))
+	if err != nil {
+		return transfer.ObjectAttrs{}, fmt.Errorf("opening cache file: %w", err)
+	}
+	defer f.Close()
+	staging := transfer.NewStaging()
+	c.mu.Lock()
+	c.liveStaging[staging] = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.liveStaging, staging)
+		c.mu.Unlock()
+	}()
+	if err := c.recordStaging(staging, name); err != nil {
+		return transfer.ObjectAttrs{}, err
+	}
+	a, err := c.opts.Large.Put(ctx, name, f, size, o, staging)
+	c.cleanStaging(ctx, staging)
+	return a, err
+}
+
+// putFile uploads size bytes of cache file id as name in one request.
+func (c *Cache) putFile(ctx context.Context, name string, id uint64, size int64, o transfer.PutOptions) (transfer.ObjectAttrs, error) {
+	f, err := os.Open(c.dataPath(id))
+	if err != nil {
+		return transfer.ObjectAttrs{}, fmt.Errorf("opening cache file: %w", err)
+	}
+	defer f.Close()
+	return c.b.Put(ctx, name, io.NewSectionReader(f, 0, size), o)
+}
+
+// recordStaging notes staging in the index (a synced commit).
+func (c *Cache) recordStaging(staging, object string) error {
+	v, err := json.Marshal(stagingRecord{Object: object, Started: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	err = c.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(stagingBucket).Put([]byte(staging), v)
+	})
+	if err != nil {
+		return fmt.Errorf("recording the staging prefix of an upload in the cache index: %w", err)
+	}
+	return nil
+}
+
+// cleanStaging removes what an upload staged, and then its record. On
+// failure the record stays, and the cleaner tries again later.
+func (c *Cache) cleanStaging(ctx context.Context, staging string) {
+	err := c.opts.Large.Clean(ctx, staging)
+	if err == nil {
+		err = c.db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(stagingBucket).Delete([]byte(staging))
+		})
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("cleaning up the parts of an upload failed; trying again later", "staging", staging, "err", err)
+			c.kickCleaner()
+		}
+	}
+}
+
+// kickCleaner wakes the cleaner without waiting.
+func (c *Cache) kickCleaner() {
+	select {
+	case c.cleanKick <- struct{}{}:
+	default:
+	}
+}
+
+// cleanerRetry is how long the cleaner waits after a failed round.
+const cleanerRetry = time.Minute
+
+// startCleaner runs the loop that cleans up the staging prefixes left in
+// the index: by a crash (at start) or by a cleanup that failed.
+func (c *Cache) startCleaner(life context.Context) {
+	if c.opts.Large == nil {
+		return
+	}
+	c.kickCleaner() // prefixes left by the last run
+	c.uploadWG.Add(1)
+	go func() {
+		defer c.uploadWG.Done()
+		for {
+			select {
+			case <-life.Done():
+				return
+			case <-c.cleanKick:
+			}
+			if !c.cleanRound(life) {
+				t := time.NewTimer(cleanerRetry)
+				select {
+				case <-life.Done():
+					t.Stop()
+					return
+				case <-t.C:
+					c.kickCleaner()
+				}
+			}
+		}
+	}()
+}
+
+// cleanRound cleans every staging prefix in the index that no upload of
+// this run owns, and reports whether all went.
+func (c *Cache) cleanRound(ctx context.Context) bool {
+	recs := map[string]stagingRecord{}
+	err := c.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(stagingBucket).ForEach(func(k, v []byte) error {
+			var r stagingRecord
+			_ = json.Unmarshal(v, &r) // an unreadable note still names its prefix
+			recs[string(k)] = r
+			return nil
+		})
+	})
+	if err != nil {
+		c.log.Warn("reading the staging prefixes from the cache index failed", "err", err)
+		return false
+	}
+	ok := true
+	for staging, r := range recs {
+		c.mu.Lock()
+		live := c.liveStaging[staging]
+		c.mu.Unlock()
+		if live {
+			continue // a running upload's: it cleans up after itself
+		}
+		if err := c.opts.Large.Clean(ctx, staging); err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("cleaning up the parts of an interrupted upload failed; trying again later", "staging", staging, "object", r.Object, "err", err)
+			}
+			ok = false
+			continue
+		}
+		err := c.db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(stagingBucket).Delete([]byte(staging))
+		})
+		if err != nil {
+			ok = false
+			continue
+		}
+		c.log.Info("cleaned up the parts of an interrupted upload", "staging", staging, "object", r.Object)
+	}
+	return ok
+}

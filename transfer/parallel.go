@@ -1,0 +1,402 @@
+package transfer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// StagingPrefix is where parallel uploads keep their parts until the
+// object is assembled. The file system hides it.
+const StagingPrefix = ".bucketfs-staging/"
+
+// Limits of the XML multipart API (GCS and S3 alike).
+const (
+	MinPartSize = 5 << 20 // every part but the last
+	MaxParts    = 10000
+)
+
+// Defaults of ParallelOptions.
+const (
+	DefaultPartSize        = 16 << 20
+	DefaultPartParallelism = 16
+)
+
+// MultipartAPI is the XML multipart upload API, as *Multipart implements
+// it; the contracts are on *Multipart's methods.
+type MultipartAPI interface {
+	Initiate(ctx context.Context, name string) (uploadID string, err error)
+	UploadPart(ctx context.Context, name, uploadID string, n int, r io.ReaderAt, size int64) (etag string, err error)
+	Complete(ctx context.Context, name, uploadID string, parts []CompletedPart) (ObjectAttrs, error)
+	Abort(ctx context.Context, name, uploadID string) error
+	ListUploads(ctx context.Context, prefix string) ([]PendingUpload, error)
+}
+
+// ParallelOptions configure a Parallel uploader.
+type ParallelOptions struct {
+	// PartSize is the bytes per part (DefaultPartSize if 0). It is raised
+	// to MinPartSize for the XML API and so that an object fits in
+	// MaxParts parts.
+	PartSize int64
+	// Parallelism is how many parts are in flight over all the uploads
+	// of this uploader (DefaultPartParallelism if 0).
+	Parallelism int
+	// Multipart is the XML multipart API of the bucket's endpoint; nil if
+	// it has none. If it answers ErrMultipartUnsupported, the uploader
+	// switches to composing for good and logs it once.
+	Multipart MultipartAPI
+	Logger    *slog.Logger
+	// RetryBase is the first wait before a part is sent again (500ms if
+	// 0); each further try waits twice as long.
+	RetryBase time.Duration
+}
+
+// Parallel uploads large objects as parts sent in parallel, then puts the
+// whole into place in one conditional step, so that a precondition guards
+// the object as it guards a single-request upload.
+//
+// Two paths, chosen automatically:
+//
+//   - XML multipart (GCS): the parts go to a multipart upload of a staging
+//     object; once completed, a one-source Compose with the caller's
+//     precondition copies it into place inside the store.
+//   - Compose (endpoints without the XML API, such as emulators): every
+//     part is a staging object of its own (a single-request Put); Compose
+//     joins them, 32 at a time, into intermediate staging objects and at
+//     last into place with the caller's precondition.
+//
+// Everything staged lives under one staging prefix per upload attempt
+// (NewStaging). Put does not clean it up: the caller records the prefix
+// durably before Put, so that a crash cannot leak it, and calls Clean
+// after Put, whatever the outcome.
+//
+// Parts are retried one by one with backoff; a refusal (permission,
+// precondition, missing bucket or upload) is not retried. Methods are safe
+// for concurrent use.
+type Parallel struct {
+	b     Bucket
+	o     ParallelOptions
+	slots chan struct{} // a token per part in flight
+
+	noXML   atomic.Bool // the endpoint answered ErrMultipartUnsupported
+	logOnce sync.Once
+}
+
+// NewParallel returns an uploader into b.
+func NewParallel(b Bucket, o ParallelOptions) *Parallel {
+	if o.PartSize <= 0 {
+		o.PartSize = DefaultPartSize
+	}
+	if o.Parallelism <= 0 {
+		o.Parallelism = DefaultPartParallelism
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.RetryBase <= 0 {
+		o.RetryBase = 500 * time.Millisecond
+	}
+	return &Parallel{b: b, o: o, slots: make(chan struct{}, o.Parallelism)}
+}
+
+// NewStaging returns a fresh staging prefix for one upload attempt.
+func NewStaging() string {
+	var r [8]byte
+	_, _ = rand.Read(r[:]) // crypto/rand.Read does not fail (Go >= 1.24)
+	return StagingPrefix + hex.EncodeToString(r[:]) + "/"
+}
+
+// validStaging reports whether s has the form NewStaging gives, so that a
+// bad record can never make Clean delete more than one upload's parts.
+func validStaging(s string) bool {
+	id, ok := strings.CutPrefix(s, StagingPrefix)
+	id, ok2 := strings.CutSuffix(id, "/")
+	if !ok || !ok2 || len(id) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+// Put uploads the size bytes of r as the object name under the conditions
+// of o, staging parts under staging (from NewStaging), and returns the new
+// version's attributes. r is read concurrently (ReadAt) until Put returns.
+// A precondition that does not hold is ErrPrecondition, and then the
+// object is left as it was.
+func (p *Parallel) Put(ctx context.Context, name string, r io.ReaderAt, size int64, o PutOptions, staging string) (ObjectAttrs, error) {
+	if !validStaging(staging) {
+		return ObjectAttrs{}, fmt.Errorf("parallel upload of %s: staging prefix %q is not one of NewStaging's", name, staging)
+	}
+	if p.o.Multipart != nil && !p.noXML.Load() {
+		a, err := p.putXML(ctx, name, r, size, o, staging)
+		if !errors.Is(err, ErrMultipartUnsupported) {
+			return a, err
+		}
+		p.markNoXML(err)
+	}
+	return p.putComposed(ctx, name, r, size, o, staging)
+}
+
+// markNoXML switches to composing for good.
+func (p *Parallel) markNoXML(err error) {
+	p.noXML.Store(true)
+	p.logOnce.Do(func() {
+		p.o.Logger.Info("the bucket's endpoint has no XML multipart API: large files are uploaded as parallel parts composed into place", "reason", err)
+	})
+}
+
+// part is one byte range of the object.
+type part struct{ off, n int64 }
+
+// split cuts size bytes into parts of at least min bytes (but the last),
+// of the configured size, and no more than MaxParts.
+func (p *Parallel) split(size, min int64) []part {
+	ps := max(p.o.PartSize, min, (size+MaxParts-1)/MaxParts)
+	var parts []part
+	for off := int64(0); off < size; off += ps {
+		parts = append(parts, part{off, min64(ps, size-off)})
+	}
+	return parts
+}
+
+func min64(a, b int64) int64 {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+// putXML is the XML multipart path.
+func (p *Parallel) putXML(ctx context.Context, name string, r io.ReaderAt, size int64, o PutOptions, staging string) (ObjectAttrs, error) {
+	mp := p.o.Multipart
+	obj := staging + "object"
+	var id string
+	err := p.retry(ctx, func() error {
+		var err error
+		id, err = mp.Initiate(ctx, obj)
+		return err
+	})
+	if err != nil {
+		return ObjectAttrs{}, err
+	}
+	parts := p.split(size, MinPartSize)
+	done := make([]CompletedPart, len(parts))
+	err = p.inParallel(ctx, len(parts), func(ctx context.Context, i int) error {
+		return p.retry(ctx, func() error {
+			etag, err := mp.UploadPart(ctx, obj, id, i+1, io.NewSectionReader(r, parts[i].off, parts[i].n), parts[i].n)
+			done[i] = CompletedPart{Number: i + 1, ETag: etag}
+			return err
+		})
+	})
+	if err != nil {
+		return ObjectAttrs{}, err
+	}
+	tries := 0
+	err = p.retry(ctx, func() error {
+		tries++
+		_, err := mp.Complete(ctx, obj, id, done)
+		if tries > 1 && errors.Is(err, ErrNotExist) {
+			return nil // an earlier try completed it; the size check below tells
+		}
+		return err
+	})
+	if err != nil {
+		return ObjectAttrs{}, err
+	}
+	if err := p.checkSize(ctx, obj, size); err != nil {
+		return ObjectAttrs{}, err
+	}
+	return p.b.Compose(ctx, name, []string{obj}, o)
+}
+
+// putComposed is the compose path.
+func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, size int64, o PutOptions, staging string) (ObjectAttrs, error) {
+	parts := p.split(size, 0)
+	if len(parts) <= 1 {
+		return p.b.Put(ctx, name, io.NewSectionReader(r, 0, size), o)
+	}
+	srcs := make([]string, len(parts))
+	err := p.inParallel(ctx, len(parts), func(ctx context.Context, i int) error {
+		srcs[i] = fmt.Sprintf("%spart-%05d", staging, i+1)
+		return p.retry(ctx, func() error {
+			a, err := p.b.Put(ctx, srcs[i], io.NewSectionReader(r, parts[i].off, parts[i].n), PutOptions{Unconditional: true})
+			if err == nil && a.Size != parts[i].n {
+				err = fmt.Errorf("part %d of %s: the store holds %d bytes, %d were sent", i+1, name, a.Size, parts[i].n)
+			}
+			return err
+		})
+	})
+	if err != nil {
+		return ObjectAttrs{}, err
+	}
+	for level := 1; len(srcs) > MaxComposeSources; level++ {
+		next := make([]string, (len(srcs)+MaxComposeSources-1)/MaxComposeSources)
+		err := p.inParallel(ctx, len(next), func(ctx context.Context, i int) error {
+			group := srcs[i*MaxComposeSources : min(len(srcs), (i+1)*MaxComposeSources)]
+			next[i] = fmt.Sprintf("%stier%d-%05d", staging, level, i+1)
+			return p.retry(ctx, func() error {
+				_, err := p.b.Compose(ctx, next[i], group, PutOptions{Unconditional: true})
+				return err
+			})
+		})
+		if err != nil {
+			return ObjectAttrs{}, err
+		}
+		srcs = next
+	}
+	a, err := p.b.Compose(ctx, name, srcs, o)
+	if err == nil && a.Size != size {
+		err = fmt.Errorf("parallel upload of %s: the composed object has %d bytes, %d were sent", name, a.Size, size)
+	}
+	return a, err
+}
+
+// checkSize makes sure the staged object holds size bytes before it goes
+// into place.
+func (p *Parallel) checkSize(ctx context.Context, obj string, size int64) error {
+	a, err := p.b.Stat(ctx, obj)
+	if err != nil {
+		return err
+	}
+	if a.Size != size {
+		return fmt.Errorf("multipart upload %s: the store assembled %d bytes, %d were sent", obj, a.Size, size)
+	}
+	return nil
+}
+
+// Clean aborts the multipart uploads and deletes the objects under
+// staging. It may be called any number of times, also for a prefix left by
+// a crash; nil means nothing is left.
+func (p *Parallel) Clean(ctx context.Context, staging string) error {
+	if !validStaging(staging) {
+		return fmt.Errorf("cleaning staging prefix %q: not one of NewStaging's", staging)
+	}
+	if p.o.Multipart != nil && !p.noXML.Load() {
+		ups, err := p.o.Multipart.ListUploads(ctx, staging)
+		switch {
+		case errors.Is(err, ErrMultipartUnsupported):
+			p.markNoXML(err)
+		case err != nil:
+			return err
+		}
+		err = p.inParallel(ctx, len(ups), func(ctx context.Context, i int) error {
+			err := p.o.Multipart.Abort(ctx, ups[i].Name, ups[i].UploadID)
+			if errors.Is(err, ErrNotExist) {
+				err = nil
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	var names []string
+	q := ListQuery{Prefix: staging}
+	for {
+		page, err := p.b.List(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, o := range page.Objects {
+			names = append(names, o.Name)
+		}
+		if page.NextPageToken == "" {
+			break
+		}
+		q.PageToken = page.NextPageToken
+	}
+	return p.inParallel(ctx, len(names), func(ctx context.Context, i int) error {
+		err := p.b.Delete(ctx, names[i], 0)
+		if errors.Is(err, ErrNotExist) {
+			err = nil
+		}
+		return err
+	})
+}
+
+// inParallel runs f(ctx, i) for i in [0, n), as many at once as the
+// uploader has slots, and returns the first error. After an error it
+// starts no more, cancels the running ones and waits for them.
+func (p *Parallel) inParallel(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+		mu.Unlock()
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-p.slots }()
+			if err := f(ctx, i); err != nil {
+				fail(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+// retryAttempts is how often one step (a part, an initiate) is tried.
+const retryAttempts = 5
+
+// retry runs f until it succeeds, fails for good, or retryAttempts tries
+// have failed, waiting RetryBase, 2*RetryBase, ... in between.
+func (p *Parallel) retry(ctx context.Context, f func() error) error {
+	wait := p.o.RetryBase
+	for try := 1; ; try++ {
+		err := f()
+		if err == nil || try == retryAttempts || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		wait *= 2
+	}
+}
+
+// retryable reports whether trying err's call again may help.
+func retryable(err error) bool {
+	for _, permanent := range []error{
+		ErrPermission, ErrUnauthenticated, ErrBucketNotExist, ErrNotExist,
+		ErrPrecondition, ErrMultipartUnsupported, context.Canceled, context.DeadlineExceeded,
+	} {
+		if errors.Is(err, permanent) {
+			return false
+		}
+	}
+	return true
+}
