@@ -12,7 +12,8 @@ build:
 
 # Unit and integration tests (real FUSE mounts; needs fuse3 and root or
 # user_allow_other). Every test has a timeout; the race detector is on.
-# System packages (fuse3, fio) if missing; Debian/Ubuntu.
+# What the tests need, if missing: fuse3 and fio (apt, Debian/Ubuntu) and
+# versitygw (go install; the S3-compatible server of the multipart tests).
 deps:
 	./scripts/deps.sh
 

@@ -15,6 +15,7 @@ import (
 // or a prefix that only exists because objects are under it.
 type dirNode struct {
 	gofs.Inode
+	noXattrs
 	fsys   *FS
 	prefix string // "" for the root, else ending in '/'
 }

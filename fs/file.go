@@ -20,6 +20,7 @@ import (
 // page cache or passthrough backing file.
 type fileNode struct {
 	gofs.Inode
+	noXattrs
 	fsys *FS
 	name string // object name; guarded by mu (rename changes it)
 

@@ -88,6 +88,8 @@ type Parallel struct {
 
 	noXML   atomic.Bool // the endpoint answered ErrMultipartUnsupported
 	logOnce sync.Once
+
+	maxComposedPart int64 // maxComposedPart; smaller in tests
 }
 
 // NewParallel returns an uploader into b.
@@ -104,7 +106,7 @@ func NewParallel(b Bucket, o ParallelOptions) *Parallel {
 	if o.RetryBase <= 0 {
 		o.RetryBase = 500 * time.Millisecond
 	}
-	return &Parallel{b: b, o: o, slots: make(chan struct{}, o.Parallelism)}
+	return &Parallel{b: b, o: o, slots: make(chan struct{}, o.Parallelism), maxComposedPart: maxComposedPart}
 }
 
 // NewStaging returns a fresh staging prefix for one upload attempt.
@@ -217,12 +219,20 @@ func (p *Parallel) putXML(ctx context.Context, name string, r io.ReaderAt, size 
 	return p.b.Compose(ctx, name, []string{obj}, o)
 }
 
+// maxComposedPart bounds how far the compose path grows parts to save a
+// tier of composes.
+const maxComposedPart = 256 << 20
+
 // putComposed is the compose path.
 func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, size int64, o PutOptions, staging string) (ObjectAttrs, error) {
-	parts := p.split(size, 0)
+	// Parts grow (up to maxComposedPart) so that one compose can join
+	// them: every tier of composes rewrites the whole object on servers
+	// that copy bytes to compose (emulators do).
+	parts := p.split(size, min((size+MaxComposeSources-1)/MaxComposeSources, p.maxComposedPart))
 	if len(parts) <= 1 {
 		return p.b.Put(ctx, name, io.NewSectionReader(r, 0, size), o)
 	}
+	start := time.Now()
 	srcs := make([]string, len(parts))
 	err := p.inParallel(ctx, len(parts), func(ctx context.Context, i int) error {
 		srcs[i] = fmt.Sprintf("%spart-%05d", staging, i+1)
@@ -237,6 +247,8 @@ func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, 
 	if err != nil {
 		return ObjectAttrs{}, err
 	}
+	p.o.Logger.Debug("parts staged", "object", name, "parts", len(parts), "bytes", size, "took", time.Since(start))
+	start = time.Now()
 	for level := 1; len(srcs) > MaxComposeSources; level++ {
 		next := make([]string, (len(srcs)+MaxComposeSources-1)/MaxComposeSources)
 		err := p.inParallel(ctx, len(next), func(ctx context.Context, i int) error {
@@ -253,6 +265,7 @@ func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, 
 		srcs = next
 	}
 	a, err := p.b.Compose(ctx, name, srcs, o)
+	p.o.Logger.Debug("parts composed", "object", name, "took", time.Since(start), "err", err)
 	if err == nil && a.Size != size {
 		err = fmt.Errorf("parallel upload of %s: the composed object has %d bytes, %d were sent", name, a.Size, size)
 	}

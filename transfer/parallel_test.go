@@ -52,6 +52,14 @@ func TestParallelComposed(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	// 70 parts of 1 KiB: two tiers of compose (70 -> 3 -> the object).
 	p := newParallel(t, b, ParallelOptions{PartSize: 1 << 10, Parallelism: 8})
+	p.maxComposedPart = 1 << 10
+	var composes atomic.Int64
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/compose") {
+			composes.Add(1)
+		}
+		return 0, false
+	})
 	data := pattern(70<<10-123, 7)
 	staging := NewStaging()
 	a, err := p.Put(ctx, "big", bytes.NewReader(data), int64(len(data)), PutOptions{IfGenerationMatch: 0, ContentType: "application/x-test"}, staging)
@@ -64,8 +72,11 @@ func TestParallelComposed(t *testing.T) {
 	if got, err := readAll(ctx, b, "big"); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("the object holds %d bytes (err %v), want the %d bytes sent", len(got), err, len(data))
 	}
-	if left := stagedNames(t, ctx, b); len(left) == 0 {
-		t.Errorf("nothing staged under %s before Clean; the test does not test the compose path", StagingPrefix)
+	if left := stagedNames(t, ctx, b); len(left) != 70+3 {
+		t.Errorf("%d objects staged under %s, want 70 parts and 3 tier-1 composes", len(left), StagingPrefix)
+	}
+	if n := composes.Load(); n != 3+1 {
+		t.Errorf("%d composes, want 3 tier-1 composes and the final one", n)
 	}
 	if err := p.Clean(ctx, staging); err != nil {
 		t.Fatalf("Clean: %v", err)
@@ -89,6 +100,26 @@ func TestParallelComposed(t *testing.T) {
 	a2, err := p.Put(ctx, "big", bytes.NewReader(data[:5000]), 5000, PutOptions{IfGenerationMatch: a.Generation}, NewStaging())
 	if err != nil || a2.Size != 5000 {
 		t.Errorf("Put with the live generation = %+v, %v; want 5000 bytes", a2, err)
+	}
+}
+
+// Without a cap on the part size, parts grow so that one compose joins
+// them.
+func TestParallelComposedOneTier(t *testing.T) {
+	emu := startEmulator(t)
+	b := newTestGCS(t, emu)
+	ctx := testCtx(t, 60*time.Second)
+	p := newParallel(t, b, ParallelOptions{PartSize: 1 << 10})
+	data := pattern(100<<10, 8)
+	staging := NewStaging()
+	if _, err := p.Put(ctx, "obj", bytes.NewReader(data), int64(len(data)), PutOptions{IfGenerationMatch: 0}, staging); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readAll(ctx, b, "obj"); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("the object holds %d bytes (err %v), want the %d bytes sent", len(got), err, len(data))
+	}
+	if left := stagedNames(t, ctx, b); len(left) != MaxComposeSources {
+		t.Errorf("%d objects staged, want %d parts and no tier", len(left), MaxComposeSources)
 	}
 }
 
