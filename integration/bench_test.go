@@ -44,7 +44,7 @@ import (
 //	                   run with 64)
 //	BENCH_ONLY         run only these sections, comma-separated: read,
 //	                   write (= cached-write, small-files, drain), or one
-//	                   of those three (default: all)
+//	                   of those three, xml-drain (default: all)
 //	BENCH_OUT          also write the table and the machine facts here
 //
 // Cases, all measured in the same run so that their ratios are meaningful
@@ -73,7 +73,8 @@ import (
 // measures the FUSE round trip, not the disk.
 //
 // The write cases (cached writes, small files, the drain of a large dirty
-// file) are described in bench_write_test.go.
+// file) are described in bench_write_test.go, the xml-drain case (the XML
+// multipart upload path against versitygw) in bench_xml_test.go.
 func TestBench(t *testing.T) {
 	if os.Getenv("BUCKETFS_BENCH") != "1" {
 		t.Skip("benchmarks run with BUCKETFS_BENCH=1 (make bench)")
@@ -94,6 +95,9 @@ func TestBench(t *testing.T) {
 	}
 	if cfg.runs("write") {
 		notes = append(notes, benchWrites(t, emu, fioPath, cfg, tbl)...)
+	}
+	if cfg.runs("xml-drain") {
+		notes = append(notes, benchXMLDrainSection(t, cfg, tbl)...)
 	}
 
 	report := tbl.String()
@@ -299,7 +303,7 @@ type benchConfig struct {
 
 // benchSections are the names BENCH_ONLY takes; "write" stands for the
 // three write sections.
-var benchSections = []string{"read", "write", "cached-write", "small-files", "drain"}
+var benchSections = []string{"read", "write", "cached-write", "small-files", "drain", "xml-drain"}
 
 // runs says whether section (one of benchSections) is to run.
 func (c benchConfig) runs(section string) bool {

@@ -16,7 +16,9 @@
 //   - WAN shaping: a WANProfile adds latency before each response and paces
 //     request and response bodies per request and in total, so the demo
 //     and the benchmark see something closer to a real network than a
-//     loopback socket;
+//     loopback socket. Shape applies the same shaping to any other
+//     http.Handler (the benchmark puts it in front of a reverse proxy to
+//     an S3-compatible server, to time the XML multipart upload path);
 //   - preconditions: the fake ignores ifGenerationMatch on compose and on
 //     delete; the emulator checks it itself and answers 412 as GCS does
 //     (serialised against other guarded calls, not against uploads).

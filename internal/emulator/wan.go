@@ -143,8 +143,20 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// wanMiddleware shapes requests with the current profile (see SetWAN):
-// latency first, then pacing of the request body and the response body.
+// Shape returns h behind the WAN profile p, for servers other than the
+// emulator (a reverse proxy in front of an S3-compatible server, say): each
+// request waits p.Latency before h sees it, and its request and response
+// bodies are paced to p.PerConn each and to p.Total together with every
+// other request through the returned handler. A zero profile neither
+// delays nor paces.
+func Shape(h http.Handler, p WANProfile) http.Handler {
+	sh := newShaper(p)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sh.serve(w, r, h)
+	})
+}
+
+// wanMiddleware shapes requests with the current profile (see SetWAN).
 func (s *Server) wanMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sh := s.shaper.Load()
@@ -152,22 +164,28 @@ func (s *Server) wanMiddleware(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		ctx := r.Context()
-		if !sleepCtx(ctx, sh.profile.Latency) {
-			return // client gone or server closing
-		}
-		if r.Body != nil && r.Body != http.NoBody {
-			if p := newPacer(ctx, newLimiter(sh.profile.PerConn), sh.total); p != nil {
-				r.Body = &pacedBody{ReadCloser: r.Body, p: p}
-			}
-		}
-		if p := newPacer(ctx, newLimiter(sh.profile.PerConn), sh.total); p != nil {
-			pw := &pacedWriter{ResponseWriter: w, p: p}
-			pw.flusher, _ = w.(http.Flusher)
-			w = pw
-		}
-		next.ServeHTTP(w, r)
+		sh.serve(w, r, next)
 	})
+}
+
+// serve passes r on to next under the profile: latency first, then pacing
+// of the request body and the response body.
+func (sh *shaper) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	ctx := r.Context()
+	if !sleepCtx(ctx, sh.profile.Latency) {
+		return // client gone or server closing
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		if p := newPacer(ctx, newLimiter(sh.profile.PerConn), sh.total); p != nil {
+			r.Body = &pacedBody{ReadCloser: r.Body, p: p}
+		}
+	}
+	if p := newPacer(ctx, newLimiter(sh.profile.PerConn), sh.total); p != nil {
+		pw := &pacedWriter{ResponseWriter: w, p: p}
+		pw.flusher, _ = w.(http.Flusher)
+		w = pw
+	}
+	next.ServeHTTP(w, r)
 }
 
 // pacedWriter paces the body written through it, flushing each slice so the
