@@ -18,9 +18,11 @@ import (
 
 // LOCK ORDER: Cache.mu, then a transfer.Download's own lock (taken inside
 // its methods). entry.persistMu is taken without Cache.mu held, and
-// Cache.mu is not taken under it. No disk or network I/O happens under Cache.mu: decisions are
-// made under it, and the I/O they imply runs after it is released, on
-// entries already taken out of the index or marked busy.
+// Cache.mu is not taken under it. journal.mu is a leaf, taken under
+// persistMu or nothing, never under Cache.mu (the journal writes to disk).
+// No disk or network I/O happens under Cache.mu: decisions are made under
+// it, and the I/O they imply runs after it is released, on entries
+// already taken out of the index or marked busy.
 
 // Options configure a Cache.
 type Options struct {
@@ -67,11 +69,15 @@ type Cache struct {
 	opts    Options
 	b       transfer.Bucket
 	db      *bolt.DB
+	j       *journal // every change of the objects bucket goes through it
 	dataDir string
 	log     *slog.Logger
 	wg      sync.WaitGroup // download finishers
 
 	uploadWG sync.WaitGroup // the uploader and its uploads
+
+	checkpointWG   sync.WaitGroup // the checkpointer
+	stopCheckpoint chan struct{}  // closed by Close
 
 	mu      sync.Mutex
 	entries map[string]*entry // guarded by mu: the cached version of each name
@@ -107,6 +113,8 @@ type entry struct {
 	dlIdle bool               // dl's background walk has ended
 
 	dropped bool // no longer indexed: remove the file when the last handle goes
+
+	spare *os.File // the new data file, open read-write, until OpenWrite takes it
 
 	// Write-back state (writeback.go).
 	writers     int           // handles open for writing
@@ -152,8 +160,9 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		changed: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 
-		liveStaging: map[string]bool{},
-		cleanKick:   make(chan struct{}, 1),
+		liveStaging:    map[string]bool{},
+		stopCheckpoint: make(chan struct{}),
+		cleanKick:      make(chan struct{}, 1),
 	}
 	if o.FullWait <= 0 {
 		c.opts.FullWait = 30 * time.Second
@@ -171,12 +180,43 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		return nil, err
 	}
 	c.db = db
-	if err := c.load(); err != nil {
+	j, replayed, err := openJournal(db, filepath.Join(o.Dir, journalName))
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
+	c.j = j
+	if replayed > 0 {
+		c.log.Info("applied the changes the last run left in the cache journal", "changes", replayed)
+	}
+	if err := c.load(); err != nil {
+		j.close()
+		db.Close()
+		return nil, err
+	}
+	c.startCheckpointer()
 	c.startUploader()
 	return c, nil
+}
+
+// startCheckpointer applies the journal to bbolt every checkpointEvery.
+func (c *Cache) startCheckpointer() {
+	c.checkpointWG.Add(1)
+	go func() {
+		defer c.checkpointWG.Done()
+		t := time.NewTicker(checkpointEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.stopCheckpoint:
+				return
+			case <-t.C:
+			}
+			if err := c.j.update(nil); err != nil {
+				c.log.Warn("applying the cache journal to the index failed; retrying", "err", err)
+			}
+		}
+	}()
 }
 
 // checkWritable makes the directories and proves a file can be created.
@@ -223,7 +263,7 @@ func (c *Cache) load() error {
 		byID[r.ID] = true
 	}
 	if len(missing) > 0 {
-		err := c.db.Update(func(tx *bolt.Tx) error {
+		err := c.j.update(func(tx *bolt.Tx) error {
 			for _, name := range missing {
 				if err := tx.Bucket(objectsBucket).Delete([]byte(name)); err != nil {
 					return err
@@ -376,7 +416,8 @@ func (c *Cache) create(e *entry) error {
 	c.mu.Lock()
 	rec := e.rec
 	c.mu.Unlock()
-	err := c.db.Update(func(tx *bolt.Tx) error { return putRecord(tx, e.name, &rec) })
+	rec.ID = c.j.newID()
+	err := c.j.append(putOp(e.name, rec, 0))
 	if err != nil {
 		c.forget(e)
 		return fmt.Errorf("cache index: %w", err)
@@ -385,14 +426,25 @@ func (c *Cache) create(e *entry) error {
 	e.rec.ID = rec.ID
 	c.mu.Unlock()
 	f, err := os.OpenFile(c.dataPath(rec.ID), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err == nil {
+	if err == nil && rec.Size > 0 {
 		err = f.Truncate(rec.Size)
-		f.Close()
 	}
 	if err != nil {
+		if f != nil {
+			f.Close()
+		}
 		c.forget(e)
 		return fmt.Errorf("creating cache file: %w", err)
 	}
+	if rec.Dirty {
+		// A new file: the OpenWrite that creates it takes the descriptor
+		// instead of opening the file again.
+		c.mu.Lock()
+		e.spare = f
+		c.mu.Unlock()
+		return nil
+	}
+	f.Close()
 	return nil
 }
 
@@ -634,22 +686,28 @@ func (c *Cache) removeAll(victims []*entry) {
 			f.Close()
 		}
 	}
-	err := c.db.Batch(func(tx *bolt.Tx) error {
-		for _, e := range victims {
-			if e.rec.ID == 0 {
-				continue
-			}
-			if err := deleteRecord(tx, e.name, e.rec.ID); err != nil {
-				return err
-			}
+	var ops []journalOp
+	for _, e := range victims {
+		if e.rec.ID != 0 {
+			ops = append(ops, removeOp(e.name, e.rec.ID))
 		}
-		return nil
-	})
+	}
+	var err error
+	if len(ops) > 0 {
+		err = c.j.append(ops...)
+	}
 	if err != nil {
 		c.log.Warn("removing cache records failed; files stay until the next start", "err", err)
 	}
 	var freed int64
 	for _, e := range victims {
+		c.mu.Lock()
+		spare := e.spare
+		e.spare = nil
+		c.mu.Unlock()
+		if spare != nil {
+			spare.Close()
+		}
 		if e.rec.ID != 0 {
 			if err := os.Remove(c.dataPath(e.rec.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				c.log.Warn("removing cache file failed", "object", e.name, "err", err)
@@ -701,13 +759,21 @@ func (c *Cache) Close() error {
 	var rs []running
 	var recs []record
 	var names []string
+	var spares []*os.File
 	for _, e := range c.entries {
 		if e.dl != nil {
 			rs = append(rs, running{e, e.dl, e.dlFile})
 			e.dl, e.dlFile = nil, nil
 		}
+		if e.spare != nil {
+			spares = append(spares, e.spare)
+			e.spare = nil
+		}
 	}
 	c.mu.Unlock()
+	for _, f := range spares {
+		f.Close()
+	}
 	for _, r := range rs {
 		c.retire(r.e, r.dl, r.f)
 	}
@@ -720,8 +786,10 @@ func (c *Cache) Close() error {
 		}
 	}
 	c.mu.Unlock()
+	close(c.stopCheckpoint)
+	c.checkpointWG.Wait()
 	// Access times, so that the LRU order survives the remount.
-	err := c.db.Update(func(tx *bolt.Tx) error {
+	err := c.j.update(func(tx *bolt.Tx) error {
 		for i := range recs {
 			if err := putRecord(tx, names[i], &recs[i]); err != nil {
 				return err
@@ -729,6 +797,9 @@ func (c *Cache) Close() error {
 		}
 		return nil
 	})
+	if cerr := c.j.close(); err == nil {
+		err = cerr
+	}
 	if cerr := c.db.Close(); err == nil {
 		err = cerr
 	}

@@ -187,7 +187,8 @@ func dataFiles(t *testing.T, dir string) []string {
 	return names
 }
 
-// records reads the index of a closed cache.
+// records reads the index of a closed (or crashed) cache, as the next
+// start sees it: with the journal applied.
 func records(t *testing.T, dir string) map[string]record {
 	t.Helper()
 	db, err := openIndex(filepath.Join(dir, "index.db"), bucketName)
@@ -195,11 +196,30 @@ func records(t *testing.T, dir string) map[string]record {
 		t.Fatalf("opening the index: %v", err)
 	}
 	defer db.Close()
+	j, _, err := openJournal(db, filepath.Join(dir, journalName))
+	if err != nil {
+		t.Fatalf("opening the journal: %v", err)
+	}
+	defer j.close()
 	recs, err := loadRecords(db)
 	if err != nil {
 		t.Fatalf("loading records: %v", err)
 	}
 	return recs
+}
+
+// crash stops c as a kill -9 would: no checkpoint, no access times, the
+// journal left as it is.
+func (c *Cache) crash() {
+	c.mu.Lock()
+	c.closed = true // a later Close does nothing
+	c.mu.Unlock()
+	c.stopUpload()
+	c.uploadWG.Wait()
+	close(c.stopCheckpoint)
+	c.checkpointWG.Wait()
+	c.j.f.Close()
+	c.db.Close()
 }
 
 func entryNames(c *Cache) []string {
@@ -531,7 +551,7 @@ func TestOpenReconciles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ghost := record{Generation: 42, Size: 1000, ChunkSize: chunk, Complete: true}
+	ghost := record{ID: 1 << 20, Generation: 42, Size: 1000, ChunkSize: chunk, Complete: true}
 	if err := db.Update(func(tx *bolt.Tx) error { return putRecord(tx, "ghost", &ghost) }); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@
 // Layout of a cache directory:
 //
 //	index.db    bbolt: one record per cached object (see index.go)
+//	journal     changes of index.db not yet applied to it (see journal.go)
 //	data/ID     one sparse file per cached object version, ID in hex
 //
 // Cache.Open returns a Handle for one version of an object (its
@@ -19,9 +20,13 @@
 // are evicted to make room. A version that cannot fit is read from the
 // bucket directly, uncached.
 //
-// Crash safety: a chunk is recorded as present only after its file has
-// been synced, so the index never claims bytes the disk does not have. On
-// open, files without a record and records without a file are removed.
+// Crash safety: every change of a record is appended to the journal
+// before it takes effect (one write, no sync: it outlives the process);
+// the journal is synced by WriteHandle.Sync and applied to bbolt every
+// second. A chunk is recorded as present only after its file has been
+// synced, so the index never claims bytes the disk does not have. On
+// open, the journal is replayed, then files without a record and records
+// without a file are removed.
 //
 // Lock order and the rule about I/O under locks are written at the top of
 // cache.go.

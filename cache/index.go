@@ -16,6 +16,9 @@ import (
 //	staging/ staging prefix of a parallel upload -> JSON stagingRecord
 //	         (present from before its first part until its cleanup)
 //
+// Changes of objects/ go through the journal (journal.go) first; the
+// bucket's sequence is the highest record ID handed out.
+//
 // Data files live in data/ and are named by record ID in hex, never by
 // object name, so that two versions of one name never share a file.
 var (
@@ -133,15 +136,11 @@ func loadRecords(db *bolt.DB) (map[string]record, error) {
 	return out, err
 }
 
-// putRecord stores r under name; with id == 0 it first takes a new ID.
+// putRecord stores r under name. r.ID comes from journal.newID.
 func putRecord(tx *bolt.Tx, name string, r *record) error {
 	b := tx.Bucket(objectsBucket)
 	if r.ID == 0 {
-		id, err := b.NextSequence()
-		if err != nil {
-			return err
-		}
-		r.ID = id
+		return fmt.Errorf("cache index: record of %q has no ID", name)
 	}
 	v, err := json.Marshal(r)
 	if err != nil {
@@ -161,12 +160,4 @@ func recordID(tx *bolt.Tx, name string) (uint64, bool) {
 		return 0, true // unreadable: treat as some other version
 	}
 	return r.ID, true
-}
-
-// deleteRecord removes name's record if it still names file id.
-func deleteRecord(tx *bolt.Tx, name string, id uint64) error {
-	if got, ok := recordID(tx, name); !ok || got != id {
-		return nil
-	}
-	return tx.Bucket(objectsBucket).Delete([]byte(name))
 }

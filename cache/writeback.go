@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/transfer"
-	bolt "go.etcd.io/bbolt"
 )
 
 // Write-back: local changes land in the cache file at once and reach the
@@ -124,10 +123,19 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 			return nil, fmt.Errorf("fetching %s before writing it: %w", a.Name, staleOr(err))
 		}
 	}
-	f, err := os.OpenFile(c.dataPath(e.rec.ID), os.O_RDWR, 0)
-	if err != nil {
-		c.release(e)
-		return nil, fmt.Errorf("opening cache file: %w", err)
+	c.mu.Lock()
+	f := e.spare
+	e.spare = nil
+	// Truncating a file nobody writes that is empty and not deleted
+	// changes nothing.
+	emptyAlready := e.rec.Size == 0 && e.writers == 0 && !e.rec.Deleted
+	c.mu.Unlock()
+	if f == nil {
+		f, err = os.OpenFile(c.dataPath(e.rec.ID), os.O_RDWR, 0)
+		if err != nil {
+			c.release(e)
+			return nil, fmt.Errorf("opening cache file: %w", err)
+		}
 	}
 	c.mu.Lock()
 	e.writers++
@@ -143,7 +151,7 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 			return nil, err
 		}
 	}
-	if trunc {
+	if trunc && !emptyAlready {
 		if err := h.Truncate(0); err != nil {
 			// The copy was declared complete for the truncation: unless the
 			// change is recorded, it must not be served as the object.
@@ -255,7 +263,10 @@ func (h *WriteHandle) Sync() error {
 	c.mu.Lock()
 	rec, seq := c.snapshotLocked(h.e)
 	c.mu.Unlock()
-	return c.persistEntry(h.e, rec, seq)
+	if err := c.persistEntry(h.e, rec, seq); err != nil {
+		return err
+	}
+	return c.j.sync()
 }
 
 // Close releases the handle. The last writer to close queues the upload,
@@ -379,20 +390,18 @@ func (c *Cache) snapshotLocked(e *entry) (record, uint64) {
 	return e.rec, e.recSeq
 }
 
-// persistEntry writes snapshot rec (number seq) as e's record with a
-// synced commit, unless a later snapshot has been written already.
+// persistEntry writes snapshot rec (number seq) as e's record to the
+// journal (it then survives a crash of the process; Sync makes it survive
+// a power loss), unless a later snapshot has been written already. It
+// changes nothing if the name's record is no longer e's (evicted, or the
+// name now holds another version).
 func (c *Cache) persistEntry(e *entry, rec record, seq uint64) error {
 	e.persistMu.Lock()
 	defer e.persistMu.Unlock()
 	if seq <= e.persistedSeq {
 		return nil
 	}
-	err := c.db.Update(func(tx *bolt.Tx) error {
-		if id, ok := recordID(tx, e.name); !ok || id != rec.ID {
-			return nil // evicted, or the name now holds another version
-		}
-		return putRecord(tx, e.name, &rec)
-	})
+	err := c.j.append(putOp(e.name, rec, rec.ID))
 	if err == nil {
 		e.persistedSeq = seq
 	}
@@ -939,16 +948,16 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	nrec, tomb := ne.rec, e.rec
 	c.mu.Unlock()
 	tomb.Deleted, tomb.Dirty, tomb.Complete, tomb.Present = true, true, true, nil
-	err = c.db.Update(func(tx *bolt.Tx) error {
-		nrec.ID = 0
-		if err := putRecord(tx, to, &nrec); err != nil { // takes the new ID
-			return err
+	nrec.ID = c.j.newID()
+	err = os.Link(c.dataPath(tomb.ID), c.dataPath(nrec.ID))
+	if err == nil {
+		// Both records in one journal entry: after a crash, both or
+		// neither.
+		err = c.j.append(putOp(to, nrec, 0), putOp(from.Name, tomb, 0))
+		if err != nil {
+			os.Remove(c.dataPath(nrec.ID))
 		}
-		if err := os.Link(c.dataPath(tomb.ID), c.dataPath(nrec.ID)); err != nil {
-			return err
-		}
-		return putRecord(tx, from.Name, &tomb)
-	})
+	}
 	c.mu.Lock()
 	ne.rec.ID = nrec.ID
 	if err != nil {

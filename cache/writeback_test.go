@@ -188,9 +188,7 @@ func TestCrashRecoveryRequeues(t *testing.T) {
 	data := pattern(3*chunk+7, 9)
 	e.write(c, transfer.ObjectAttrs{Name: "precious"}, true, 0, data)
 	// Kill: stop the goroutines and drop the index without any cleanup.
-	c.stopUpload()
-	c.uploadWG.Wait()
-	c.db.Close()
+	c.crash()
 	if r := records(t, e.dir)["precious"]; !r.Dirty {
 		t.Fatalf("after the write returned the index says %+v, want dirty", r)
 	}
@@ -260,7 +258,7 @@ func TestTruncateAndSync(t *testing.T) {
 	if err := w.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := loadRecords(c.db) // what a crash now would leave
+	recs, err := c.j.records() // what a crash now would leave
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,9 +367,7 @@ func TestRemoveThenRecreate(t *testing.T) {
 	}
 	e.write(c, transfer.ObjectAttrs{Name: "x"}, true, 0, []byte("new"))
 	// Crash before anything went up.
-	c.stopUpload()
-	c.uploadWG.Wait()
-	c.db.Close()
+	c.crash()
 
 	c2 := e.openWB(time.Hour)
 	e.flush(c2)
@@ -392,9 +388,7 @@ func TestRenameSurvivesCrash(t *testing.T) {
 	if err := c.Rename(e.ctx, a, "dst", 0); err != nil {
 		t.Fatal(err)
 	}
-	c.stopUpload()
-	c.uploadWG.Wait()
-	c.db.Close()
+	c.crash()
 
 	c2 := e.openWB(time.Hour)
 	e.flush(c2)
@@ -548,7 +542,7 @@ func TestLargeUploadInPartsAndCrashCleanup(t *testing.T) {
 	if s := stagingRecords(t, c); len(s) != 1 {
 		t.Fatalf("after the crash the index notes staging prefixes %v, want one", s)
 	}
-	c.db.Close()
+	c.crash()
 
 	e.emu.SetHook(nil)
 	c2 := open()
