@@ -48,6 +48,12 @@ type record struct {
 	// Deleted (with Dirty): the object is to be deleted from the bucket,
 	// if its live generation is still Generation (< 0: whatever it is).
 	Deleted bool `json:"deleted,omitempty"`
+	// Attempts are the IDs of uploads of this name that were sent and not
+	// confirmed (the process may have died before the answer came). Each
+	// upload carries its ID in the object's metadata (AttemptKey), so that
+	// an object found in the bucket can be recognised as this cache's own.
+	// Cleared when an upload is confirmed.
+	Attempts []string `json:"attempts,omitempty"`
 }
 
 func (r *record) chunks() int {

@@ -2,9 +2,12 @@ package cache
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -552,8 +555,32 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	if st, err := os.Stat(c.dataPath(id)); err == nil {
 		size = st.Size()
 	}
-	attrs, err := c.putObject(ctx, name, id, size, transfer.PutOptions{IfGenerationMatch: base})
+	attempt, err := c.noteAttempt(e)
+	if err != nil {
+		c.mu.Lock()
+		e.uploading = false
+		c.failedLocked(ctx, e, err)
+		c.notifyLocked()
+		c.mu.Unlock()
+		return
+	}
+	attrs, err := c.putObject(ctx, name, id, size, transfer.PutOptions{IfGenerationMatch: base, Metadata: map[string]string{AttemptKey: attempt}})
 	if errors.Is(err, transfer.ErrPrecondition) {
+		if gen, ours := c.ownVersion(ctx, e, name); ours {
+			// The bucket holds an upload of ours whose answer a crash
+			// (or a lost response) kept from us: not a conflict. Send
+			// the copy again, based on it.
+			c.log.Info("the bucket holds an earlier upload of this file that was not confirmed; uploading again on top of it", "object", name, "generation", gen)
+			c.mu.Lock()
+			e.uploading = false
+			if e.rec.Generation == base {
+				e.rec.Generation = gen
+			}
+			c.scheduleLocked(name, 0)
+			c.notifyLocked()
+			c.mu.Unlock()
+			return
+		}
 		err = c.saveConflict(ctx, e, name, id, size, version, inflight)
 		if err == nil {
 			c.mu.Lock()
@@ -574,6 +601,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	}
 	e.retries = 0
 	e.rec.Generation = attrs.Generation
+	e.rec.Attempts = nil // confirmed: the bucket's version is known
 	e.uploadedSeq = seq
 	c.stats.Uploads++
 	if e.version == version && inflight == 0 && e.inflight == 0 {
@@ -597,14 +625,25 @@ func (c *Cache) upload(ctx context.Context, name string) {
 // deleteRemote carries out a recorded deletion of name, based on
 // generation base.
 func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base int64, version uint64, inflight int) {
+	c.mu.Lock()
+	unconfirmed := len(e.rec.Attempts) > 0
+	c.mu.Unlock()
 	var err error
 	switch {
-	case base == 0:
+	case base == 0 && !unconfirmed:
 		// Never uploaded: nothing in the bucket to delete.
 	case base < 0:
 		err = c.b.Delete(ctx, name, 0)
-	default:
+	case base > 0:
 		err = c.b.Delete(ctx, name, base)
+	}
+	if (base == 0 && unconfirmed) || (unconfirmed && errors.Is(err, transfer.ErrPrecondition)) {
+		// An upload whose answer never came may have put a version of
+		// ours there: delete it if so.
+		err = nil
+		if gen, ours := c.ownVersion(ctx, e, name); ours {
+			err = c.b.Delete(ctx, name, gen)
+		}
 	}
 	switch {
 	case errors.Is(err, transfer.ErrNotExist):
@@ -628,6 +667,7 @@ func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base in
 		e.rec.Dirty = false
 		e.dirtying = nil
 		e.rec.Generation = 0 // the object is gone
+		e.rec.Attempts = nil
 		if e.writers == 0 {
 			victims = c.dropLocked(e)
 		}
@@ -637,6 +677,44 @@ func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base in
 	c.notifyLocked()
 	c.mu.Unlock()
 	c.removeAll(victims)
+}
+
+// AttemptKey is the custom metadata key (x-goog-meta-bucketfs-upload)
+// that carries the ID of the upload that wrote an object version.
+const AttemptKey = "bucketfs-upload"
+
+// maxAttempts bounds the unconfirmed upload IDs kept per record.
+const maxAttempts = 8
+
+// noteAttempt records, in the journal, the ID of an upload about to be
+// sent, before it is sent.
+func (c *Cache) noteAttempt(e *entry) (string, error) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	c.mu.Lock()
+	e.rec.Attempts = append(e.rec.Attempts, id)
+	if n := len(e.rec.Attempts); n > maxAttempts {
+		e.rec.Attempts = append([]string(nil), e.rec.Attempts[n-maxAttempts:]...)
+	}
+	rec, seq := c.snapshotLocked(e)
+	c.mu.Unlock()
+	if err := c.persistEntry(e, rec, seq); err != nil {
+		return "", fmt.Errorf("recording an upload of %s in the cache index: %w", e.name, err)
+	}
+	return id, nil
+}
+
+// ownVersion reports whether the live version of name in the bucket was
+// written by one of e's unconfirmed uploads, and its generation.
+func (c *Cache) ownVersion(ctx context.Context, e *entry, name string) (int64, bool) {
+	a, err := c.b.Stat(ctx, name)
+	if err != nil {
+		return 0, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return a.Generation, a.Metadata[AttemptKey] != "" && slices.Contains(e.rec.Attempts, a.Metadata[AttemptKey])
 }
 
 // Remove records that name is deleted; the deletion reaches the bucket in
@@ -916,10 +994,12 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 
 	c.mu.Lock()
 	var victims []*entry
+	var attempts []string // unconfirmed uploads of to: the bucket may hold one
 	if old := c.entries[to]; old != nil {
 		if old.rec.Dirty || old.rec.Generation > toBase {
 			toBase = max(toBase, old.rec.Generation)
 		}
+		attempts = old.rec.Attempts
 		if old.writers > 0 {
 			c.mu.Unlock()
 			return fmt.Errorf("renaming over %s while it is open for writing: %w", to, ErrBusy)
@@ -930,7 +1010,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	size := e.rec.Size
 	ne := &entry{
 		name:  to,
-		rec:   record{Generation: toBase, Size: size, ChunkSize: c.opts.ChunkSize, Complete: true, Dirty: true},
+		rec:   record{Generation: toBase, Size: size, ChunkSize: c.opts.ChunkSize, Complete: true, Dirty: true, Attempts: attempts},
 		ready: make(chan struct{}),
 	}
 	ne.dirtying = make(chan struct{})

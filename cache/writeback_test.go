@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -558,5 +559,73 @@ func TestLargeUploadInPartsAndCrashCleanup(t *testing.T) {
 			t.Fatalf("30 s after the restart: staging records %v, staged objects %v; want none", stagingRecords(t, c2), e.staged())
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition, bounded
+	}
+}
+
+// An upload that reached the bucket but whose answer a crash kept from
+// the cache: the next start recognises the object as its own (by the
+// upload ID in its metadata), so it neither saves a conflict copy nor
+// leaves a deleted file in the bucket.
+func TestUnconfirmedUploadAfterCrash(t *testing.T) {
+	for _, del := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deleted=%v", del), func(t *testing.T) {
+			e := newEnv(t)
+			c, err := Open(e.opts(64<<20), e.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Uploads take effect, and their answers never come.
+			e.emu.SetAfterHook(func(r *http.Request) {
+				if isUpload(r) {
+					<-r.Context().Done()
+				}
+			})
+			data := pattern(5000, 4)
+			e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, data)
+			ctx, cancel := context.WithCancel(e.ctx)
+			flushed := make(chan struct{})
+			go func() {
+				defer close(flushed)
+				c.Flush(ctx, nil)
+			}()
+			for {
+				if _, err := e.emu.Generation(bucketName, "f"); err == nil {
+					break
+				}
+				select {
+				case <-e.ctx.Done():
+					t.Fatal("the upload never reached the bucket")
+				case <-time.After(5 * time.Millisecond): // polling a condition, bounded by e.ctx
+				}
+			}
+			c.crash()
+			cancel()
+			<-flushed
+			e.emu.SetAfterHook(nil)
+
+			c2 := e.openWB(time.Hour)
+			if del {
+				if err := c2.Remove(e.ctx, "f", 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.flush(c2)
+			_, err = e.b.Stat(e.ctx, "f")
+			switch {
+			case del && !errors.Is(err, transfer.ErrNotExist):
+				t.Errorf("after an acknowledged deletion the bucket still has f (Stat: %v)", err)
+			case !del && err != nil:
+				t.Errorf("f is not in the bucket: %v", err)
+			case !del && !bytes.Equal(e.object("f"), data):
+				t.Errorf("f in the bucket differs from what was written")
+			}
+			page, err := e.b.List(e.ctx, transfer.ListQuery{Prefix: "f.bucketfs-conflict"})
+			if err != nil || len(page.Objects) != 0 {
+				t.Errorf("conflict copies: %v (%v); want none: the object was this cache's own upload", page.Objects, err)
+			}
+			if s := c2.Stats(); s.Conflicts != 0 {
+				t.Errorf("%d conflicts counted, want 0", s.Conflicts)
+			}
+		})
 	}
 }

@@ -333,16 +333,38 @@ func TestCrashDuringWriteBack(t *testing.T) {
 	seed := rng.Uint64()
 	t.Logf("seed %d", seed)
 	rng = rand.New(rand.NewPCG(seed, 7))
-	acked := map[string][]byte{}
+	acked := map[string][]byte{} // name -> content, as acknowledged
+	gone := map[string]bool{}    // names renamed away or deleted, as acknowledged
 	for round := range rounds {
 		m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: []string{"--write-back-delay", "0"}})
 		killAt := time.Duration(rng.IntN(150)) * time.Millisecond
 		ctx, cancel := context.WithTimeout(context.Background(), killAt)
 		for i := 0; ctx.Err() == nil; i++ {
 			name := fmt.Sprintf("r%03d-f%03d", round, i)
+			// Mostly new files; some renames and deletions of files
+			// acknowledged earlier (in this round or before a kill).
+			old := pickName(rng, acked)
+			switch p := rng.IntN(100); {
+			case p < 15 && old != "":
+				if err := os.Rename(m.path(old), m.path(name)); err != nil {
+					t.Fatalf("round %d: rename %s %s: %v", round, old, name, err)
+				}
+				acked[name] = acked[old]
+				delete(acked, old)
+				gone[old] = true
+				delete(gone, name)
+				continue
+			case p < 25 && old != "":
+				if err := os.Remove(m.path(old)); err != nil {
+					t.Fatalf("round %d: unlink %s: %v", round, old, err)
+				}
+				delete(acked, old)
+				gone[old] = true
+				continue
+			}
 			data := randomBytes(rng.IntN(300<<10), rng.Uint64())
 			if err := os.WriteFile(m.path(name), data, 0o644); err != nil {
-				break
+				t.Fatalf("round %d: write %s: %v", round, name, err)
 			}
 			acked[name] = data
 		}
@@ -367,7 +389,33 @@ func TestCrashDuringWriteBack(t *testing.T) {
 	if lost > 0 {
 		t.Errorf("%d of %d acknowledged files lost or wrong after %d SIGKILLs (seed %d)", lost, len(acked), rounds, seed)
 	}
-	t.Logf("%d files acknowledged over %d rounds, all in the bucket", len(acked), rounds)
+	back := 0
+	for name := range gone {
+		if object(t, emu, name) != nil {
+			back++
+			if back <= 5 {
+				t.Errorf("%s: renamed away or deleted (acknowledged), but in the bucket after the flush", name)
+			}
+		}
+	}
+	if back > 0 {
+		t.Errorf("%d of %d acknowledged renames and deletions undone after %d SIGKILLs (seed %d)", back, len(gone), rounds, seed)
+	}
+	t.Logf("%d files acknowledged over %d rounds, all in the bucket; %d names renamed away or deleted, none left", len(acked), rounds, len(gone))
+}
+
+// pickName returns one of the names of m at random ("" if it is empty),
+// the same one for the same rng state.
+func pickName(rng *rand.Rand, m map[string][]byte) string {
+	if len(m) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names[rng.IntN(len(names))]
 }
 
 // With --fsync=remote, fsync returns once the file is in the bucket, even

@@ -86,8 +86,9 @@ type Parallel struct {
 	o     ParallelOptions
 	slots chan struct{} // a token per part in flight
 
-	noXML   atomic.Bool // the endpoint answered ErrMultipartUnsupported
-	logOnce sync.Once
+	noXML    atomic.Bool // the endpoint answered ErrMultipartUnsupported
+	logOnce  sync.Once
+	listOnce sync.Once
 
 	maxComposedPart int64 // maxComposedPart; smaller in tests
 }
@@ -139,7 +140,7 @@ func (p *Parallel) Put(ctx context.Context, name string, r io.ReaderAt, size int
 	}
 	if p.o.Multipart != nil && !p.noXML.Load() {
 		a, err := p.putXML(ctx, name, r, size, o, staging)
-		if !errors.Is(err, ErrMultipartUnsupported) {
+		if !errors.Is(err, ErrMultipartUnsupported) && !refusedInitiate(err) {
 			return a, err
 		}
 		p.markNoXML(err)
@@ -147,11 +148,20 @@ func (p *Parallel) Put(ctx context.Context, name string, r io.ReaderAt, size int
 	return p.putComposed(ctx, name, r, size, o, staging)
 }
 
+// refusedInitiate reports whether err is a refusal to start a multipart
+// upload: credentials allowed to write objects but not to use the XML
+// multipart API (storage.multipartUploads.create). Composing needs only
+// object permissions.
+func refusedInitiate(err error) bool {
+	var oe *OpError
+	return errors.As(err, &oe) && oe.Op == "initiate" && errors.Is(err, ErrPermission)
+}
+
 // markNoXML switches to composing for good.
 func (p *Parallel) markNoXML(err error) {
 	p.noXML.Store(true)
 	p.logOnce.Do(func() {
-		p.o.Logger.Info("the bucket's endpoint has no XML multipart API: large files are uploaded as parallel parts composed into place", "reason", err)
+		p.o.Logger.Info("no XML multipart API at the bucket's endpoint (or the credentials may not use it): large files are uploaded as parallel parts composed into place", "reason", err)
 	})
 }
 
@@ -297,6 +307,12 @@ func (p *Parallel) Clean(ctx context.Context, staging string) error {
 		switch {
 		case errors.Is(err, ErrMultipartUnsupported):
 			p.markNoXML(err)
+		case errors.Is(err, ErrPermission):
+			// Nothing to abort that bucketfs may see; retrying would not
+			// change that.
+			p.listOnce.Do(func() {
+				p.o.Logger.Warn("the credentials may not list multipart uploads: uploads cut short by a crash cannot be aborted by bucketfs (a lifecycle rule AbortIncompleteMultipartUpload on the bucket does it)", "err", err)
+			})
 		case err != nil:
 			return err
 		}

@@ -218,6 +218,7 @@ func TestParallelBadStaging(t *testing.T) {
 type memMultipart struct {
 	b           Bucket
 	unsupported bool
+	refused     bool // initiate and list answer ErrPermission
 
 	mu      sync.Mutex
 	next    int
@@ -241,6 +242,9 @@ func (m *memMultipart) Initiate(ctx context.Context, name string) (string, error
 	m.calls = append(m.calls, "initiate")
 	if m.unsupported {
 		return "", &OpError{Op: "initiate", Object: name, Err: ErrMultipartUnsupported}
+	}
+	if m.refused {
+		return "", &OpError{Op: "initiate", Object: name, Err: ErrPermission}
 	}
 	m.next++
 	id := fmt.Sprintf("upload-%d", m.next)
@@ -313,6 +317,9 @@ func (m *memMultipart) ListUploads(ctx context.Context, prefix string) ([]Pendin
 	if m.unsupported {
 		return nil, ErrMultipartUnsupported
 	}
+	if m.refused {
+		return nil, &OpError{Op: "list-uploads", Err: ErrPermission}
+	}
 	var out []PendingUpload
 	for id, u := range m.uploads {
 		if strings.HasPrefix(u.name, prefix) {
@@ -383,11 +390,21 @@ func TestParallelXML(t *testing.T) {
 }
 
 func TestParallelFallsBackToCompose(t *testing.T) {
+	t.Run("unsupported", func(t *testing.T) {
+		testFallback(t, func(m *memMultipart) { m.unsupported = true }, "no XML multipart API")
+	})
+	// Credentials that may write objects but not start multipart uploads.
+	t.Run("refused", func(t *testing.T) {
+		testFallback(t, func(m *memMultipart) { m.refused = true }, "no XML multipart API")
+	})
+}
+
+func testFallback(t *testing.T, set func(*memMultipart), logged string) {
 	emu := startEmulator(t)
 	b := newTestGCS(t, emu)
 	ctx := testCtx(t, 60*time.Second)
 	mp := newMemMultipart(b)
-	mp.unsupported = true
+	set(mp)
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))
@@ -413,10 +430,39 @@ func TestParallelFallsBackToCompose(t *testing.T) {
 		t.Errorf("calls to the XML API: %q, want one initiate (then compose for good)", calls)
 	}
 	logMu.Lock()
-	if n := strings.Count(logs.String(), "no XML multipart API"); n != 1 {
+	if n := strings.Count(logs.String(), logged); n != 1 {
 		t.Errorf("the switch to compose was logged %d times, want once:\n%s", n, logs.String())
 	}
 	logMu.Unlock()
+}
+
+// Credentials that may not list multipart uploads: Clean still deletes the
+// staged objects, says once that it cannot abort uploads, and succeeds
+// (retrying could not help).
+func TestParallelCleanWithoutListPermission(t *testing.T) {
+	emu := startEmulator(t)
+	b := newTestGCS(t, emu)
+	ctx := testCtx(t, 30*time.Second)
+	mp := newMemMultipart(b)
+	mp.refused = true
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	p := newParallel(t, b, ParallelOptions{Multipart: mp, Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))})
+	for range 2 {
+		staging := NewStaging()
+		put(t, emu, staging+"part-00001", []byte("x"))
+		if err := p.Clean(ctx, staging); err != nil {
+			t.Fatalf("Clean: %v", err)
+		}
+	}
+	if left := stagedNames(t, ctx, b); len(left) != 0 {
+		t.Errorf("after Clean, staged objects are left: %v", left)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if n := strings.Count(logs.String(), "may not list multipart uploads"); n != 1 {
+		t.Errorf("the missing permission was logged %d times, want once:\n%s", n, logs.String())
+	}
 }
 
 type lockedWriter struct {

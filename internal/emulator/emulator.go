@@ -63,6 +63,7 @@ type Server struct {
 	faults  map[string]int
 
 	hook   atomic.Pointer[hookFunc]
+	after  atomic.Pointer[func(*http.Request)]
 	shaper atomic.Pointer[shaper]
 
 	// arrived, if set, is called when a request arrives (a test seam).
@@ -344,6 +345,19 @@ func (s *Server) SetHook(h func(r *http.Request) (status int, handled bool)) {
 	s.hook.Store(&f)
 }
 
+// SetAfterHook installs a function run after the fake has handled a
+// request, before its (small) answer leaves: a hook that blocks until
+// r.Context() ends makes a request that took effect but whose answer the
+// client never gets, as when a connection drops at the wrong moment. nil
+// removes the hook. Faulted and hooked requests do not reach it.
+func (s *Server) SetAfterHook(h func(r *http.Request)) {
+	if h == nil {
+		s.after.Store(nil)
+		return
+	}
+	s.after.Store(&h)
+}
+
 // SetWAN replaces the WAN profile for requests that start from now on. nil
 // turns shaping off. The Total limiter is shared by the requests that start
 // under the same profile.
@@ -394,5 +408,10 @@ func (s *Server) faultMiddleware(next http.Handler) http.Handler {
 			}
 		}
 		next.ServeHTTP(w, r)
+		if f := s.after.Load(); f != nil {
+			// The fake's answer stays in the response buffer until the
+			// handler returns: a blocking after-hook holds it back.
+			(*f)(r)
+		}
 	})
 }
