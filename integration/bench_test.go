@@ -708,19 +708,26 @@ func writeSynced(t *testing.T, path string, data []byte) {
 // filesystem, as the comparison assumes, and describes it.
 func sameFilesystem(t *testing.T, a, b string) string {
 	t.Helper()
-	var sa, sb syscall.Statfs_t
+	sa, sb, same := statBoth(t, a, b)
+	if !same {
+		t.Logf("warning: native dir %s and cache dir %s are on different filesystems; the cached/native ratios compare different disks", a, b)
+		return fmt.Sprintf("native dir and cache dir on DIFFERENT filesystems (type 0x%x vs 0x%x)", sa.Type, sb.Type)
+	}
+	return fmt.Sprintf("native file and cache on the same filesystem (statfs type 0x%x, fsid %x, %s free), both under %s",
+		sa.Type, sa.Fsid.X__val, sizeLabel(int64(sa.Bavail)*sa.Bsize), os.TempDir())
+}
+
+// statBoth returns statfs of paths a and b, and whether they are on one
+// filesystem.
+func statBoth(t *testing.T, a, b string) (sa, sb syscall.Statfs_t, same bool) {
+	t.Helper()
 	if err := syscall.Statfs(a, &sa); err != nil {
 		t.Fatal(err)
 	}
 	if err := syscall.Statfs(b, &sb); err != nil {
 		t.Fatal(err)
 	}
-	if sa.Fsid != sb.Fsid {
-		t.Logf("warning: native dir %s and cache dir %s are on different filesystems; the cached/native ratios compare different disks", a, b)
-		return fmt.Sprintf("native dir and cache dir on DIFFERENT filesystems (type 0x%x vs 0x%x)", sa.Type, sb.Type)
-	}
-	return fmt.Sprintf("native file and cache on the same filesystem (statfs type 0x%x, fsid %x, %s free), both under %s",
-		sa.Type, sa.Fsid.X__val, sizeLabel(int64(sa.Bavail)*sa.Bsize), os.TempDir())
+	return sa, sb, sa.Fsid == sb.Fsid
 }
 
 // machineFacts describes where the numbers were taken.

@@ -103,7 +103,7 @@ func benchXMLDrainSection(t *testing.T, cfg benchConfig, tbl *benchTable) []stri
 	}
 	defer f.Close()
 	var notes []string
-	if !sameDevice(t, src, gw.dir) {
+	if _, _, same := statBoth(t, src, gw.dir); !same {
 		notes = append(notes, "xml-drain: the source file and versitygw's data are on DIFFERENT filesystems")
 	}
 
@@ -317,19 +317,6 @@ func (b *timedBucket) Stat(ctx context.Context, name string) (a transfer.ObjectA
 func (b *timedBucket) Compose(ctx context.Context, dst string, srcs []string, o transfer.PutOptions) (a transfer.ObjectAttrs, err error) {
 	b.clock.time(&b.clock.compose, func() { a, err = b.Bucket.Compose(ctx, dst, srcs, o) })
 	return a, err
-}
-
-// sameDevice reports whether paths a and b are on one filesystem.
-func sameDevice(t *testing.T, a, b string) bool {
-	t.Helper()
-	var sa, sb syscall.Statfs_t
-	if err := syscall.Statfs(a, &sa); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Statfs(b, &sb); err != nil {
-		t.Fatal(err)
-	}
-	return sa.Fsid == sb.Fsid
 }
 
 // listAll returns the names of every object under prefix.
