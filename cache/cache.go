@@ -94,6 +94,8 @@ type Cache struct {
 	localIdx   []string             // guarded by mu: sorted names that may be dirty (see LocalNames)
 	stopUpload context.CancelFunc   // ends the uploader and its uploads
 
+	confirmedFn func(name string, a transfer.ObjectAttrs, deleted bool) // guarded by mu: see OnConfirmed
+
 	// Parallel uploads (staging.go).
 	liveStaging map[string]bool // guarded by mu: staging prefixes of running uploads
 	cleanKick   chan struct{}   // buffered 1: wakes the cleaner
@@ -117,17 +119,18 @@ type entry struct {
 	spare *os.File // the new data file, open read-write, until OpenWrite takes it
 
 	// Write-back state (writeback.go).
-	writers     int           // handles open for writing
-	version     uint64        // bumped by every local change; not persisted
-	dirtying    chan struct{} // closed once the dirty flag is durable
-	dirtyErr    error         // why the dirty flag could not be recorded
-	uploading   bool          // an upload of this entry runs
-	retries     int           // failed uploads in a row
-	inflight    int           // changes begun and not ended
-	removals    uint64        // Remove calls so far
-	forced      bool          // FlushName asked: upload even while open for writing
-	uploadSeq   uint64        // uploads started
-	uploadedSeq uint64        // the last upload started that succeeded
+	writers      int           // handles open for writing
+	version      uint64        // bumped by every local change; not persisted
+	dirtying     chan struct{} // closed once the dirty flag is durable
+	dirtyErr     error         // why the dirty flag could not be recorded
+	uploading    bool          // an upload of this entry runs
+	retries      int           // failed uploads in a row
+	inflight     int           // changes begun and not ended
+	removals     uint64        // Remove calls so far
+	forced       bool          // FlushName asked: upload even while open for writing
+	uploadSeq    uint64        // uploads started
+	uploadedSeq  uint64        // the last upload started that succeeded
+	uploadedHere bool          // rec.Generation was written by this cache's upload
 
 	// Persisting snapshots of rec in order (persistEntry).
 	recSeq       uint64     // guarded by Cache.mu: number of the last snapshot taken
@@ -252,6 +255,17 @@ func (c *Cache) load() error {
 			}
 			missing = append(missing, name)
 			continue
+		}
+		if r.Dirty && r.Deleted {
+			// A deletion needs no bytes; its file may still share an
+			// inode with a renamed file's new name if a crash came
+			// before Rename detached it.
+			if err := c.detachData(r.ID); err != nil {
+				return fmt.Errorf("detaching the cache file of deleted %s: %w", name, err)
+			}
+			if st, err = os.Stat(c.dataPath(r.ID)); err != nil {
+				return err
+			}
 		}
 		if r.Dirty {
 			// The file is the truth about local changes: writes land there

@@ -530,9 +530,12 @@ func (c *Cache) takeDue() (due []string, next time.Time) {
 func (c *Cache) upload(ctx context.Context, name string) {
 	c.mu.Lock()
 	e := c.entries[name]
-	if e == nil || !e.rec.Dirty || e.dropped {
+	if e == nil || !e.rec.Dirty || e.dropped || !isClosed(e.ready) || e.rec.ID == 0 {
 		if e != nil {
 			e.uploading = false
+			if e.rec.Dirty && !e.dropped {
+				c.scheduleLocked(name, 10*time.Millisecond) // still being made (a rename): soon
+			}
 		}
 		c.notifyLocked()
 		c.mu.Unlock()
@@ -559,12 +562,24 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	if err != nil {
 		c.mu.Lock()
 		e.uploading = false
-		c.failedLocked(ctx, e, err)
+		if !errors.Is(err, errSuperseded) {
+			c.failedLocked(ctx, e, err)
+		}
 		c.notifyLocked()
 		c.mu.Unlock()
 		return
 	}
 	attrs, err := c.putObject(ctx, name, id, size, transfer.PutOptions{IfGenerationMatch: base, Metadata: map[string]string{AttemptKey: attempt}})
+	if c.supersededDuring(e, name, base, attrs, err) {
+		return
+	}
+	if errors.Is(err, transfer.ErrPrecondition) && strings.HasSuffix(name, "/") {
+		// A directory's placeholder: every version is the same empty
+		// object, so there is nothing to keep beside it.
+		if a, serr := c.b.Stat(ctx, name); serr == nil {
+			attrs, err = a, nil
+		}
+	}
 	if errors.Is(err, transfer.ErrPrecondition) {
 		if gen, ours := c.ownVersion(ctx, e, name); ours {
 			// The bucket holds an upload of ours whose answer a crash
@@ -591,6 +606,11 @@ func (c *Cache) upload(ctx context.Context, name string) {
 		}
 	}
 
+	if err == nil {
+		// Before the change leaves the local overlay, so that listings
+		// never miss the name.
+		c.confirm(name, attrs, false)
+	}
 	c.mu.Lock()
 	e.uploading = false
 	if err != nil {
@@ -600,6 +620,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 		return
 	}
 	e.retries = 0
+	e.uploadedHere = true
 	e.rec.Generation = attrs.Generation
 	e.rec.Attempts = nil // confirmed: the bucket's version is known
 	e.uploadedSeq = seq
@@ -645,6 +666,7 @@ func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base in
 			err = c.b.Delete(ctx, name, gen)
 		}
 	}
+	gone := true // the versions this deletion is about are not in the bucket
 	switch {
 	case errors.Is(err, transfer.ErrNotExist):
 		err = nil // gone already
@@ -652,9 +674,24 @@ func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base in
 		// Someone wrote a newer version after the one deleted here: it is
 		// not ours to delete.
 		c.log.Warn("not deleted from the bucket: the object changed there since the version deleted here", "object", name, "err", err)
-		err = nil
+		err, gone = nil, false
+	}
+	if err == nil && gone {
+		c.confirm(name, transfer.ObjectAttrs{}, true) // before the deletion leaves the overlay
 	}
 	c.mu.Lock()
+	if e.dropped {
+		// A file was renamed over the deleted name meanwhile: it replaces
+		// whatever this deletion was about. If that is gone now, the
+		// successor is a new object.
+		e.uploading = false
+		if next := c.entries[name]; err == nil && gone && next != nil && next != e && next.rec.Generation == base {
+			next.rec.Generation = 0
+		}
+		c.notifyLocked()
+		c.mu.Unlock()
+		return
+	}
 	e.uploading = false
 	if err != nil {
 		c.failedLocked(ctx, e, err)
@@ -672,11 +709,37 @@ func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base in
 			victims = c.dropLocked(e)
 		}
 	} else {
-		c.scheduleLocked(name, 0) // written again meanwhile: send the new state
+		// Written again meanwhile: send the new state, as a new object
+		// if the old one is gone now.
+		if gone && e.rec.Generation == base {
+			e.rec.Generation = 0
+			e.rec.Attempts = nil
+		}
+		c.scheduleLocked(name, 0)
 	}
 	c.notifyLocked()
 	c.mu.Unlock()
 	c.removeAll(victims)
+}
+
+// OnConfirmed sets the function told, after the fact and without locks
+// held, what the bucket holds for a name once one of this cache's changes
+// reached it: the object a, or (deleted) nothing. Set it before the first
+// change; nil turns it off.
+func (c *Cache) OnConfirmed(f func(name string, a transfer.ObjectAttrs, deleted bool)) {
+	c.mu.Lock()
+	c.confirmedFn = f
+	c.mu.Unlock()
+}
+
+// confirm calls the OnConfirmed function, if any. No lock may be held.
+func (c *Cache) confirm(name string, a transfer.ObjectAttrs, deleted bool) {
+	c.mu.Lock()
+	f := c.confirmedFn
+	c.mu.Unlock()
+	if f != nil {
+		f(name, a, deleted)
+	}
 }
 
 // AttemptKey is the custom metadata key (x-goog-meta-bucketfs-upload)
@@ -686,6 +749,34 @@ const AttemptKey = "bucketfs-upload"
 // maxAttempts bounds the unconfirmed upload IDs kept per record.
 const maxAttempts = 8
 
+// errSuperseded: the entry was replaced (renamed over) before its upload
+// was sent; the upload is not needed.
+var errSuperseded = errors.New("superseded by a newer local version")
+
+// supersededDuring settles an upload of e whose entry was replaced while
+// the upload ran (a file renamed over it): the application replaced that
+// content, so a failure needs no retry and a refusal no conflict copy.
+// If the upload succeeded, the bucket now holds it: the successor, based
+// on the generation the upload replaced, is now based on the new one.
+// It reports whether e was superseded.
+func (c *Cache) supersededDuring(e *entry, name string, base int64, a transfer.ObjectAttrs, err error) bool {
+	c.mu.Lock()
+	if !e.dropped {
+		c.mu.Unlock()
+		return false
+	}
+	e.uploading = false
+	if next := c.entries[name]; err == nil && next != nil && next != e && next.rec.Generation == base {
+		next.rec.Generation = a.Generation
+	}
+	c.notifyLocked()
+	c.mu.Unlock()
+	if err == nil {
+		c.confirm(name, a, false)
+	}
+	return true
+}
+
 // noteAttempt records, in the journal, the ID of an upload about to be
 // sent, before it is sent.
 func (c *Cache) noteAttempt(e *entry) (string, error) {
@@ -693,6 +784,10 @@ func (c *Cache) noteAttempt(e *entry) (string, error) {
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	c.mu.Lock()
+	if e.dropped {
+		c.mu.Unlock()
+		return "", errSuperseded
+	}
 	e.rec.Attempts = append(e.rec.Attempts, id)
 	if n := len(e.rec.Attempts); n > maxAttempts {
 		e.rec.Attempts = append([]string(nil), e.rec.Attempts[n-maxAttempts:]...)
@@ -754,6 +849,28 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	if err := c.persistEntry(e, rec, seq); err != nil {
 		return fmt.Errorf("recording the deletion of %s: %w", name, err)
 	}
+	if err := c.detachData(rec.ID); err != nil {
+		c.log.Warn("detaching a deleted file's cache file failed", "object", name, "err", err)
+	}
+	return nil
+}
+
+// detachData gives cache file id a new, empty inode. What holds the old
+// one keeps its bytes: the new name of a renamed file (a hard link to
+// it), and handles open on a deleted file. A name deleted and then written
+// again so never writes into either. Called only after the deletion is
+// in the journal: before, the bytes may still be needed.
+func (c *Cache) detachData(id uint64) error {
+	f, err := os.CreateTemp(c.dataDir, ".detach-*") // a stray if a crash leaves it: removed at start
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	f.Close()
+	if err := os.Rename(tmp, c.dataPath(id)); err != nil {
+		os.Remove(tmp)
+		return err
+	}
 	return nil
 }
 
@@ -792,6 +909,14 @@ func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint
 	}
 	c.log.Warn("the object changed in the bucket while it had local changes: the remote version stays, the local version was saved beside it",
 		"object", name, "local_version_saved_as", sibling)
+	if sa, err := c.b.Stat(ctx, sibling); err == nil {
+		c.confirm(sibling, sa, false)
+	}
+	if ra, err := c.b.Stat(ctx, name); err == nil {
+		c.confirm(name, ra, false)
+	} else if errors.Is(err, transfer.ErrNotExist) {
+		c.confirm(name, transfer.ObjectAttrs{}, true)
+	}
 	c.mu.Lock()
 	c.stats.Conflicts++
 	e.uploading = false
@@ -883,6 +1008,20 @@ func (c *Cache) Local(name string) (transfer.ObjectAttrs, bool) {
 		a.Size, a.Updated = st.Size(), st.ModTime()
 	}
 	return a, true
+}
+
+// Settled describes name's cached copy when it has no local changes left
+// and its version is one this cache uploaded: its generation and size. A file node
+// created or written here asks it once the copy has left the local
+// overlay, since the node's own attributes are those of its creation.
+func (c *Cache) Settled(name string) (transfer.ObjectAttrs, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[name]
+	if e == nil || e.rec.Dirty || e.rec.Deleted || !isClosed(e.ready) || e.err != nil {
+		return transfer.ObjectAttrs{}, false
+	}
+	return transfer.ObjectAttrs{Name: name, Generation: e.rec.Generation, Size: e.rec.Size}, e.uploadedHere
 }
 
 // LocalNames returns the names under prefix with changes not yet in the
@@ -992,6 +1131,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 		return fmt.Errorf("syncing %s before renaming it: %w", from.Name, err)
 	}
 
+	newID := c.j.newID() // before the entry is visible: an upload must never see ID 0
 	c.mu.Lock()
 	var victims []*entry
 	var attempts []string // unconfirmed uploads of to: the bucket may hold one
@@ -1010,7 +1150,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	size := e.rec.Size
 	ne := &entry{
 		name:  to,
-		rec:   record{Generation: toBase, Size: size, ChunkSize: c.opts.ChunkSize, Complete: true, Dirty: true, Attempts: attempts},
+		rec:   record{ID: newID, Generation: toBase, Size: size, ChunkSize: c.opts.ChunkSize, Complete: true, Dirty: true, Attempts: attempts},
 		ready: make(chan struct{}),
 	}
 	ne.dirtying = make(chan struct{})
@@ -1028,7 +1168,6 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	nrec, tomb := ne.rec, e.rec
 	c.mu.Unlock()
 	tomb.Deleted, tomb.Dirty, tomb.Complete, tomb.Present = true, true, true, nil
-	nrec.ID = c.j.newID()
 	err = os.Link(c.dataPath(tomb.ID), c.dataPath(nrec.ID))
 	if err == nil {
 		// Both records in one journal entry: after a crash, both or
@@ -1036,6 +1175,9 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 		err = c.j.append(putOp(to, nrec, 0), putOp(from.Name, tomb, 0))
 		if err != nil {
 			os.Remove(c.dataPath(nrec.ID))
+		} else if derr := c.detachData(tomb.ID); derr != nil {
+			// The next start detaches it (load does so for every deletion).
+			c.log.Warn("giving a renamed file's old name a file of its own failed", "object", from.Name, "err", derr)
 		}
 	}
 	c.mu.Lock()

@@ -629,3 +629,41 @@ func TestUnconfirmedUploadAfterCrash(t *testing.T) {
 		})
 	}
 }
+
+// A name renamed away or deleted, then written again, gets a cache file
+// of its own: the renamed file and handles still open on the deleted one
+// keep their bytes. (Rename used to leave the old name's record on a hard
+// link of the new name's file, and writing the old name again wrote into
+// both.)
+func TestRewriteAfterRenameOrUnlinkKeepsOtherBytes(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour)
+	first, second, third := pattern(7000, 1), pattern(3000, 2), pattern(5000, 3)
+
+	e.write(c, transfer.ObjectAttrs{Name: "a"}, true, 0, first)
+	a, _ := c.Local("a")
+	if err := c.Rename(e.ctx, a, "b", 0); err != nil {
+		t.Fatalf("Rename: %v", err)
+	}
+	e.write(c, transfer.ObjectAttrs{Name: "a"}, true, 0, second)
+	bAttrs, _ := c.Local("b")
+	e.mustReadAll(e.openHandle(c, bAttrs), first)
+
+	// Unlink while a reader has the file open, then write the name again.
+	xa := transfer.ObjectAttrs{Name: "x"}
+	e.write(c, xa, true, 0, first)
+	xa, _ = c.Local("x")
+	h := e.openHandle(c, xa)
+	if err := c.Remove(e.ctx, "x", 0); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	e.write(c, transfer.ObjectAttrs{Name: "x"}, true, 0, third)
+	e.mustReadAll(h, first)
+
+	e.flush(c)
+	for name, want := range map[string][]byte{"a": second, "b": first, "x": third} {
+		if got := e.object(name); !bytes.Equal(got, want) {
+			t.Errorf("%s in the bucket: %d bytes, want the %d written last", name, len(got), len(want))
+		}
+	}
+}

@@ -66,10 +66,12 @@ func (d *dirNode) child(ctx context.Context, name string, c child, out *fuse.Ent
 			gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: out.Attr.Ino})
 		return in, 0
 	case kindFile:
-		f.fillFile(&out.Attr, c.attrs)
-		in := d.NewInode(ctx, &fileNode{fsys: f, name: full},
-			gofs.StableAttr{Mode: syscall.S_IFREG, Ino: out.Attr.Ino})
-		in.Operations().(*fileNode).setAttrs(c.attrs)
+		ino := f.fileIno(c.attrs)
+		in := d.NewInode(ctx, &fileNode{fsys: f, name: full, ino: ino},
+			gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
+		n := in.Operations().(*fileNode)
+		n.setAttrs(c.attrs)
+		f.fillFile(&out.Attr, n.currentAttrs(), n.ino)
 		return in, 0
 	default:
 		return nil, syscall.ENOENT
@@ -92,7 +94,14 @@ func (d *dirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 			e.Ino = f.ino(kindDir, d.prefix+n+"/")
 		} else {
 			e.Mode = syscall.S_IFREG
-			e.Ino = f.fileIno(c.attrs)
+			if in := d.GetChild(n); in != nil {
+				if fn, ok := in.Operations().(*fileNode); ok {
+					e.Ino = fn.ino // the inode the kernel has for the name
+				}
+			}
+			if e.Ino == 0 {
+				e.Ino = f.fileIno(c.attrs)
+			}
 		}
 		entries = append(entries, e)
 	}
@@ -127,8 +136,9 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	}
 	full := d.prefix + name
 	a := transfer.ObjectAttrs{Name: full, Updated: time.Now()}
-	f.fillFile(&out.Attr, a)
-	in := d.NewInode(ctx, &fileNode{fsys: f, name: full}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: out.Attr.Ino})
+	ino := f.fileIno(a) // a new number: the name may have had another file before
+	f.fillFile(&out.Attr, a, ino)
+	in := d.NewInode(ctx, &fileNode{fsys: f, name: full, ino: ino}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
 	n := in.Operations().(*fileNode)
 	n.setAttrs(a)
 	h, err := n.writeHandle(ctx, a, true)

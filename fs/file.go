@@ -22,6 +22,7 @@ type fileNode struct {
 	gofs.Inode
 	noXattrs
 	fsys *FS
+	ino  uint64 // the inode number, fixed at creation
 	name string // object name; guarded by mu (rename changes it)
 
 	mu        sync.Mutex
@@ -50,6 +51,7 @@ func (n *fileNode) setAttrs(a transfer.ObjectAttrs) {
 // the new name that its content will replace.
 func (n *fileNode) renamed(name string, base int64) {
 	n.mu.Lock()
+	n.fsys.releaseFileIno(n.attrs)
 	n.name = name
 	n.attrs.Name, n.attrs.Generation = name, base
 	n.mu.Unlock()
@@ -73,7 +75,7 @@ func (n *fileNode) getAttrs() transfer.ObjectAttrs {
 // kernel's next lookup of the name, once the entry timeout (the metadata
 // TTL) has passed.
 func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	n.fsys.fillFile(&out.Attr, n.currentAttrs())
+	n.fsys.fillFile(&out.Attr, n.currentAttrs(), n.ino)
 	out.SetTimeout(n.fsys.opts.MetadataTTL)
 	return 0
 }
@@ -84,6 +86,12 @@ func (n *fileNode) currentAttrs() transfer.ObjectAttrs {
 	a := n.getAttrs()
 	if la, ok := n.fsys.cache.Local(n.objName()); ok {
 		a.Size, a.Updated = la.Size, la.Updated
+	} else if sa, ok := n.fsys.cache.Settled(n.objName()); ok && a.Generation <= sa.Generation {
+		// Changed here and uploaded since: the node was made with the
+		// attributes of an earlier version (its creation, a rename, a
+		// listing); the copy, of the version this cache wrote, knows
+		// better. The generation stays the node's: it names the inode.
+		a.Size = sa.Size
 	}
 	return a
 }
@@ -197,7 +205,7 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 			return n.fsys.errno(ctx, "truncate", n.objName(), err)
 		}
 	}
-	n.fsys.fillFile(&out.Attr, n.currentAttrs())
+	n.fsys.fillFile(&out.Attr, n.currentAttrs(), n.ino)
 	out.SetTimeout(n.fsys.opts.MetadataTTL)
 	return 0
 }
@@ -287,7 +295,7 @@ func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 
 // Getattr implements gofs.FileGetattrer (fstat).
 func (h *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
-	h.node.fsys.fillFile(&out.Attr, h.node.currentAttrs())
+	h.node.fsys.fillFile(&out.Attr, h.node.currentAttrs(), h.node.ino)
 	out.SetTimeout(h.node.fsys.opts.MetadataTTL)
 	return 0
 }

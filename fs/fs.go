@@ -51,13 +51,15 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &FS{
+	f := &FS{
 		opts: o, bucket: bucket, cache: c, log: o.Logger, start: time.Now(),
 		meta:    newMetaCache(bucket, c, o.MetadataTTL),
 		inos:    map[string]uint64{},
 		nextIno: 2, // 1 is the root
 		warned:  map[string]struct{}{},
 	}
+	c.OnConfirmed(f.meta.confirmed)
+	return f
 }
 
 // Root returns the root directory node, for gofs.Mount.
@@ -107,9 +109,36 @@ func (f *FS) ino(k kind, name string) uint64 {
 	return n
 }
 
-// fileIno is the inode number of one object version.
+// fileIno is the inode number for a file node of object version a: the
+// same for the same version in the bucket, so that looking it up twice
+// finds one inode; a new one for every file not yet in the bucket
+// (generation 0), since such a name can be renamed away and created
+// again.
 func (f *FS) fileIno(a transfer.ObjectAttrs) uint64 {
-	return f.ino(kindFile, a.Name+"#"+strconv.FormatInt(a.Generation, 10))
+	if a.Generation <= 0 {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		n := f.nextIno
+		f.nextIno++
+		return n
+	}
+	return f.ino(kindFile, fileKey(a))
+}
+
+func fileKey(a transfer.ObjectAttrs) string {
+	return a.Name + "#" + strconv.FormatInt(a.Generation, 10)
+}
+
+// releaseFileIno forgets that version a has an inode number: its node
+// was renamed, and a later file of that name and generation is another
+// file.
+func (f *FS) releaseFileIno(a transfer.ObjectAttrs) {
+	if a.Generation <= 0 {
+		return
+	}
+	f.mu.Lock()
+	delete(f.inos, string(rune('0'+kindFile))+fileKey(a))
+	f.mu.Unlock()
 }
 
 // warnOnce logs a warning about name the first time only.
@@ -123,9 +152,9 @@ func (f *FS) warnOnce(name, msg string, args ...any) {
 	}
 }
 
-// fillFile sets out to the attributes of a file object.
-func (f *FS) fillFile(out *fuse.Attr, a transfer.ObjectAttrs) {
-	out.Ino = f.fileIno(a)
+// fillFile sets out to the attributes a of a file with inode number ino.
+func (f *FS) fillFile(out *fuse.Attr, a transfer.ObjectAttrs, ino uint64) {
+	out.Ino = ino
 	out.Mode = syscall.S_IFREG | f.opts.FileMode
 	out.Size = uint64(a.Size)
 	out.Blocks = (out.Size + 511) / 512

@@ -56,6 +56,9 @@ type metaCache struct {
 	mu    sync.Mutex
 	names map[string]cachedChild // guarded by mu: full name (no trailing '/')
 	dirs  map[string]*listing    // guarded by mu: prefix ("" or ending in '/')
+	// changes counts the confirmed changes per prefix; a listing that ran
+	// while one came in may predate it, so it is fetched again.
+	changes map[string]uint64 // guarded by mu
 }
 
 // localView is the part of the cache the tree needs to show local changes.
@@ -68,7 +71,7 @@ type localView interface {
 }
 
 func newMetaCache(b transfer.Bucket, local localView, ttl time.Duration) *metaCache {
-	return &metaCache{b: b, local: local, ttl: ttl, names: map[string]cachedChild{}, dirs: map[string]*listing{}}
+	return &metaCache{b: b, local: local, ttl: ttl, names: map[string]cachedChild{}, dirs: map[string]*listing{}, changes: map[string]uint64{}}
 }
 
 // forget drops what is remembered about name after a local change to it.
@@ -77,6 +80,60 @@ func (m *metaCache) forget(name string) {
 	m.mu.Lock()
 	delete(m.names, name)
 	m.mu.Unlock()
+}
+
+// confirmed records that a local change of name reached the bucket: the
+// object a is there now, or (deleted) it is gone. The change then leaves
+// the local overlay, so the cached listing of its directory must say what
+// the bucket now says, or the name would vanish (or come back) until the
+// TTL ends. Listings are replaced, never changed in place: readers hold
+// them without the lock.
+func (m *metaCache) confirmed(name string, a transfer.ObjectAttrs, deleted bool) {
+	full := strings.TrimSuffix(name, "/")
+	if m.ttl <= 0 || full == "" {
+		return
+	}
+	isDir := full != name // a directory's placeholder
+	parent := parentPrefix(full)
+	seg := full[len(parent):]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.names, full)
+	m.changes[parent]++
+	l, ok := m.dirs[parent]
+	if !ok {
+		return
+	}
+	cur := l.children[seg]
+	var next child
+	switch {
+	case isDir && deleted:
+		// The directory may live on through other objects under it: let
+		// the bucket say.
+		delete(m.dirs, parent)
+		delete(m.dirs, name)
+		return
+	case isDir:
+		next = child{kind: kindDir}
+	case deleted && cur.kind != kindFile, !deleted && cur.kind == kindDir:
+		return // a directory of that name wins; nothing to change
+	case !deleted:
+		next = child{kind: kindFile, attrs: a}
+	}
+	nl := &listing{children: make(map[string]child, len(l.children)+1), expires: l.expires}
+	for k, v := range l.children {
+		nl.children[k] = v
+	}
+	if next.kind == kindNone {
+		delete(nl.children, seg)
+	} else {
+		nl.children[seg] = next
+	}
+	for k := range nl.children {
+		nl.names = append(nl.names, k)
+	}
+	sort.Strings(nl.names)
+	m.dirs[parent] = nl
 }
 
 // madeEmpty records that the directory prefix was just made here and is
@@ -235,8 +292,29 @@ func (m *metaCache) list(ctx context.Context, prefix string, warn warnFunc) (*li
 	return m.withLocal(prefix, l), nil
 }
 
-// listRemote is list without the local changes.
+// listRemote is list without the local changes. A listing during which a
+// change of this cache was confirmed under prefix may miss it, and the
+// change has left the local overlay: such a listing is made again (a few
+// times at most).
 func (m *metaCache) listRemote(ctx context.Context, prefix string, warn warnFunc) (*listing, error) {
+	for try := 0; ; try++ {
+		m.mu.Lock()
+		before := m.changes[prefix]
+		m.mu.Unlock()
+		l, err := m.listRemoteOnce(ctx, prefix, warn, before)
+		if err != nil || l != nil || try == 3 {
+			if l == nil && err == nil {
+				l, err = m.listRemoteOnce(ctx, prefix, warn, ^uint64(0))
+			}
+			return l, err
+		}
+	}
+}
+
+// listRemoteOnce lists prefix (or takes the cached listing). It returns
+// nil (and no error) if a change under prefix was confirmed since the
+// count before was read; before == ^0 accepts the listing anyway.
+func (m *metaCache) listRemoteOnce(ctx context.Context, prefix string, warn warnFunc, before uint64) (*listing, error) {
 	now := time.Now()
 	m.mu.Lock()
 	if l, ok := m.dirs[prefix]; ok && now.Before(l.expires) {
@@ -287,9 +365,13 @@ func (m *metaCache) listRemote(ctx context.Context, prefix string, warn warnFunc
 		l.names = append(l.names, n)
 	}
 	sort.Strings(l.names)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if before != ^uint64(0) && m.changes[prefix] != before {
+		return nil, nil // checked and stored under one lock: no change slips between
+	}
 	if m.ttl > 0 {
 		l.expires = now.Add(m.ttl)
-		m.mu.Lock()
 		if len(m.dirs) > sweepLimit/64 {
 			for k, v := range m.dirs {
 				if !now.Before(v.expires) {
@@ -298,7 +380,6 @@ func (m *metaCache) listRemote(ctx context.Context, prefix string, warn warnFunc
 			}
 		}
 		m.dirs[prefix] = l
-		m.mu.Unlock()
 	}
 	return l, nil
 }

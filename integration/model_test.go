@@ -1,0 +1,430 @@
+package integration
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The model-based random tester: a seeded random sequence of file system
+// operations is applied to the mount and to a plain local directory (the
+// reference). Every operation must give the same result (errno) on both;
+// every few steps, and after every remount, the two trees must hold the
+// same names and bytes; at the end, after the unmount's flush, the bucket
+// must hold exactly the reference's files.
+//
+// BUCKETFS_MODEL=1 runs it; BUCKETFS_SEED=N replays a seed (the failing
+// seed is printed, but uploads run in the background, so a replay takes
+// the same steps and not always the same timing); BUCKETFS_LONG=1 runs
+// more steps. Left out, because the mount does not
+// support them yet (README, limits): renaming directories, hard links,
+// symlinks, modes and times.
+
+// modelOp is one kind of operation; do applies it under root and returns
+// its error, and describe says what it did, for the failure message.
+type modelOp struct {
+	name   string
+	weight int
+}
+
+var modelOps = []modelOp{
+	{"create", 20}, {"overwrite", 6}, {"pwrite", 10}, {"append", 6}, {"truncate", 6},
+	{"rename", 10}, {"rename-over", 5}, {"unlink", 8}, {"mkdir", 6}, {"rmdir", 5},
+	{"fsync", 3}, {"read", 8}, {"remount", 1},
+}
+
+// modelState is what the test knows of the tree, kept in step with the
+// reference directory: relative paths of directories ("" is the root)
+// and files.
+type modelState struct {
+	dirs  []string
+	files []string
+}
+
+func (s *modelState) pickDir(rng *rand.Rand) string { return s.dirs[rng.IntN(len(s.dirs))] }
+
+func (s *modelState) pickFile(rng *rand.Rand) string {
+	if len(s.files) == 0 {
+		return ""
+	}
+	return s.files[rng.IntN(len(s.files))]
+}
+
+func (s *modelState) removeFile(p string) {
+	s.files = slices.DeleteFunc(s.files, func(f string) bool { return f == p })
+}
+
+func (s *modelState) addFile(p string) {
+	if !slices.Contains(s.files, p) {
+		s.files = append(s.files, p)
+	}
+}
+
+// modelName returns a name for a new entry: mostly short ones (so that
+// names collide), sometimes unicode or 255 bytes long.
+func modelName(rng *rand.Rand) string {
+	switch rng.IntN(20) {
+	case 0:
+		return "ünïcødé-" + strconv.Itoa(rng.IntN(5))
+	case 1:
+		return strings.Repeat("l", 250) + strconv.Itoa(10000 + rng.IntN(5))[:5]
+	default:
+		return string(rune('a'+rng.IntN(6))) + strconv.Itoa(rng.IntN(4))
+	}
+}
+
+func TestModelRandomOps(t *testing.T) {
+	// Not in make test yet: about one run in four still finds a bug
+	// (see the issue notes); BUCKETFS_MODEL=1 runs it.
+	if os.Getenv("BUCKETFS_MODEL") == "" && os.Getenv("BUCKETFS_LONG") == "" && os.Getenv("BUCKETFS_SEED") == "" {
+		t.Skip("the model-based random tester runs with BUCKETFS_MODEL=1 (it still finds bugs; issue 4)")
+	}
+	steps := 1500
+	if os.Getenv("BUCKETFS_LONG") != "" {
+		steps = 20000
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("BUCKETFS_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("BUCKETFS_SEED=%q: %v", v, err)
+		}
+	}
+	t.Logf("seed %d (replay with BUCKETFS_SEED=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 11))
+
+	emu := startEmulator(t, nil)
+	cacheDir := t.TempDir()
+	ref := t.TempDir()
+	args := []string{"--write-back-delay", "20ms", "--metadata-ttl", "1m"}
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
+	st := &modelState{dirs: []string{""}}
+	var total int
+	for _, op := range modelOps {
+		total += op.weight
+	}
+	var history []string // the operations so far, for the failure message
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("seed %d; the last operations:\n%s", seed, strings.Join(history[max(0, len(history)-40):], "\n"))
+		}
+	})
+	fail := func(step int, what string, f string, a ...any) {
+		t.Helper()
+		t.Fatalf("seed %d, step %d (%s): %s", seed, step, what, fmt.Sprintf(f, a...))
+	}
+	for step := range steps {
+		k := rng.IntN(total)
+		var op string
+		for _, o := range modelOps {
+			if k < o.weight {
+				op = o.name
+				break
+			}
+			k -= o.weight
+		}
+		var what string
+		var refErr, mntErr error
+		both := func(f func(root string) error) {
+			refErr, mntErr = f(ref), f(m.dir)
+		}
+		switch op {
+		case "create", "overwrite":
+			p := filepath.Join(st.pickDir(rng), modelName(rng))
+			if op == "overwrite" {
+				if p = st.pickFile(rng); p == "" {
+					continue
+				}
+			}
+			data := randomBytes(modelSize(rng), rng.Uint64())
+			what = fmt.Sprintf("%s %s (%d bytes)", op, p, len(data))
+			both(func(root string) error { return os.WriteFile(filepath.Join(root, p), data, 0o644) })
+			if refErr == nil {
+				st.addFile(p)
+			}
+		case "pwrite", "append":
+			p := st.pickFile(rng)
+			if p == "" {
+				continue
+			}
+			data := randomBytes(1+rng.IntN(20000), rng.Uint64())
+			off := int64(rng.IntN(150000))
+			flags := os.O_RDWR
+			if op == "append" {
+				flags |= os.O_APPEND
+			}
+			what = fmt.Sprintf("%s %s at %d (%d bytes)", op, p, off, len(data))
+			both(func(root string) error {
+				f, err := os.OpenFile(filepath.Join(root, p), flags, 0)
+				if err != nil {
+					return err
+				}
+				if op == "append" {
+					_, err = f.Write(data)
+				} else {
+					_, err = f.WriteAt(data, off)
+				}
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				return err
+			})
+		case "truncate":
+			p := st.pickFile(rng)
+			if p == "" {
+				continue
+			}
+			size := int64(rng.IntN(200000))
+			what = fmt.Sprintf("truncate %s to %d", p, size)
+			both(func(root string) error { return os.Truncate(filepath.Join(root, p), size) })
+		case "rename", "rename-over":
+			from := st.pickFile(rng)
+			if from == "" {
+				continue
+			}
+			to := filepath.Join(st.pickDir(rng), modelName(rng))
+			if op == "rename-over" {
+				to = st.pickFile(rng)
+			}
+			what = fmt.Sprintf("rename %s %s", from, to)
+			both(func(root string) error { return os.Rename(filepath.Join(root, from), filepath.Join(root, to)) })
+			if refErr == nil && from != to {
+				st.removeFile(from)
+				st.addFile(to)
+			}
+		case "unlink":
+			p := st.pickFile(rng)
+			if p == "" {
+				continue
+			}
+			what = "unlink " + p
+			both(func(root string) error { return os.Remove(filepath.Join(root, p)) })
+			if refErr == nil {
+				st.removeFile(p)
+			}
+		case "mkdir":
+			p := filepath.Join(st.pickDir(rng), modelName(rng))
+			what = "mkdir " + p
+			both(func(root string) error { return os.Mkdir(filepath.Join(root, p), 0o755) })
+			if refErr == nil {
+				st.dirs = append(st.dirs, p)
+			}
+		case "rmdir":
+			p := st.pickDir(rng)
+			if p == "" {
+				continue
+			}
+			what = "rmdir " + p
+			both(func(root string) error { return syscall.Rmdir(filepath.Join(root, p)) })
+			if refErr == nil {
+				st.dirs = slices.DeleteFunc(st.dirs, func(d string) bool { return d == p })
+			}
+		case "fsync":
+			p := st.pickFile(rng)
+			if p == "" {
+				continue
+			}
+			what = "fsync " + p
+			both(func(root string) error {
+				f, err := os.OpenFile(filepath.Join(root, p), os.O_RDWR, 0)
+				if err != nil {
+					return err
+				}
+				err = f.Sync()
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				return err
+			})
+		case "read":
+			p := st.pickFile(rng)
+			if p == "" {
+				continue
+			}
+			what = "read " + p
+			history = append(history, fmt.Sprintf("%d: %s", step, what))
+			want, err := os.ReadFile(filepath.Join(ref, p))
+			if err != nil {
+				fail(step, what, "reference: %v", err)
+			}
+			got, err := os.ReadFile(filepath.Join(m.dir, p))
+			if err != nil || !bytes.Equal(got, want) {
+				fail(step, what, "the mount gives %d bytes (err %v), the reference %d; first difference at %d", len(got), err, len(want), firstDiff(got, want))
+			}
+			continue
+		case "remount":
+			history = append(history, fmt.Sprintf("%d: remount", step))
+			what = "remount"
+			m.unmount(t)
+			m = mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
+			if d := compareTrees(t, ref, m.dir); d != "" {
+				fail(step, what, "after the remount the mount and the reference differ:\n%s", d)
+			}
+			continue
+		}
+		history = append(history, fmt.Sprintf("%d: %s -> %v", step, what, errno(refErr)))
+		if errno(refErr) != errno(mntErr) {
+			fail(step, what, "the reference says %v, the mount %v", refErr, mntErr)
+		}
+		if step%25 == 0 {
+			if d := compareTrees(t, ref, m.dir); d != "" {
+				fail(step, what, "the mount and the reference differ:\n%s", d)
+			}
+		}
+	}
+	if d := compareTrees(t, ref, m.dir); d != "" {
+		fail(steps, "end", "the mount and the reference differ:\n%s", d)
+	}
+	m.unmount(t)
+	compareBucket(t, seed, ref, listObjects(t, emu, ""), func(name string) []byte { return object(t, emu, name) })
+	t.Logf("%d steps, %d files and %d directories at the end, all alike on the mount, the reference and in the bucket", steps, len(st.files), len(st.dirs)-1)
+}
+
+// modelSize is a file size: mostly small, sometimes empty or a few
+// hundred KiB.
+func modelSize(rng *rand.Rand) int {
+	switch rng.IntN(10) {
+	case 0:
+		return 0
+	case 1:
+		return 100000 + rng.IntN(300000)
+	default:
+		return rng.IntN(10000)
+	}
+}
+
+// errno reduces an error to what the comparison cares about.
+func errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return syscall.EIO // not a system call error: compare as "failed"
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// treeEntry is one name of a tree: a directory (dir) or a file's sha256.
+type treeEntry struct {
+	dir  bool
+	sum  string
+	size int64
+}
+
+// readTree walks root: relative path -> entry.
+func readTree(t *testing.T, root string) map[string]treeEntry {
+	t.Helper()
+	out := map[string]treeEntry{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == "." {
+			return nil
+		}
+		if d.IsDir() {
+			out[rel] = treeEntry{dir: true}
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		sum, n, err := copyHash(f)
+		if err != nil {
+			return err
+		}
+		if st, err := f.Stat(); err != nil || st.Size() != n {
+			return fmt.Errorf("%s: stat says %v bytes (err %v), reading gives %d", rel, st.Size(), err, n)
+		}
+		out[rel] = treeEntry{sum: sum, size: n}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walking %s: %v", root, err)
+	}
+	return out
+}
+
+// compareTrees describes how the mount's tree differs from the
+// reference's ("" if it does not).
+func compareTrees(t *testing.T, ref, mnt string) string {
+	t.Helper()
+	want, got := readTree(t, ref), readTree(t, mnt)
+	var diffs []string
+	for p, w := range want {
+		g, ok := got[p]
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("%s: missing on the mount", p))
+		case g != w:
+			diffs = append(diffs, fmt.Sprintf("%s: mount %+v, reference %+v", p, g, w))
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: on the mount only", p))
+		}
+	}
+	sort.Strings(diffs)
+	return strings.Join(diffs[:min(len(diffs), 20)], "\n")
+}
+
+// compareBucket fails unless the bucket holds exactly the reference's
+// files (directories may have a placeholder object "dir/").
+func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read func(string) []byte) {
+	t.Helper()
+	want := readTree(t, ref)
+	var diffs []string
+	seen := map[string]bool{}
+	for _, name := range objects {
+		seen[name] = true
+		if strings.HasSuffix(name, "/") {
+			if w, ok := want[strings.TrimSuffix(name, "/")]; !ok || !w.dir {
+				diffs = append(diffs, fmt.Sprintf("%s: a placeholder of a directory the reference does not have", name))
+			}
+			continue
+		}
+		w, ok := want[name]
+		if !ok || w.dir {
+			diffs = append(diffs, fmt.Sprintf("%s: in the bucket, not a file of the reference", name))
+			continue
+		}
+		sum, n, _ := copyHash(bytes.NewReader(read(name)))
+		if sum != w.sum || n != w.size {
+			diffs = append(diffs, fmt.Sprintf("%s: the bucket has %d bytes, the reference %d (or other bytes)", name, n, w.size))
+		}
+	}
+	for p, w := range want {
+		if !w.dir && !seen[p] {
+			diffs = append(diffs, fmt.Sprintf("%s: missing in the bucket", p))
+		}
+	}
+	if len(diffs) > 0 {
+		sort.Strings(diffs)
+		t.Fatalf("seed %d, after the flush: the bucket and the reference differ:\n%s", seed, strings.Join(diffs[:min(len(diffs), 20)], "\n"))
+	}
+}
