@@ -66,7 +66,18 @@ func (d *dirNode) child(ctx context.Context, name string, c child, out *fuse.Ent
 			gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: out.Attr.Ino})
 		return in, 0
 	case kindFile:
-		ino := f.fileIno(c.attrs)
+		var ino uint64
+		if in := d.GetChild(name); in != nil && c.attrs.Generation <= 0 {
+			// A file not yet in the bucket that the kernel knows already
+			// (a lookup made again, as for a rename's target): the same
+			// inode, not a second one for the same file.
+			if n, ok := in.Operations().(*fileNode); ok && n.objName() == full {
+				ino = n.ino
+			}
+		}
+		if ino == 0 {
+			ino = f.fileIno(c.attrs)
+		}
 		in := d.NewInode(ctx, &fileNode{fsys: f, name: full, ino: ino},
 			gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
 		n := in.Operations().(*fileNode)
@@ -259,6 +270,9 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 		return syscall.EPERM
 	}
 	from, to := d.prefix+name, np.prefix+newName
+	if from == to {
+		return 0 // renaming a name to itself does nothing (POSIX)
+	}
 	src, err := f.meta.resolve(ctx, from, f.warnOnce)
 	if err != nil {
 		return f.errno(ctx, "rename", from, err)
