@@ -88,6 +88,7 @@ type Cache struct {
 
 	// Write-back (writeback.go).
 	queue      map[string]time.Time // guarded by mu: dirty names -> when their upload is due
+	inFlight   map[string]bool      // guarded by mu: names with a transfer running (whatever entry)
 	changed    chan struct{}        // guarded by mu: closed and replaced when write-back state changes
 	kick       chan struct{}        // buffered 1: wakes the uploader
 	nextDue    time.Time            // guarded by mu: when the uploader wakes by itself
@@ -156,12 +157,13 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 	}
 	c := &Cache{
 		opts: o, b: b, log: o.Logger,
-		dataDir: filepath.Join(o.Dir, "data"),
-		entries: map[string]*entry{},
-		lru:     list.New(),
-		queue:   map[string]time.Time{},
-		changed: make(chan struct{}),
-		kick:    make(chan struct{}, 1),
+		dataDir:  filepath.Join(o.Dir, "data"),
+		entries:  map[string]*entry{},
+		lru:      list.New(),
+		queue:    map[string]time.Time{},
+		inFlight: map[string]bool{},
+		changed:  make(chan struct{}),
+		kick:     make(chan struct{}, 1),
 
 		liveStaging:    map[string]bool{},
 		stopCheckpoint: make(chan struct{}),

@@ -460,6 +460,12 @@ func (c *Cache) startUploader() {
 				c.uploadWG.Add(1)
 				go func() {
 					defer c.uploadWG.Done()
+					defer func() {
+						c.mu.Lock()
+						delete(c.inFlight, name)
+						c.kickLocked() // a successor of the name may wait for it
+						c.mu.Unlock()
+					}()
 					select {
 					case sem <- struct{}{}:
 						defer func() { <-sem }()
@@ -507,11 +513,15 @@ func (c *Cache) takeDue() (due []string, next time.Time) {
 			delete(c.queue, name)
 		case e.writers > 0 && !e.forced:
 			delete(c.queue, name) // the last writer's Close queues it again
-		case e.uploading:
-			// Queued again while uploading: wait for that upload to end.
+		case e.uploading || c.inFlight[name]:
+			// Queued again while a transfer of the name runs (this
+			// entry's, or one of an entry a rename replaced): wait for
+			// it to end, so that the bucket sees the name's changes in
+			// order.
 		case !at.After(now):
 			delete(c.queue, name)
 			e.uploading = true
+			c.inFlight[name] = true
 			due = append(due, name)
 		case next.IsZero() || at.Before(next):
 			next = at
@@ -581,7 +591,8 @@ func (c *Cache) upload(ctx context.Context, name string) {
 		}
 	}
 	if errors.Is(err, transfer.ErrPrecondition) {
-		if gen, ours := c.ownVersion(ctx, e, name); ours {
+		gen, ours := c.ownVersion(ctx, e, name)
+		if ours {
 			// The bucket holds an upload of ours whose answer a crash
 			// (or a lost response) kept from us: not a conflict. Send
 			// the copy again, based on it.
@@ -596,6 +607,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 			c.mu.Unlock()
 			return
 		}
+		c.log.Info("upload refused: the bucket's version is not the one the local change is based on", "object", name, "based_on", base, "bucket_generation", gen)
 		err = c.saveConflict(ctx, e, name, id, size, version, inflight)
 		if err == nil {
 			c.mu.Lock()
