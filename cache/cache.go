@@ -713,7 +713,9 @@ func (c *Cache) removeAll(victims []*entry) {
 		err = c.j.append(ops...)
 	}
 	if err != nil {
-		c.log.Warn("removing cache records failed; files stay until the next start", "err", err)
+		// The files go below anyway (none holds changes): the next start
+		// drops records whose file is missing.
+		c.log.Warn("removing cache records failed; the next start drops them", "err", err)
 	}
 	var freed int64
 	for _, e := range victims {

@@ -187,7 +187,10 @@ func (j *journal) append(ops ...journalOp) error {
 	j.size += int64(len(buf))
 	j.pending = append(j.pending, ops...)
 	if len(j.pending) >= checkpointOps {
-		return j.updateLocked(nil)
+		// The change is recorded whatever happens here: a failed
+		// checkpoint keeps everything pending (the checkpointer retries),
+		// and is not this change's failure.
+		_ = j.updateLocked(nil)
 	}
 	return nil
 }

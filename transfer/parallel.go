@@ -168,22 +168,15 @@ func (p *Parallel) markNoXML(err error) {
 // part is one byte range of the object.
 type part struct{ off, n int64 }
 
-// split cuts size bytes into parts of at least min bytes (but the last),
+// split cuts size bytes into parts of at least least bytes (but the last),
 // of the configured size, and no more than MaxParts.
-func (p *Parallel) split(size, min int64) []part {
-	ps := max(p.o.PartSize, min, (size+MaxParts-1)/MaxParts)
+func (p *Parallel) split(size, least int64) []part {
+	ps := max(p.o.PartSize, least, (size+MaxParts-1)/MaxParts)
 	var parts []part
 	for off := int64(0); off < size; off += ps {
-		parts = append(parts, part{off, min64(ps, size-off)})
+		parts = append(parts, part{off, min(ps, size-off)})
 	}
 	return parts
-}
-
-func min64(a, b int64) int64 {
-	if a < b {
-		return a
-	}
-	return b
 }
 
 // putXML is the XML multipart path.
