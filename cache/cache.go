@@ -95,7 +95,8 @@ type Cache struct {
 	localIdx   []string             // guarded by mu: sorted names that may be dirty (see LocalNames)
 	stopUpload context.CancelFunc   // ends the uploader and its uploads
 
-	confirmedFn func(name string, a transfer.ObjectAttrs, deleted bool) // guarded by mu: see OnConfirmed
+	confirmedFn  func(name string, a transfer.ObjectAttrs, deleted bool) // guarded by mu: see OnConfirmed
+	writeHandles map[*WriteHandle]struct{}                               // guarded by mu: every WriteHandle not yet closed
 
 	// Parallel uploads (staging.go).
 	liveStaging map[string]bool // guarded by mu: staging prefixes of running uploads
@@ -120,18 +121,18 @@ type entry struct {
 	spare *os.File // the new data file, open read-write, until OpenWrite takes it
 
 	// Write-back state (writeback.go).
-	writers      int           // handles open for writing
-	version      uint64        // bumped by every local change; not persisted
-	dirtying     chan struct{} // closed once the dirty flag is durable
-	dirtyErr     error         // why the dirty flag could not be recorded
-	uploading    bool          // an upload of this entry runs
-	retries      int           // failed uploads in a row
-	inflight     int           // changes begun and not ended
-	removals     uint64        // Remove calls so far
-	forced       bool          // FlushName asked: upload even while open for writing
-	uploadSeq    uint64        // uploads started
-	uploadedSeq  uint64        // the last upload started that succeeded
-	uploadedHere bool          // rec.Generation was written by this cache's upload
+	writers      int                       // handles open for writing (len(handles))
+	handles      map[*WriteHandle]struct{} // those handles; a rename moves them, a deletion orphans them
+	version      uint64                    // bumped by every local change; not persisted
+	dirtying     chan struct{}             // closed once the dirty flag is durable
+	dirtyErr     error                     // why the dirty flag could not be recorded
+	uploading    bool                      // an upload of this entry runs
+	retries      int                       // failed uploads in a row
+	inflight     int                       // changes begun and not ended
+	forced       bool                      // FlushName asked: upload even while open for writing
+	uploadSeq    uint64                    // uploads started
+	uploadedSeq  uint64                    // the last upload started that succeeded
+	uploadedHere bool                      // rec.Generation was written by this cache's upload
 
 	// Persisting snapshots of rec in order (persistEntry).
 	recSeq       uint64     // guarded by Cache.mu: number of the last snapshot taken
@@ -164,6 +165,8 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		inFlight: map[string]bool{},
 		changed:  make(chan struct{}),
 		kick:     make(chan struct{}, 1),
+
+		writeHandles: map[*WriteHandle]struct{}{},
 
 		liveStaging:    map[string]bool{},
 		stopCheckpoint: make(chan struct{}),

@@ -40,9 +40,6 @@ import (
 // ErrNoSpace means a file to be written does not fit in the cache.
 var ErrNoSpace = errors.New("the file does not fit in the cache")
 
-// ErrBusy means the operation needs a file that is open for writing.
-var ErrBusy = errors.New("the file is busy")
-
 const (
 	retryMax       = time.Minute     // longest wait between two tries of a failing upload
 	permanentRetry = 5 * time.Minute // wait after the bucket refused an upload
@@ -61,13 +58,23 @@ func ConflictName(name string, at time.Time, try int) string {
 
 // WriteHandle reads and writes the local copy of one object. Its methods
 // are safe for concurrent use; Close must be called exactly once.
+//
+// A handle belongs to a file, not to a name, as a descriptor does: when
+// the file is renamed, the handle moves to the new name's entry and its
+// writes are uploaded under that name; when the file is deleted (or
+// renamed over) while the handle is open, the handle is orphaned: reads
+// and writes go on in its own copy, which is never uploaded and goes
+// away with the last close.
 type WriteHandle struct {
 	c         *Cache
-	e         *entry
 	f         *os.File
-	hidden    bool   // writes bypass WriteAt (passthrough): one change from open to Close
-	removals  uint64 // e.removals when opened: a later Remove ends this handle's writes
+	hidden    bool // writes bypass WriteAt (passthrough): one change from open to Close
 	closeOnce sync.Once
+
+	// Guarded by Cache.mu.
+	e      *entry // the entry of the file's current name
+	orphan bool   // the file was deleted while this handle was open
+	busy   int    // changes in flight through this handle (counted in e.inflight too)
 }
 
 // Fd returns the descriptor of the local copy, open for reading and
@@ -140,14 +147,20 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 			return nil, fmt.Errorf("opening cache file: %w", err)
 		}
 	}
+	h := &WriteHandle{c: c, e: e, f: f, hidden: hidden}
 	c.mu.Lock()
 	e.writers++
-	removals := e.removals
+	if e.handles == nil {
+		e.handles = map[*WriteHandle]struct{}{}
+	}
+	e.handles[h] = struct{}{}
+	c.writeHandles[h] = struct{}{}
 	// Every byte is local now; a dirty copy must never be downloaded over.
 	e.rec.Complete, e.rec.Present = true, nil
 	c.mu.Unlock()
-	h := &WriteHandle{c: c, e: e, f: f, hidden: hidden, removals: removals}
 	if hidden {
+		// The kernel writes the file directly: one change from now until
+		// Close, which ends it.
 		if err := h.begin(); err != nil {
 			h.hidden = false
 			h.Close()
@@ -174,8 +187,31 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 // Size is the current size of the local copy.
 func (h *WriteHandle) Size() int64 {
 	h.c.mu.Lock()
+	orphan, size := h.orphan, h.e.rec.Size
+	h.c.mu.Unlock()
+	if orphan {
+		if st, err := h.f.Stat(); err == nil {
+			return st.Size()
+		}
+	}
+	return size
+}
+
+// Orphaned reports whether the file was deleted while the handle was open.
+func (h *WriteHandle) Orphaned() bool {
+	h.c.mu.Lock()
 	defer h.c.mu.Unlock()
-	return h.e.rec.Size
+	return h.orphan
+}
+
+// entry returns the entry of the handle's file, or nil if it is orphaned.
+func (h *WriteHandle) entry() *entry {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	if h.orphan {
+		return nil
+	}
+	return h.e
 }
 
 // ReadAt reads the local copy; ctx is not used (local I/O).
@@ -186,8 +222,10 @@ func (h *WriteHandle) ReadAt(ctx context.Context, p []byte, off int64) (int, err
 // WriteAt writes p at off. When it returns, the change survives a crash of
 // the process (see the contract at the top of this file).
 func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
-	if err := h.c.makeRoomToGrow(h.e, off+int64(len(p))); err != nil {
-		return 0, err
+	if e := h.entry(); e != nil {
+		if err := h.c.makeRoomToGrow(e, off+int64(len(p))); err != nil {
+			return 0, err
+		}
 	}
 	if err := h.begin(); err != nil {
 		return 0, err
@@ -241,8 +279,10 @@ func (c *Cache) makeRoomToGrow(e *entry, size int64) error {
 
 // Truncate sets the size of the local copy.
 func (h *WriteHandle) Truncate(size int64) error {
-	if err := h.c.makeRoomToGrow(h.e, size); err != nil {
-		return err
+	if e := h.entry(); e != nil {
+		if err := h.c.makeRoomToGrow(e, size); err != nil {
+			return err
+		}
 	}
 	if err := h.begin(); err != nil {
 		return err
@@ -250,7 +290,9 @@ func (h *WriteHandle) Truncate(size int64) error {
 	err := h.f.Truncate(size)
 	if err == nil {
 		h.c.mu.Lock()
-		h.c.resizeLocked(h.e, size)
+		if !h.orphan {
+			h.c.resizeLocked(h.e, size)
+		}
 		h.c.mu.Unlock()
 	}
 	h.end(0)
@@ -264,9 +306,14 @@ func (h *WriteHandle) Sync() error {
 	}
 	c := h.c
 	c.mu.Lock()
-	rec, seq := c.snapshotLocked(h.e)
+	if h.orphan {
+		c.mu.Unlock()
+		return nil // a deleted file: nothing of it is recorded
+	}
+	e := h.e
+	rec, seq := c.snapshotLocked(e)
 	c.mu.Unlock()
-	if err := c.persistEntry(h.e, rec, seq); err != nil {
+	if err := c.persistEntry(e, rec, seq); err != nil {
 		return err
 	}
 	return c.j.sync()
@@ -279,21 +326,28 @@ func (h *WriteHandle) Close() error {
 	h.closeOnce.Do(func() {
 		if h.hidden {
 			// The kernel wrote the file directly: take its size from it.
-			var size int64
+			size := int64(-1)
 			if st, serr := h.f.Stat(); serr == nil {
 				size = st.Size()
 			}
 			h.c.mu.Lock()
-			h.c.resizeLocked(h.e, size)
+			if !h.orphan && size >= 0 {
+				h.c.resizeLocked(h.e, size)
+			}
 			h.c.mu.Unlock()
-			h.end(size)
+			h.end(0)
 		}
 		err = h.f.Close()
-		c, e := h.c, h.e
+		c := h.c
 		c.mu.Lock()
-		e.writers--
-		if e.writers == 0 && e.rec.Dirty {
-			c.scheduleLocked(e.name, c.opts.WriteBackDelay)
+		delete(c.writeHandles, h)
+		e := h.e
+		if !h.orphan {
+			e.writers--
+			delete(e.handles, h)
+			if e.writers == 0 && e.rec.Dirty {
+				c.scheduleLocked(e.name, c.opts.WriteBackDelay)
+			}
 		}
 		c.mu.Unlock()
 		c.release(e)
@@ -301,19 +355,79 @@ func (h *WriteHandle) Close() error {
 	return err
 }
 
-// begin starts a change: the first change to a clean copy records it as
-// dirty, durably, before any byte is written.
-func (h *WriteHandle) begin() error {
-	c, e := h.c, h.e
+// CloseWriters closes every WriteHandle still open and returns how many
+// there were. The mount calls it once the kernel can send nothing more:
+// the kernel sends the release of a closed file asynchronously, and an
+// unmount right after the close can drop it, which would leave the file
+// "open for writing" and its upload waiting for a close that never comes.
+func (c *Cache) CloseWriters() int {
 	c.mu.Lock()
+	hs := make([]*WriteHandle, 0, len(c.writeHandles))
+	for h := range c.writeHandles {
+		hs = append(hs, h)
+	}
+	c.mu.Unlock()
+	for _, h := range hs {
+		h.Close()
+	}
+	return len(hs)
+}
+
+// orphanLocked detaches every write handle open on e: e's file was
+// deleted (or replaced by a rename). Their changes in flight stop
+// counting as e's; they keep their own copy of the bytes.
+func (c *Cache) orphanLocked(e *entry) {
+	for h := range e.handles {
+		h.orphan = true
+		e.inflight -= h.busy
+		e.writers--
+		delete(e.handles, h)
+	}
+	e.version++
+}
+
+// moveHandlesLocked moves every write handle open on e, but skip, to ne:
+// e's file now has ne's name (a rename). The handles' changes in flight
+// and their references move along.
+func (c *Cache) moveHandlesLocked(e, ne *entry, skip *WriteHandle) {
+	for h := range e.handles {
+		if h == skip {
+			continue
+		}
+		delete(e.handles, h)
+		e.writers--
+		e.inflight -= h.busy
+		e.refs--
+		if ne.handles == nil {
+			ne.handles = map[*WriteHandle]struct{}{}
+		}
+		ne.handles[h] = struct{}{}
+		ne.writers++
+		ne.inflight += h.busy
+		ne.refs++
+		h.e = ne
+	}
+	e.version++
+	ne.version++
+}
+
+// begin starts a change: the first change to a clean copy records it as
+// dirty, durably, before any byte is written. A change through an
+// orphaned handle touches no entry.
+func (h *WriteHandle) begin() error {
+	c := h.c
+	c.mu.Lock()
+	if h.orphan {
+		h.busy++
+		c.mu.Unlock()
+		return nil
+	}
+	e := h.e
 	if e.dropped {
 		c.mu.Unlock()
 		return fmt.Errorf("%s was replaced in the cache while open for writing; reopen it", e.name)
 	}
-	if e.removals != h.removals {
-		c.mu.Unlock()
-		return fmt.Errorf("%s: %w: it was deleted while open for writing", e.name, ErrStale)
-	}
+	h.busy++
 	e.inflight++
 	e.version++
 	first := false
@@ -357,7 +471,10 @@ func (h *WriteHandle) begin() error {
 		err = e.dirtyErr // the attempt this change waited for failed
 	}
 	if err != nil {
-		e.inflight--
+		h.busy--
+		if !h.orphan {
+			h.e.inflight-- // where the change is counted now
+		}
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -367,15 +484,24 @@ func (h *WriteHandle) begin() error {
 }
 
 // end finishes a change begun by begin; the file now reaches at least
-// minSize bytes.
+// minSize bytes. The change ends in the entry the handle has now (a
+// rename may have moved it meanwhile, its change along with it).
 func (h *WriteHandle) end(minSize int64) {
-	c, e := h.c, h.e
+	c := h.c
 	c.mu.Lock()
-	if minSize > e.rec.Size {
-		c.resizeLocked(e, minSize)
+	if h.busy == 0 {
+		c.mu.Unlock()
+		return // a hidden handle whose begin failed
 	}
-	e.version++
-	e.inflight--
+	h.busy--
+	if !h.orphan {
+		e := h.e
+		if minSize > e.rec.Size {
+			c.resizeLocked(e, minSize)
+		}
+		e.version++
+		e.inflight--
+	}
 	c.mu.Unlock()
 }
 
@@ -846,7 +972,7 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 		e.rec.Generation = base
 	}
 	e.rec.Deleted = true
-	e.removals++
+	c.orphanLocked(e) // handles open on the file keep their copy, as on a local disk
 	e.rec.Dirty = true
 	c.markLocalLocked(name)
 	e.rec.Complete, e.rec.Present = true, nil
@@ -1127,8 +1253,8 @@ func (c *Cache) FlushName(ctx context.Context, name string) error {
 // application replaced, 0 if none). It is one atomic index change: after
 // it, to is a changed file and from a deletion, each sent to the bucket
 // in order with its name's other changes. A copy that is not complete
-// locally is fetched first. Handles open on from keep reading; writes
-// through them fail, as after a deletion.
+// locally is fetched first. Handles open on from for writing follow the
+// file to its new name; handles open on to are orphaned (see WriteHandle).
 func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string, toBase int64) error {
 	if from.Name == to {
 		return nil
@@ -1152,11 +1278,10 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 			toBase = max(toBase, old.rec.Generation)
 		}
 		attempts = old.rec.Attempts
-		if old.writers > 0 {
-			c.mu.Unlock()
-			return fmt.Errorf("renaming over %s while it is open for writing: %w", to, ErrBusy)
-		}
-		old.rec.Dirty = false // superseded by the rename, not lost: the application replaced it
+		// Replaced, not lost: the application renamed over it. Handles
+		// open on it keep their copy, as on a local disk.
+		c.orphanLocked(old)
+		old.rec.Dirty = false
 		victims = c.dropLocked(old)
 	}
 	size := e.rec.Size
@@ -1206,7 +1331,9 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	close(ne.ready)
 	e.rec.Deleted, e.rec.Dirty = true, true
 	c.markLocalLocked(from.Name)
-	e.removals++
+	// The handles open on the file follow it to its new name (src, the
+	// rename's own, closes with the old one).
+	c.moveHandlesLocked(e, ne, src)
 	e.version++
 	if e.dirtying == nil {
 		e.dirtying = make(chan struct{})

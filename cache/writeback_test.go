@@ -667,3 +667,101 @@ func TestRewriteAfterRenameOrUnlinkKeepsOtherBytes(t *testing.T) {
 		}
 	}
 }
+
+// A write handle belongs to the file: after a rename its writes are the
+// new name's (uploaded there, counted until it closes); after a deletion
+// they go to the handle's own copy and never to the bucket.
+func TestWriteHandlesFollowRenameAndSurviveDelete(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour)
+	w, err := c.OpenWrite(e.ctx, transfer.ObjectAttrs{Name: "a"}, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt([]byte("one,"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "a"}, "b", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt([]byte("two"), 4); err != nil {
+		t.Fatalf("write after rename: %v", err)
+	}
+	if la, ok := c.Local("b"); !ok || la.Size != 7 {
+		t.Errorf("b after a write through the moved handle: %+v %v, want 7 bytes", la, ok)
+	}
+	// Still open for writing: a flush now must not mark b clean under
+	// the open handle, and must not upload a.
+	d, err := c.OpenWrite(e.ctx, transfer.ObjectAttrs{Name: "d"}, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.WriteAt([]byte("doomed"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove(e.ctx, "d", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.WriteAt([]byte(" still writable"), 6); err != nil {
+		t.Fatalf("write after delete: %v", err)
+	}
+	if got := d.Size(); got != int64(len("doomed still writable")) {
+		t.Errorf("deleted file's own size %d", got)
+	}
+	if !d.Orphaned() || w.Orphaned() {
+		t.Errorf("orphaned: d %v, w %v; want true, false", d.Orphaned(), w.Orphaned())
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.flush(c)
+	if got := string(e.object("b")); got != "one,two" {
+		t.Errorf("b = %q", got)
+	}
+	for _, n := range []string{"a", "d"} {
+		if _, err := e.b.Stat(e.ctx, n); !errors.Is(err, transfer.ErrNotExist) {
+			t.Errorf("%s in the bucket: %v, want none", n, err)
+		}
+	}
+}
+
+// Handles the kernel never released (an unmount drops the release of a
+// file closed just before it) must not keep a flush waiting forever:
+// CloseWriters closes them, and the flush completes.
+func TestCloseWritersUnblocksFlush(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(0)
+	for _, hidden := range []bool{false, true} {
+		name := fmt.Sprintf("left-open-%v", hidden)
+		w, err := c.OpenWrite(e.ctx, transfer.ObjectAttrs{Name: name}, true, hidden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.f.WriteAt([]byte("data"), 0); err != nil { // as the kernel would, or through WriteAt
+			t.Fatal(err)
+		}
+		if !hidden {
+			if _, err := w.WriteAt([]byte("data"), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
+	left := c.Flush(ctx, nil)
+	cancel()
+	if len(left) != 2 {
+		t.Fatalf("flush with the files still open left %v, want both", left)
+	}
+	if n := c.CloseWriters(); n != 2 {
+		t.Errorf("CloseWriters closed %d, want 2", n)
+	}
+	e.flush(c)
+	for _, n := range []string{"left-open-false", "left-open-true"} {
+		if got := string(e.object(n)); got != "data" {
+			t.Errorf("%s = %q", n, got)
+		}
+	}
+}

@@ -212,10 +212,14 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	case kindDir:
 		return syscall.EISDIR
 	}
+	victim, before := d.fileChild(name)
 	if err := f.cache.Remove(ctx, full, c.attrs.Generation); err != nil {
 		return f.errno(ctx, "unlink", full, err)
 	}
 	f.meta.forget(full)
+	if victim != nil {
+		victim.markUnlinked(before)
+	}
 	return 0
 }
 
@@ -293,11 +297,15 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	case dst.kind == kindFile && flags&renameNoReplace != 0:
 		return syscall.EEXIST
 	}
+	victim, before := np.fileChild(newName) // the file replaced, if the kernel knows it
 	if err := f.cache.Rename(ctx, src.attrs, to, dst.attrs.Generation); err != nil {
 		return f.errno(ctx, "rename", from, err)
 	}
 	f.meta.forget(from)
 	f.meta.forget(to)
+	if victim != nil {
+		victim.markUnlinked(before)
+	}
 	// The kernel moves the inode to the new name: so does the node.
 	if in := d.GetChild(name); in != nil {
 		if n, ok := in.Operations().(*fileNode); ok {
@@ -305,6 +313,17 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 		}
 	}
 	return 0
+}
+
+// fileChild returns the file node of name in d, if the kernel has one,
+// and what it looks like now.
+func (d *dirNode) fileChild(name string) (*fileNode, transfer.ObjectAttrs) {
+	if in := d.GetChild(name); in != nil {
+		if n, ok := in.Operations().(*fileNode); ok {
+			return n, n.currentAttrs()
+		}
+	}
+	return nil, transfer.ObjectAttrs{}
 }
 
 // renameNoReplace is RENAME_NOREPLACE from renameat2(2).

@@ -26,10 +26,12 @@ type fileNode struct {
 	name string // object name; guarded by mu (rename changes it)
 
 	mu        sync.Mutex
-	attrs     transfer.ObjectAttrs // guarded by mu; Generation never changes
-	ptOpen    int                  // guarded by mu: passthrough handles open
-	cacheOpen int                  // guarded by mu: handles open in the kernel's caching io mode
-	ptWrote   bool                 // guarded by mu: a passthrough writer was opened since the last caching open
+	attrs     transfer.ObjectAttrs            // guarded by mu; Generation never changes
+	ptOpen    int                             // guarded by mu: passthrough handles open
+	cacheOpen int                             // guarded by mu: handles open in the kernel's caching io mode
+	ptWrote   bool                            // guarded by mu: a passthrough writer was opened since the last caching open
+	unlinked  bool                            // guarded by mu: the name was deleted (or renamed over); open handles live on
+	writers   map[*cache.WriteHandle]struct{} // guarded by mu: handles open for writing
 }
 
 var (
@@ -57,6 +59,29 @@ func (n *fileNode) renamed(name string, base int64) {
 	n.mu.Unlock()
 }
 
+// markUnlinked records that the node's name was deleted or replaced: the
+// node keeps a, the attributes it had before, and no longer follows the
+// name.
+func (n *fileNode) markUnlinked(a transfer.ObjectAttrs) {
+	n.mu.Lock()
+	n.attrs, n.unlinked = a, true
+	n.mu.Unlock()
+}
+
+func (n *fileNode) isUnlinked() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.unlinked
+}
+
+// fill sets out to the node's attributes a.
+func (n *fileNode) fill(out *fuse.Attr, a transfer.ObjectAttrs) {
+	n.fsys.fillFile(out, a, n.ino)
+	if n.isUnlinked() {
+		out.Nlink = 0
+	}
+}
+
 // objName is the node's current object name.
 func (n *fileNode) objName() string {
 	n.mu.Lock()
@@ -75,7 +100,7 @@ func (n *fileNode) getAttrs() transfer.ObjectAttrs {
 // kernel's next lookup of the name, once the entry timeout (the metadata
 // TTL) has passed.
 func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	n.fsys.fillFile(&out.Attr, n.currentAttrs(), n.ino)
+	n.fill(&out.Attr, n.currentAttrs())
 	out.SetTimeout(n.fsys.opts.MetadataTTL)
 	return 0
 }
@@ -83,7 +108,19 @@ func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 // currentAttrs is what the file looks like now: the node's version, with
 // the size and time of local changes not yet in the bucket.
 func (n *fileNode) currentAttrs() transfer.ObjectAttrs {
-	a := n.getAttrs()
+	n.mu.Lock()
+	a, unlinked := n.attrs, n.unlinked
+	var w *cache.WriteHandle
+	for w = range n.writers {
+		break // they all share one copy
+	}
+	n.mu.Unlock()
+	if unlinked {
+		if w != nil {
+			a.Size = w.Size() // its own copy, written on after the unlink
+		}
+		return a
+	}
 	if la, ok := n.fsys.cache.Local(n.objName()); ok {
 		a.Size, a.Updated = la.Size, la.Updated
 	} else if sa, ok := n.fsys.cache.Settled(n.objName()); ok && a.Generation <= sa.Generation {
@@ -164,9 +201,15 @@ func (n *fileNode) writeHandle(ctx context.Context, a transfer.ObjectAttrs, trun
 	n.mu.Unlock()
 	wh, err := n.fsys.cache.OpenWrite(ctx, a, trunc, pt)
 	if err != nil {
-		n.uncount(pt)
+		n.uncount(pt, nil)
 		return nil, err
 	}
+	n.mu.Lock()
+	if n.writers == nil {
+		n.writers = map[*cache.WriteHandle]struct{}{}
+	}
+	n.writers[wh] = struct{}{}
+	n.mu.Unlock()
 	h := &fileHandle{node: n, data: wh, w: wh, pt: pt}
 	if pt {
 		return &passthroughHandle{fileHandle: h, fd: func() (int, bool) { return wh.Fd(), true }}, nil
@@ -174,8 +217,9 @@ func (n *fileNode) writeHandle(ctx context.Context, a transfer.ObjectAttrs, trun
 	return h, nil
 }
 
-func (n *fileNode) uncount(pt bool) {
+func (n *fileNode) uncount(pt bool, w *cache.WriteHandle) {
 	n.mu.Lock()
+	delete(n.writers, w)
 	if pt {
 		n.ptOpen--
 	} else {
@@ -205,7 +249,7 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 			return n.fsys.errno(ctx, "truncate", n.objName(), err)
 		}
 	}
-	n.fsys.fillFile(&out.Attr, n.currentAttrs(), n.ino)
+	n.fill(&out.Attr, n.currentAttrs())
 	out.SetTimeout(n.fsys.opts.MetadataTTL)
 	return 0
 }
@@ -285,7 +329,7 @@ func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if err := h.w.Sync(); err != nil {
 		return h.node.fsys.errno(ctx, "fsync", h.node.objName(), err)
 	}
-	if h.node.fsys.opts.FsyncRemote {
+	if h.node.fsys.opts.FsyncRemote && !h.w.Orphaned() {
 		if err := h.node.fsys.cache.FlushName(ctx, h.node.objName()); err != nil {
 			return h.node.fsys.errno(ctx, "fsync", h.node.objName(), err)
 		}
@@ -295,7 +339,7 @@ func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 
 // Getattr implements gofs.FileGetattrer (fstat).
 func (h *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
-	h.node.fsys.fillFile(&out.Attr, h.node.currentAttrs(), h.node.ino)
+	h.node.fill(&out.Attr, h.node.currentAttrs())
 	out.SetTimeout(h.node.fsys.opts.MetadataTTL)
 	return 0
 }
@@ -303,7 +347,7 @@ func (h *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Err
 // Release implements gofs.FileReleaser.
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	err := h.data.Close()
-	h.node.uncount(h.pt)
+	h.node.uncount(h.pt, h.w)
 	if err != nil {
 		return h.node.fsys.errno(ctx, "close", h.node.objName(), err)
 	}

@@ -552,3 +552,109 @@ func TestRenameToItself(t *testing.T) {
 		t.Errorf("x is still in the bucket")
 	}
 }
+
+// TestOpenFilesAcrossUnlinkAndRename: a descriptor belongs to the file,
+// not to its name, as on a local disk. A file deleted (or renamed over)
+// while open keeps working through its descriptors until they close, and
+// never reaches the bucket; a file renamed while open is written on
+// under its new name, and the bucket gets those writes there.
+func TestOpenFilesAcrossUnlinkAndRename(t *testing.T) {
+	for _, pt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("passthrough=%v", pt), func(t *testing.T) {
+			emu := startEmulator(t, nil)
+			put(t, emu, "remote-victim", []byte("remote bytes"))
+			m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "1h", fmt.Sprintf("--passthrough=%v", pt)}})
+
+			// Unlink while open, then write, read, fstat and truncate on.
+			f, err := os.OpenFile(m.path("scratch"), os.O_CREATE|os.O_RDWR, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.Write([]byte("before")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(m.path("scratch")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write([]byte(" after unlink")); err != nil {
+				t.Fatalf("write after unlink: %v", err)
+			}
+			if st, err := f.Stat(); err != nil || st.Size() != int64(len("before after unlink")) {
+				t.Errorf("fstat after unlink: %v, size %v", err, st)
+			}
+			buf := make([]byte, 64)
+			if n, _ := f.ReadAt(buf, 0); string(buf[:n]) != "before after unlink" {
+				t.Errorf("read after unlink: %q", buf[:n])
+			}
+			if err := f.Sync(); err != nil {
+				t.Errorf("fsync after unlink: %v", err)
+			}
+			// The name is free, and a new file there is another file.
+			if err := os.WriteFile(m.path("scratch"), []byte("new file"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt([]byte("XXXXXX"), 0); err != nil {
+				t.Fatalf("write through the old descriptor: %v", err)
+			}
+			if got := string(readFile(t, m.path("scratch"))); got != "new file" {
+				t.Errorf("the new file reads %q: the deleted file's writes leaked into it", got)
+			}
+			f.Close()
+
+			// Rename over a file open for writing: it lives on for its
+			// descriptor.
+			v, err := os.OpenFile(m.path("remote-victim"), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			if err := os.WriteFile(m.path("replacement"), []byte("replacement"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(m.path("replacement"), m.path("remote-victim")); err != nil {
+				t.Fatalf("rename over a file open for writing: %v", err)
+			}
+			if _, err := v.WriteAt([]byte("REMOTE"), 0); err != nil {
+				t.Fatalf("write to a file renamed over: %v", err)
+			}
+			if n, _ := v.ReadAt(buf, 0); string(buf[:n]) != "REMOTE bytes" {
+				t.Errorf("the replaced file reads %q", buf[:n])
+			}
+			v.Close()
+
+			// Rename while open for writing: the writes follow the file.
+			w, err := os.OpenFile(m.path("moving"), os.O_CREATE|os.O_RDWR, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			if _, err := w.Write([]byte("first half,")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(m.path("moving"), m.path("moved")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Write([]byte(" second half")); err != nil {
+				t.Fatalf("write after rename: %v", err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(readFile(t, m.path("moved"))); got != "first half, second half" {
+				t.Errorf("moved reads %q", got)
+			}
+
+			m.unmount(t)
+			want := map[string]string{"moved": "first half, second half", "remote-victim": "replacement", "scratch": "new file"}
+			if got := listObjects(t, emu, ""); !slices.Equal(got, []string{"moved", "remote-victim", "scratch"}) {
+				t.Errorf("the bucket holds %q", got)
+			}
+			for name, w := range want {
+				if got := string(object(t, emu, name)); got != w {
+					t.Errorf("%s in the bucket = %q, want %q", name, got, w)
+				}
+			}
+		})
+	}
+}

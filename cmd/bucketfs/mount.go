@@ -312,7 +312,13 @@ func runMount(args []string) error {
 		<-served
 	}
 	// The kernel sends no more requests: everything changed is in the
-	// cache. Send it to the bucket, within the flush timeout.
+	// cache. Files it did not release (an unmount can drop the release of
+	// a file closed just before) are closed here, so their uploads need
+	// not wait for it. Then send everything to the bucket, within the
+	// flush timeout.
+	if n := ch.CloseWriters(); n > 0 {
+		log.Info("closed files the kernel left open for writing at the unmount", "files", n)
+	}
 	left := flush(ch, c.flushTimeout, sigs, log)
 	cacheClosed = true
 	if err := ch.Close(); err != nil {
