@@ -272,7 +272,7 @@ func (c *Cache) load() error {
 				return err
 			}
 		}
-		if r.Dirty {
+		if r.localContent() {
 			// The file is the truth about local changes: writes land there
 			// before the record is updated again.
 			r.Size = st.Size()
@@ -369,7 +369,11 @@ func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs, newFile boo
 	// GCS generations of one name only grow. A newer one than the copy's
 	// is a change made elsewhere: the copy goes. An older one is a caller
 	// that has not seen this cache's own upload yet: the copy stays.
-	if e != nil && !e.rec.Dirty && e.writers == 0 && a.Generation > e.rec.Generation {
+	if e != nil && !e.rec.localContent() && e.writers == 0 && !e.uploading && a.Generation > e.rec.Generation {
+		if e.rec.MetaOnly {
+			c.log.Warn("an attribute change (mode, owner or times) not yet sent is dropped: the object changed in the bucket since", "object", a.Name)
+			e.rec.Dirty, e.rec.MetaOnly, e.dirtying = false, false, nil
+		}
 		victims = append(victims, c.dropLocked(e)...)
 		e = nil
 	}
@@ -490,7 +494,7 @@ func (c *Cache) newHandle(e *entry) (*Handle, error) {
 	}
 	h := &Handle{c: c, e: e, f: f, name: e.name, gen: gen, size: size}
 	c.mu.Lock()
-	if e.rec.Complete || e.rec.Dirty || (e.dl != nil && isClosed(e.dl.Complete())) {
+	if e.rec.Complete || e.rec.localContent() || (e.dl != nil && isClosed(e.dl.Complete())) {
 		c.stats.Hits++
 		h.complete = true
 		c.mu.Unlock()
@@ -513,7 +517,7 @@ func (c *Cache) newHandle(e *entry) (*Handle, error) {
 // Opening the destination file is quick local I/O done under the lock so
 // that two opens cannot start two downloads.
 func (c *Cache) startDownloadLocked(e *entry) error {
-	if e.rec.Dirty || e.rec.Complete {
+	if e.rec.localContent() || e.rec.Complete {
 		return fmt.Errorf("internal error: download of %s, whose copy is complete or has local changes", e.name)
 	}
 	f, err := os.OpenFile(c.dataPath(e.rec.ID), os.O_RDWR, 0)
@@ -569,7 +573,7 @@ func isClosed(ch <-chan struct{}) bool {
 func (c *Cache) takeDownloadLocked(e *entry) (*transfer.Download, *os.File) {
 	dl, f := e.dl, e.dlFile
 	e.dl, e.dlFile = nil, nil
-	if dl != nil && !e.rec.Dirty {
+	if dl != nil && !e.rec.localContent() {
 		e.rec.setPresent(dl.Present())
 	}
 	return dl, f
@@ -591,7 +595,7 @@ func (c *Cache) retire(e *entry, dl *transfer.Download, f *os.File) {
 		c.mu.Unlock()
 		return
 	}
-	if !e.rec.Dirty { // a dirty copy is complete, whatever its old chunks were
+	if !e.rec.localContent() { // a changed copy is complete, whatever its old chunks were
 		e.rec.setPresent(present)
 	}
 	rec, seq := c.snapshotLocked(e)

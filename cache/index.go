@@ -54,6 +54,13 @@ type record struct {
 	// an object found in the bucket can be recognised as this cache's own.
 	// Cleared when an upload is confirmed.
 	Attempts []string `json:"attempts,omitempty"`
+	// Meta is the custom metadata the local version carries to the
+	// bucket (see meta.go); nil: none set here.
+	Meta map[string]string `json:"meta,omitempty"`
+	// MetaOnly (with Dirty): only Meta changed; the content is the
+	// bucket's Generation, so the upload is a metadata patch and the
+	// file may be incomplete.
+	MetaOnly bool `json:"meta_only,omitempty"`
 }
 
 func (r *record) chunks() int {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -103,6 +104,8 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 		// Written again after a deletion not yet sent: a new, empty file
 		// that replaces it (its first change clears Deleted).
 		trunc = true
+	} else if e.rec.Meta == nil && !e.rec.Dirty {
+		e.rec.Meta = ownMeta(a.Metadata) // an upload keeps what the object had
 	}
 	complete := e.rec.Complete || (e.dl != nil && isClosed(e.dl.Complete()))
 	var dl *transfer.Download
@@ -139,12 +142,26 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	// Truncating a file nobody writes that is empty and not deleted
 	// changes nothing.
 	emptyAlready := e.rec.Size == 0 && e.writers == 0 && !e.rec.Deleted
+	// The cache file's modification time is the file's from now on (an
+	// upload sends it): a copy of the bucket's version starts with that
+	// version's.
+	fromBucket := !e.rec.localContent() && e.writers == 0 && !e.rec.Deleted
+	mtimeOf := a
+	if e.rec.Meta != nil {
+		mtimeOf.Metadata = e.rec.Meta // with a time set here (MetaOnly), that one
+	}
+	path := c.dataPath(e.rec.ID)
 	c.mu.Unlock()
 	if f == nil {
-		f, err = os.OpenFile(c.dataPath(e.rec.ID), os.O_RDWR, 0)
+		f, err = os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
 			c.release(e)
 			return nil, fmt.Errorf("opening cache file: %w", err)
+		}
+	}
+	if mt := ObjectMtime(mtimeOf); fromBucket && !mt.IsZero() {
+		if err := os.Chtimes(path, mt, mt); err != nil {
+			c.log.Warn("setting a cache file's modification time failed", "object", a.Name, "err", err)
 		}
 	}
 	h := &WriteHandle{c: c, e: e, f: f, hidden: hidden}
@@ -172,9 +189,11 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 			// The copy was declared complete for the truncation: unless the
 			// change is recorded, it must not be served as the object.
 			c.mu.Lock()
-			if !e.rec.Dirty {
+			if !e.rec.localContent() {
 				e.rec.Complete = false
-				c.dropLocked(e) // removed when h releases it below
+				if !e.rec.Dirty {
+					c.dropLocked(e) // removed when h releases it below
+				}
 			}
 			c.mu.Unlock()
 			h.Close()
@@ -430,21 +449,19 @@ func (h *WriteHandle) begin() error {
 	h.busy++
 	e.inflight++
 	e.version++
-	first := false
-	if e.dirtying == nil {
+	// The first change of the content is recorded before it is made:
+	// the first since the copy was clean, since a deletion (that it is
+	// undone), or since a change of metadata alone (that the content is
+	// local now).
+	first := e.dirtying == nil || e.rec.Deleted || e.rec.MetaOnly
+	prevDirty, prevDeleted, prevMetaOnly := e.rec.Dirty, e.rec.Deleted, e.rec.MetaOnly
+	if first {
 		e.dirtying = make(chan struct{})
 		e.rec.Dirty = true
 		c.markLocalLocked(e.name)
-		first = true
 	}
 	ch := e.dirtying
-	if e.rec.Deleted && !first {
-		// The deletion was recorded; that it is undone must be too.
-		first = true
-		e.dirtying = make(chan struct{})
-		ch = e.dirtying
-	}
-	e.rec.Deleted = false
+	e.rec.Deleted, e.rec.MetaOnly = false, false
 	var rec record
 	var seq uint64
 	if first {
@@ -456,9 +473,9 @@ func (h *WriteHandle) begin() error {
 		c.mu.Lock()
 		e.dirtyErr = err
 		if err != nil {
-			// Nothing was written: the copy is still clean, and the next
+			// Nothing was written: the copy is as it was, and the next
 			// change tries to record itself again.
-			e.rec.Dirty = false
+			e.rec.Dirty, e.rec.Deleted, e.rec.MetaOnly = prevDirty, prevDeleted, prevMetaOnly
 			e.dirtying = nil
 		}
 		c.mu.Unlock()
@@ -679,7 +696,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	}
 	version, inflight := e.version, e.inflight
 	base, size, id := e.rec.Generation, e.rec.Size, e.rec.ID
-	deleted := e.rec.Deleted
+	deleted, metaOnly, meta := e.rec.Deleted, e.rec.MetaOnly, e.rec.Meta
 	e.forced = false
 	e.uploadSeq++
 	seq := e.uploadSeq
@@ -689,10 +706,16 @@ func (c *Cache) upload(ctx context.Context, name string) {
 		c.deleteRemote(ctx, e, name, base, version, inflight)
 		return
 	}
-	// The file says how big the copy is: writes through passthrough
-	// handles are not counted anywhere else until those handles close.
+	if metaOnly {
+		c.patchMeta(ctx, e, name, base, meta, version, inflight)
+		return
+	}
+	// The file says how big the copy is (writes through passthrough
+	// handles are not counted anywhere else until those handles close),
+	// and when it was last changed.
+	var mtime time.Time
 	if st, err := os.Stat(c.dataPath(id)); err == nil {
-		size = st.Size()
+		size, mtime = st.Size(), st.ModTime()
 	}
 	attempt, err := c.noteAttempt(e)
 	if err != nil {
@@ -705,7 +728,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 		c.mu.Unlock()
 		return
 	}
-	attrs, err := c.putObject(ctx, name, id, size, transfer.PutOptions{IfGenerationMatch: base, Metadata: map[string]string{AttemptKey: attempt}})
+	attrs, err := c.putObject(ctx, name, id, size, transfer.PutOptions{IfGenerationMatch: base, Metadata: uploadMeta(meta, mtime, attempt)})
 	if c.supersededDuring(e, name, base, attrs, err) {
 		return
 	}
@@ -734,7 +757,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 			return
 		}
 		c.log.Info("upload refused: the bucket's version is not the one the local change is based on", "object", name, "based_on", base, "bucket_generation", gen)
-		err = c.saveConflict(ctx, e, name, id, size, version, inflight)
+		err = c.saveConflict(ctx, e, name, id, size, meta, version, inflight)
 		if err == nil {
 			c.mu.Lock()
 			e.uploadedSeq = seq // what was written is in the bucket, beside
@@ -766,6 +789,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	if e.version == version && inflight == 0 && e.inflight == 0 {
 		e.rec.Dirty = false
 		e.dirtying = nil
+		e.rec.Meta = ownMeta(attrs.Metadata) // what the bucket has now (its time among it)
 	} else {
 		c.scheduleLocked(name, 0) // changed meanwhile: send the new version
 	}
@@ -971,7 +995,7 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	if base < 0 && !e.rec.Dirty {
 		e.rec.Generation = base
 	}
-	e.rec.Deleted = true
+	e.rec.Deleted, e.rec.MetaOnly = true, false
 	c.orphanLocked(e) // handles open on the file keep their copy, as on a local disk
 	e.rec.Dirty = true
 	c.markLocalLocked(name)
@@ -1031,13 +1055,13 @@ func (c *Cache) failedLocked(ctx context.Context, e *entry, err error) {
 // saveConflict uploads the local version beside the object that changed
 // in the bucket. If the local copy did not change meanwhile, it is then
 // dropped from the cache, so the name shows the remote version again.
-func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint64, size int64, version uint64, inflight int) error {
+func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint64, size int64, meta map[string]string, version uint64, inflight int) error {
 	now := time.Now()
 	var sibling string
 	var err error
 	for try := 1; try <= 20; try++ {
 		sibling = ConflictName(name, now, try)
-		_, err = c.putObject(ctx, sibling, id, size, transfer.PutOptions{IfGenerationMatch: 0})
+		_, err = c.putObject(ctx, sibling, id, size, transfer.PutOptions{IfGenerationMatch: 0, Metadata: meta})
 		if !errors.Is(err, transfer.ErrPrecondition) {
 			break
 		}
@@ -1139,11 +1163,21 @@ func (c *Cache) Local(name string) (transfer.ObjectAttrs, bool) {
 		c.mu.Unlock()
 		return transfer.ObjectAttrs{}, false
 	}
-	a := transfer.ObjectAttrs{Name: name, Generation: e.rec.Generation, Size: e.rec.Size}
-	path := c.dataPath(e.rec.ID)
+	a := transfer.ObjectAttrs{Name: name, Generation: e.rec.Generation, Size: e.rec.Size, Metadata: e.rec.Meta}
+	path, metaOnly := c.dataPath(e.rec.ID), e.rec.MetaOnly
 	c.mu.Unlock()
+	if metaOnly {
+		// The content, and its size, are the bucket's; the time is what
+		// was set here.
+		a.Updated, _ = ParseMtime(a.Metadata[MtimeKey])
+		return a, true
+	}
 	if st, err := os.Stat(path); err == nil {
 		a.Size, a.Updated = st.Size(), st.ModTime()
+		if _, ok := a.Metadata[MtimeKey]; ok {
+			a.Metadata = maps.Clone(a.Metadata) // the file's time is newer than the object's
+			a.Metadata[MtimeKey] = FormatMtime(a.Updated)
+		}
 	}
 	return a, true
 }
@@ -1159,7 +1193,7 @@ func (c *Cache) Settled(name string) (transfer.ObjectAttrs, bool) {
 	if e == nil || e.rec.Dirty || e.rec.Deleted || !isClosed(e.ready) || e.err != nil {
 		return transfer.ObjectAttrs{}, false
 	}
-	return transfer.ObjectAttrs{Name: name, Generation: e.rec.Generation, Size: e.rec.Size}, e.uploadedHere
+	return transfer.ObjectAttrs{Name: name, Generation: e.rec.Generation, Size: e.rec.Size, Metadata: e.rec.Meta}, e.uploadedHere
 }
 
 // LocalNames returns the names under prefix with changes not yet in the
@@ -1285,9 +1319,10 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 		victims = c.dropLocked(old)
 	}
 	size := e.rec.Size
+	meta := e.rec.Meta // set by OpenWrite above from the object's, if it had none
 	ne := &entry{
 		name:  to,
-		rec:   record{ID: newID, Generation: toBase, Size: size, ChunkSize: c.opts.ChunkSize, Complete: true, Dirty: true, Attempts: attempts},
+		rec:   record{ID: newID, Generation: toBase, Size: size, ChunkSize: c.opts.ChunkSize, Complete: true, Dirty: true, Attempts: attempts, Meta: meta},
 		ready: make(chan struct{}),
 	}
 	ne.dirtying = make(chan struct{})
@@ -1304,7 +1339,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	c.mu.Lock()
 	nrec, tomb := ne.rec, e.rec
 	c.mu.Unlock()
-	tomb.Deleted, tomb.Dirty, tomb.Complete, tomb.Present = true, true, true, nil
+	tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
 	err = os.Link(c.dataPath(tomb.ID), c.dataPath(nrec.ID))
 	if err == nil {
 		// Both records in one journal entry: after a crash, both or
@@ -1329,7 +1364,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 		return fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
 	}
 	close(ne.ready)
-	e.rec.Deleted, e.rec.Dirty = true, true
+	e.rec.Deleted, e.rec.Dirty, e.rec.MetaOnly = true, true, false
 	c.markLocalLocked(from.Name)
 	// The handles open on the file follow it to its new name (src, the
 	// rename's own, closes with the old one).

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +31,8 @@ var (
 	_ gofs.NodeUnlinker  = (*dirNode)(nil)
 	_ gofs.NodeRmdirer   = (*dirNode)(nil)
 	_ gofs.NodeRenamer   = (*dirNode)(nil)
+	_ gofs.NodeSymlinker = (*dirNode)(nil)
+	_ gofs.NodeSetattrer = (*dirNode)(nil)
 )
 
 // Lookup implements gofs.NodeLookuper.
@@ -66,6 +69,12 @@ func (d *dirNode) child(ctx context.Context, name string, c child, out *fuse.Ent
 			gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: out.Attr.Ino})
 		return in, 0
 	case kindFile:
+		if isSymlink(c.attrs) {
+			ino := f.fileIno(c.attrs)
+			f.fillFile(&out.Attr, c.attrs, ino)
+			return d.NewInode(ctx, &symlinkNode{fsys: f, name: full, ino: ino, a: c.attrs},
+				gofs.StableAttr{Mode: syscall.S_IFLNK, Ino: ino}), 0
+		}
 		var ino uint64
 		if in := d.GetChild(name); in != nil && c.attrs.Generation <= 0 {
 			// A file not yet in the bucket that the kernel knows already
@@ -103,6 +112,9 @@ func (d *dirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 		if c.kind == kindDir {
 			e.Mode = syscall.S_IFDIR
 			e.Ino = f.ino(kindDir, d.prefix+n+"/")
+		} else if isSymlink(c.attrs) {
+			e.Mode = syscall.S_IFLNK
+			e.Ino = f.fileIno(c.attrs)
 		} else {
 			e.Mode = syscall.S_IFREG
 			if in := d.GetChild(n); in != nil {
@@ -124,6 +136,17 @@ func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 	d.fsys.fillDir(&out.Attr, d.prefix)
 	out.SetTimeout(d.fsys.opts.MetadataTTL)
 	return 0
+}
+
+// Setattr implements gofs.NodeSetattrer: directories show the flags'
+// mode and owner and the mount's start time; changes are accepted and
+// not kept (a prefix has no metadata of its own; README, limits), so
+// that tools which copy trees (tar, rsync -a, cp -a) do not fail.
+func (d *dirNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if d.fsys.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	return d.Getattr(ctx, fh, out)
 }
 
 // Statfs implements gofs.NodeStatfser.
@@ -155,6 +178,13 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	h, err := n.writeHandle(ctx, a, true)
 	if err != nil {
 		return nil, nil, 0, f.errno(ctx, "create", full, err)
+	}
+	if perm := mode & 0o7777; perm != f.opts.FileMode {
+		if err := f.cache.SetMeta(ctx, a, map[string]string{modeKey: strconv.FormatUint(uint64(perm), 8)}); err != nil {
+			h.(gofs.FileReleaser).Release(ctx)
+			return nil, nil, 0, f.errno(ctx, "create", full, err)
+		}
+		f.fillFile(&out.Attr, n.currentAttrs(), ino)
 	}
 	f.meta.forget(full)
 	return in, h, 0, 0

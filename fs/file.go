@@ -122,13 +122,13 @@ func (n *fileNode) currentAttrs() transfer.ObjectAttrs {
 		return a
 	}
 	if la, ok := n.fsys.cache.Local(n.objName()); ok {
-		a.Size, a.Updated = la.Size, la.Updated
+		a.Size, a.Updated, a.Metadata = la.Size, la.Updated, la.Metadata
 	} else if sa, ok := n.fsys.cache.Settled(n.objName()); ok && a.Generation <= sa.Generation {
 		// Changed here and uploaded since: the node was made with the
 		// attributes of an earlier version (its creation, a rename, a
 		// listing); the copy, of the version this cache wrote, knows
 		// better. The generation stays the node's: it names the inode.
-		a.Size = sa.Size
+		a.Size, a.Metadata = sa.Size, sa.Metadata
 	}
 	return a
 }
@@ -228,10 +228,20 @@ func (n *fileNode) uncount(pt bool, w *cache.WriteHandle) {
 	n.mu.Unlock()
 }
 
-// Setattr implements gofs.NodeSetattrer. Size changes (truncate) are
-// applied; mode, owner and times are not stored yet and are accepted
-// without effect.
+// Setattr implements gofs.NodeSetattrer: size changes (truncate), and
+// mode, owner and modification time, kept in the object's metadata
+// (attrs.go). Access times are not kept.
 func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if md := setattrMeta(in); md != nil {
+		if n.fsys.opts.ReadOnly {
+			return syscall.EROFS
+		}
+		if n.isUnlinked() {
+			// Nothing of a deleted file reaches the bucket.
+		} else if err := n.setMeta(ctx, md); err != nil {
+			return n.fsys.errno(ctx, "setattr", n.objName(), err)
+		}
+	}
 	if size, ok := in.GetSize(); ok {
 		if n.fsys.opts.ReadOnly {
 			return syscall.EROFS

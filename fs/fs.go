@@ -153,15 +153,22 @@ func (f *FS) warnOnce(name, msg string, args ...any) {
 }
 
 // fillFile sets out to the attributes a of a file with inode number ino.
+// Mode, owner and modification time come from the object's metadata
+// (attrs.go) where it has them; a symbolic link's size is its target's.
 func (f *FS) fillFile(out *fuse.Attr, a transfer.ObjectAttrs, ino uint64) {
 	out.Ino = ino
-	out.Mode = syscall.S_IFREG | f.opts.FileMode
+	out.Mode = syscall.S_IFREG | metaUint(a.Metadata, modeKey, 8, f.opts.FileMode)&0o7777
 	out.Size = uint64(a.Size)
+	if isSymlink(a) {
+		out.Mode = syscall.S_IFLNK | 0o777
+		out.Size = uint64(len(a.Metadata[symlinkKey]))
+	}
 	out.Blocks = (out.Size + 511) / 512
 	out.Blksize = 4096
 	out.Nlink = 1
-	out.Uid, out.Gid = f.opts.UID, f.opts.GID
-	t := a.Updated
+	out.Uid = metaUint(a.Metadata, uidKey, 10, f.opts.UID)
+	out.Gid = metaUint(a.Metadata, gidKey, 10, f.opts.GID)
+	t := cache.ObjectMtime(a)
 	if t.IsZero() {
 		t = f.start
 	}

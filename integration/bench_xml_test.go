@@ -739,6 +739,12 @@ func (b *s3Bucket) Compose(ctx context.Context, dst string, srcs []string, o tra
 // Delete is a DELETE of the object; gen is ignored (see s3Bucket). S3
 // answers 204 for a missing key as well, so ErrNotExist comes only from a
 // server that says 404.
+// SetMetadata is not needed by the bench (S3 changes metadata only by a
+// copy onto itself).
+func (b *s3Bucket) SetMetadata(ctx context.Context, name string, gen int64, md map[string]string) (transfer.ObjectAttrs, error) {
+	return transfer.ObjectAttrs{}, b.opErr("setmetadata", name, errors.New("not supported by this test bucket"))
+}
+
 func (b *s3Bucket) Delete(ctx context.Context, name string, gen int64) error {
 	resp, err := b.do(ctx, "delete", http.MethodDelete, name, "", nil, nil)
 	if err != nil {

@@ -89,6 +89,12 @@ type Bucket interface {
 	// bytes never leave the store. A missing source is ErrNotExist.
 	Compose(ctx context.Context, dst string, srcs []string, o PutOptions) (ObjectAttrs, error)
 
+	// SetMetadata sets the custom metadata keys of md on the live version
+	// of the object, only if its generation is gen (ErrPrecondition
+	// otherwise; ErrNotExist if there is none), and returns its new
+	// attributes. Keys not in md are kept. The content is not touched.
+	SetMetadata(ctx context.Context, name string, gen int64, md map[string]string) (ObjectAttrs, error)
+
 	// Delete removes the object. With gen > 0 it removes only if the live
 	// generation is gen (ErrPrecondition otherwise). A missing object is
 	// ErrNotExist.

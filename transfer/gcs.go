@@ -306,6 +306,16 @@ func (g *GCS) Compose(ctx context.Context, dst string, srcs []string, po PutOpti
 	return fromGCS(a), nil
 }
 
+// SetMetadata implements Bucket (objects.patch with ifGenerationMatch).
+func (g *GCS) SetMetadata(ctx context.Context, name string, gen int64, md map[string]string) (ObjectAttrs, error) {
+	a, err := g.h.Object(name).If(storage.Conditions{GenerationMatch: gen}).
+		Update(ctx, storage.ObjectAttrsToUpdate{Metadata: md})
+	if err != nil {
+		return ObjectAttrs{}, g.wrap("setmetadata", name, err)
+	}
+	return fromGCS(a), nil
+}
+
 // Delete implements Bucket.
 func (g *GCS) Delete(ctx context.Context, name string, gen int64) error {
 	o := g.h.Object(name)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -412,6 +413,38 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 		}
 		if _, err := b.Stat(ctx, "obj"); err != nil {
 			t.Errorf("a refused Delete removed the object: Stat: %v", err)
+		}
+	})
+	t.Run("SetMetadata", func(t *testing.T) {
+		b, _ := newBucket(t)
+		ctx := testCtx(t, 30*time.Second)
+		a, err := b.Put(ctx, "obj", bytes.NewReader([]byte("content")), PutOptions{Metadata: map[string]string{"keep": "1", "mode": "644"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.SetMetadata(ctx, "obj", a.Generation, map[string]string{"mode": "600", "new": "x"})
+		if err != nil {
+			t.Fatalf("SetMetadata: %v", err)
+		}
+		if got.Generation != a.Generation {
+			t.Errorf("SetMetadata changed the generation %d -> %d", a.Generation, got.Generation)
+		}
+		st, err := b.Stat(ctx, "obj")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"keep": "1", "mode": "600", "new": "x"}
+		if !maps.Equal(st.Metadata, want) {
+			t.Errorf("metadata after SetMetadata = %v, want %v", st.Metadata, want)
+		}
+		if data, _ := readAll(ctx, b, "obj"); string(data) != "content" {
+			t.Errorf("SetMetadata changed the content: %q", data)
+		}
+		if _, err := b.SetMetadata(ctx, "obj", a.Generation+1, map[string]string{"mode": "777"}); !errors.Is(err, ErrPrecondition) {
+			t.Errorf("SetMetadata on another generation: %v, want ErrPrecondition", err)
+		}
+		if _, err := b.SetMetadata(ctx, "missing", 1, map[string]string{"mode": "777"}); !errors.Is(err, ErrNotExist) {
+			t.Errorf("SetMetadata of a missing object: %v, want ErrNotExist", err)
 		}
 	})
 	t.Run("Compose", func(t *testing.T) {

@@ -81,6 +81,15 @@ func (l *Limited) Compose(ctx context.Context, dst string, srcs []string, o PutO
 	return l.b.Compose(ctx, dst, srcs, o)
 }
 
+// SetMetadata implements Bucket.
+func (l *Limited) SetMetadata(ctx context.Context, name string, gen int64, md map[string]string) (ObjectAttrs, error) {
+	if err := l.acquire(ctx); err != nil {
+		return ObjectAttrs{}, err
+	}
+	defer l.release()
+	return l.b.SetMetadata(ctx, name, gen, md)
+}
+
 // Delete implements Bucket.
 func (l *Limited) Delete(ctx context.Context, name string, gen int64) error {
 	if err := l.acquire(ctx); err != nil {

@@ -8,8 +8,8 @@ import (
 )
 
 // preconditionMiddleware enforces ifGenerationMatch on the calls where
-// fake-gcs-server ignores it: compose (POST .../o/DST/compose) and delete
-// (DELETE .../o/NAME). It checks the live generation and answers 412 on a
+// fake-gcs-server ignores it: compose (POST .../o/DST/compose), delete
+// (DELETE .../o/NAME) and metadata patches (PATCH .../o/NAME). It checks the live generation and answers 412 on a
 // mismatch, as GCS does; "0" means the object must not exist. The check
 // and the call it guards run under one mutex, so two guarded calls cannot
 // interleave; an unguarded upload racing them can (GCS makes the check
@@ -23,7 +23,8 @@ func (s *Server) preconditionMiddleware(next http.Handler) http.Handler {
 		}
 		t := classify(r)
 		name, compose := strings.CutSuffix(t.object, "/compose")
-		guarded := (r.Method == http.MethodPost && compose) || (r.Method == http.MethodDelete && !compose)
+		guarded := (r.Method == http.MethodPost && compose) ||
+			((r.Method == http.MethodDelete || r.Method == http.MethodPatch) && !compose)
 		if !guarded || t.bucket == "" || name == "" {
 			next.ServeHTTP(w, r)
 			return
@@ -37,7 +38,7 @@ func (s *Server) preconditionMiddleware(next http.Handler) http.Handler {
 		defer s.guardMu.Unlock()
 		cur, err := s.Generation(t.bucket, name)
 		if err != nil {
-			if r.Method == http.MethodDelete {
+			if r.Method != http.MethodPost {
 				next.ServeHTTP(w, r) // the fake answers 404, as GCS does
 				return
 			}

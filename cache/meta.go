@@ -1,0 +1,192 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// Custom metadata. A local version carries the object's custom metadata
+// (record.Meta) to the bucket with its content, so that an upload keeps
+// what other tools set and what the file system above set (modes,
+// owners, a symlink's target). The cache gives meaning to one key only:
+// the modification time, which it takes from the cache file at upload.
+//
+// A change of metadata alone (chmod, utimes of a file whose content has
+// no local changes) is a record that is Dirty with MetaOnly set: it is
+// sent as a metadata patch conditional on the generation, never as a new
+// upload of the content; if the object changed in the bucket meanwhile,
+// the bucket's version wins and the change is dropped, with a warning.
+
+// MtimeKey is the custom metadata key (x-goog-meta-gcsfuse_mtime) of a
+// file's modification time, in RFC 3339 with nanoseconds. gcsfuse reads
+// the same key.
+const MtimeKey = "gcsfuse_mtime"
+
+// FormatMtime and ParseMtime convert MtimeKey's values.
+func FormatMtime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// ParseMtime reads a MtimeKey value.
+func ParseMtime(s string) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
+}
+
+// ObjectMtime is the modification time of object version a: MtimeKey if
+// it has it, else when it was written.
+func ObjectMtime(a transfer.ObjectAttrs) time.Time {
+	if t, ok := ParseMtime(a.Metadata[MtimeKey]); ok {
+		return t
+	}
+	return a.Updated
+}
+
+// ownMeta is the custom metadata of a bucket version that a new local
+// version keeps: all of it but this cache's upload ID.
+func ownMeta(md map[string]string) map[string]string {
+	if len(md) == 0 {
+		return nil
+	}
+	out := maps.Clone(md)
+	delete(out, AttemptKey)
+	return out
+}
+
+// localContent reports whether the cache file, not the bucket, holds the
+// truth about the content: local changes other than metadata alone.
+func (r *record) localContent() bool { return r.Dirty && !r.MetaOnly }
+
+// SetMeta sets the custom metadata keys of md (an empty value deletes a
+// key) on the local version of a, an object version whose metadata in
+// the bucket is a.Metadata. With MtimeKey in md, the cache file's
+// modification time is set too. The change goes to the bucket with the
+// next upload of the content, or alone, as a metadata patch, if the
+// content has no local changes. When SetMeta returns, the change
+// survives a crash of the process.
+func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[string]string) error {
+	e, err := c.acquire(ctx, a, false)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return fmt.Errorf("%s: %w (%d bytes, cache max size %d)", a.Name, ErrNoSpace, a.Size, c.opts.MaxSize)
+	}
+	defer c.release(e)
+	c.mu.Lock()
+	if e.rec.Deleted {
+		c.mu.Unlock()
+		return fmt.Errorf("%s: %w", a.Name, transfer.ErrNotExist)
+	}
+	base := e.rec.Meta
+	if base == nil && !e.rec.Dirty {
+		base = ownMeta(a.Metadata)
+	}
+	next := maps.Clone(base) // snapshots share the old map: never change it in place
+	if next == nil {
+		next = map[string]string{}
+	}
+	for k, v := range md {
+		if v == "" {
+			delete(next, k)
+		} else {
+			next[k] = v
+		}
+	}
+	e.rec.Meta = next
+	if !e.rec.Dirty {
+		e.rec.Dirty, e.rec.MetaOnly = true, true
+		c.markLocalLocked(e.name)
+		if e.dirtying == nil {
+			e.dirtying = make(chan struct{})
+			close(e.dirtying)
+		}
+	}
+	e.version++
+	id := e.rec.ID
+	rec, seq := c.snapshotLocked(e)
+	if e.writers == 0 {
+		c.scheduleLocked(e.name, c.opts.WriteBackDelay)
+	}
+	c.mu.Unlock()
+	if v, ok := md[MtimeKey]; ok {
+		if t, ok := ParseMtime(v); ok {
+			if err := os.Chtimes(c.dataPath(id), t, t); err != nil {
+				return fmt.Errorf("setting the modification time of %s's cache file: %w", a.Name, err)
+			}
+		}
+	}
+	if err := c.persistEntry(e, rec, seq); err != nil {
+		return fmt.Errorf("recording a metadata change of %s: %w", a.Name, err)
+	}
+	return nil
+}
+
+// patchMeta sends a metadata-only change of name (see SetMeta) and
+// settles the outcome; like upload, whose part it is.
+func (c *Cache) patchMeta(ctx context.Context, e *entry, name string, base int64, md map[string]string, version uint64, inflight int) {
+	attrs, err := c.b.SetMetadata(ctx, name, base, md)
+	if c.supersededDuring(e, name, base, attrs, err) {
+		return
+	}
+	lost := false
+	if errors.Is(err, transfer.ErrPrecondition) || errors.Is(err, transfer.ErrNotExist) {
+		// Attributes are not content: there is no copy to keep beside.
+		c.log.Warn("an attribute change (mode, owner or times) was not applied: the object changed in the bucket, or is gone, since the version it was made on; the bucket's version stays",
+			"object", name, "based_on", base, "err", err)
+		err, lost = nil, true
+	}
+	if err == nil && !lost {
+		c.confirm(name, attrs, false)
+	}
+	c.mu.Lock()
+	e.uploading = false
+	if err != nil {
+		c.failedLocked(ctx, e, err)
+		c.notifyLocked()
+		c.mu.Unlock()
+		return
+	}
+	e.retries = 0
+	var victims []*entry
+	switch {
+	case e.version != version || inflight != 0 || e.inflight != 0 || !e.rec.MetaOnly:
+		c.scheduleLocked(name, 0) // changed meanwhile: send the new state
+	case lost:
+		e.rec.Dirty, e.rec.MetaOnly, e.dirtying = false, false, nil
+		if e.writers == 0 {
+			victims = c.dropLocked(e) // the bucket's version is another one
+		}
+	default:
+		e.rec.Dirty, e.rec.MetaOnly, e.dirtying = false, false, nil
+		e.uploadedHere = true
+	}
+	rec, seq := c.snapshotLocked(e)
+	c.notifyLocked()
+	c.mu.Unlock()
+	if len(victims) == 0 {
+		if err := c.persistEntry(e, rec, seq); err != nil {
+			c.log.Warn("recording a metadata change as sent failed; the next start sends it again", "object", name, "err", err)
+		}
+	}
+	c.removeAll(victims)
+}
+
+// uploadMeta is the custom metadata of an upload of e's content: its
+// recorded metadata, the modification time of the cache file, and the
+// upload's ID.
+func uploadMeta(meta map[string]string, mtime time.Time, attempt string) map[string]string {
+	out := maps.Clone(meta)
+	if out == nil {
+		out = map[string]string{}
+	}
+	if !mtime.IsZero() {
+		out[MtimeKey] = FormatMtime(mtime)
+	}
+	out[AttemptKey] = attempt
+	return out
+}

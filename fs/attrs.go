@@ -1,0 +1,143 @@
+package fs
+
+import (
+	"context"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/bucketfs/bucketfs/cache"
+	"github.com/bucketfs/bucketfs/transfer"
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// POSIX attributes live in the object's custom metadata (x-goog-meta-*):
+//
+//	bucketfs-mode           permission bits, octal ("640")
+//	bucketfs-uid            owner, decimal
+//	bucketfs-gid            group, decimal
+//	gcsfuse_mtime           modification time, RFC 3339 (cache.MtimeKey; gcsfuse reads it)
+//	gcsfuse_symlink_target  a symbolic link's target (an empty object; gcsfuse's convention)
+//
+// An object without them shows --file-mode, --uid, --gid and its update
+// time. Directories keep the flags' values (a prefix has no metadata).
+const (
+	modeKey    = "bucketfs-mode"
+	uidKey     = "bucketfs-uid"
+	gidKey     = "bucketfs-gid"
+	symlinkKey = "gcsfuse_symlink_target"
+)
+
+// isSymlink reports whether object version a is a symbolic link.
+func isSymlink(a transfer.ObjectAttrs) bool { return a.Metadata[symlinkKey] != "" }
+
+// metaUint reads a numeric metadata value of base, or def.
+func metaUint(md map[string]string, key string, base int, def uint32) uint32 {
+	if v, err := strconv.ParseUint(md[key], base, 32); err == nil {
+		return uint32(v)
+	}
+	return def
+}
+
+// setattrMeta turns the mode, owner and time changes of a setattr into
+// metadata changes (none: nil).
+func setattrMeta(in *fuse.SetAttrIn) map[string]string {
+	md := map[string]string{}
+	if m, ok := in.GetMode(); ok {
+		md[modeKey] = strconv.FormatUint(uint64(m&0o7777), 8)
+	}
+	if u, ok := in.GetUID(); ok {
+		md[uidKey] = strconv.FormatUint(uint64(u), 10)
+	}
+	if g, ok := in.GetGID(); ok {
+		md[gidKey] = strconv.FormatUint(uint64(g), 10)
+	}
+	if t, ok := in.GetMTime(); ok {
+		md[cache.MtimeKey] = cache.FormatMtime(t)
+	}
+	if len(md) == 0 {
+		return nil
+	}
+	return md
+}
+
+// symlinkNode is a symbolic link: an empty object whose metadata holds
+// the target.
+type symlinkNode struct {
+	gofs.Inode
+	noXattrs
+	fsys *FS
+	name string
+	ino  uint64
+	a    transfer.ObjectAttrs
+}
+
+var (
+	_ gofs.NodeReadlinker = (*symlinkNode)(nil)
+	_ gofs.NodeGetattrer  = (*symlinkNode)(nil)
+)
+
+// Readlink implements gofs.NodeReadlinker.
+func (s *symlinkNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	return []byte(s.a.Metadata[symlinkKey]), 0
+}
+
+// Getattr implements gofs.NodeGetattrer.
+func (s *symlinkNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	s.fsys.fillFile(&out.Attr, s.a, s.ino)
+	out.SetTimeout(s.fsys.opts.MetadataTTL)
+	return 0
+}
+
+// Symlink implements gofs.NodeSymlinker: an empty object with the target
+// in its metadata, written back like a file.
+func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	f := d.fsys
+	if f.opts.ReadOnly {
+		return nil, syscall.EROFS
+	}
+	if errno := d.checkNew(ctx, name); errno != 0 {
+		return nil, errno
+	}
+	full := d.prefix + name
+	a := transfer.ObjectAttrs{Name: full, Updated: time.Now()}
+	wh, err := f.cache.OpenWrite(ctx, a, true, false)
+	if err != nil {
+		return nil, f.errno(ctx, "symlink", full, err)
+	}
+	err = f.cache.SetMeta(ctx, a, map[string]string{symlinkKey: target})
+	if cerr := wh.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, f.errno(ctx, "symlink", full, err)
+	}
+	f.meta.forget(full)
+	a.Metadata = map[string]string{symlinkKey: target}
+	return d.child(ctx, name, child{kind: kindFile, attrs: a}, out)
+}
+
+// checkNew checks that name can be made in d: valid, not reserved, not
+// taken.
+func (d *dirNode) checkNew(ctx context.Context, name string) syscall.Errno {
+	if !validName(name) {
+		return syscall.EINVAL
+	}
+	if d.reserved(name) {
+		return syscall.EPERM
+	}
+	c, err := d.fsys.meta.resolve(ctx, d.prefix+name, d.fsys.warnOnce)
+	if err != nil {
+		return d.fsys.errno(ctx, "create", d.prefix+name, err)
+	}
+	if c.kind != kindNone {
+		return syscall.EEXIST
+	}
+	return 0
+}
+
+// setMeta applies a setattr's metadata changes to the file of node n.
+func (n *fileNode) setMeta(ctx context.Context, md map[string]string) error {
+	return n.fsys.cache.SetMeta(ctx, n.currentAttrs(), md)
+}

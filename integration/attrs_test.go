@@ -1,0 +1,197 @@
+package integration
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fsouza/fake-gcs-server/fakestorage"
+)
+
+// objectMeta returns the custom metadata of an object in the emulator.
+func objectMeta(t testing.TB, name string, fake *fakestorage.Server) map[string]string {
+	t.Helper()
+	o, err := fake.GetObject(testBucket, name)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return o.Metadata
+}
+
+func statOf(t testing.TB, path string) *syscall.Stat_t {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil {
+		t.Fatalf("lstat %s: %v", path, err)
+	}
+	return &st
+}
+
+// TestAttributesPersist: chmod, chown and utimes of new and existing
+// files are kept in object metadata and read back by a mount with an
+// empty cache; a change of attributes alone patches the metadata and does
+// not upload the content again.
+func TestAttributesPersist(t *testing.T) {
+	emu := startEmulator(t, nil)
+	put(t, emu, "remote.bin", randomBytes(3<<20, 7))
+	oldGen, _ := emu.Generation(testBucket, "remote.bin")
+	var uploads atomic.Int64
+	emu.SetAfterHook(func(r *http.Request) {
+		if isUploadReq(r) {
+			uploads.Add(1)
+		}
+	})
+	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "1h"}})
+
+	mtime := time.Date(2001, 2, 3, 4, 5, 6, 789, time.UTC)
+	if err := os.WriteFile(m.path("new.txt"), []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"new.txt", "remote.bin"} {
+		if err := os.Chmod(m.path(name), 0o640); err != nil {
+			t.Fatalf("chmod %s: %v", name, err)
+		}
+		if err := os.Chown(m.path(name), 1234, 5678); err != nil {
+			t.Fatalf("chown %s: %v", name, err)
+		}
+		if err := os.Chtimes(m.path(name), mtime, mtime); err != nil {
+			t.Fatalf("utimes %s: %v", name, err)
+		}
+	}
+	check := func(when string, path string) {
+		t.Helper()
+		st := statOf(t, path)
+		if st.Mode&0o7777 != 0o640 || st.Uid != 1234 || st.Gid != 5678 {
+			t.Errorf("%s: %s mode %o uid %d gid %d, want 640 1234 5678", when, path, st.Mode&0o7777, st.Uid, st.Gid)
+		}
+		if got := time.Unix(st.Mtim.Unix()); !got.Equal(mtime) {
+			t.Errorf("%s: %s mtime %v, want %v", when, path, got, mtime)
+		}
+	}
+	check("before the upload", m.path("new.txt"))
+	check("before the upload", m.path("remote.bin"))
+	// A write after utimes moves the time on, as on a local disk.
+	if err := os.WriteFile(m.path("later.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(m.path("later.txt"), mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(m.path("later.txt"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("y"))
+	f.Close()
+	if st := statOf(t, m.path("later.txt")); time.Unix(st.Mtim.Unix()).Year() == 2001 {
+		t.Error("a write after utimes left the time set by utimes")
+	}
+	uploadsBefore := uploads.Load()
+	m.unmount(t)
+	if n := uploads.Load() - uploadsBefore; n != 2 {
+		t.Errorf("the flush made %d uploads, want 2 (new.txt and later.txt; remote.bin's metadata is a patch)", n)
+	}
+	if gen, _ := emu.Generation(testBucket, "remote.bin"); gen != oldGen {
+		t.Errorf("remote.bin's generation changed %d -> %d: its content was uploaded again", oldGen, gen)
+	}
+	md := objectMeta(t, "remote.bin", emu.Fake())
+	if md["bucketfs-mode"] != "640" || md["bucketfs-uid"] != "1234" || md["bucketfs-gid"] != "5678" || md["gcsfuse_mtime"] != "2001-02-03T04:05:06.000000789Z" {
+		t.Errorf("remote.bin metadata %v", md)
+	}
+
+	m2 := mount(t, emu, mountOpts{}) // an empty cache: everything from the bucket
+	check("after a remount", m2.path("new.txt"))
+	check("after a remount", m2.path("remote.bin"))
+	if got := readFile(t, m2.path("remote.bin")); string(got) != string(randomBytes(3<<20, 7)) {
+		t.Error("remote.bin's content changed")
+	}
+	// Rewriting the content keeps the attributes.
+	if err := os.WriteFile(m2.path("remote.bin"), []byte("rewritten"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m2.path("new.txt"), m2.path("renamed.txt")); err != nil {
+		t.Fatal(err)
+	}
+	m2.unmount(t)
+	for _, name := range []string{"remote.bin", "renamed.txt"} {
+		if md := objectMeta(t, name, emu.Fake()); md["bucketfs-mode"] != "640" || md["bucketfs-uid"] != "1234" {
+			t.Errorf("%s after a rewrite or rename: metadata %v", name, md)
+		}
+	}
+	if md := objectMeta(t, "renamed.txt", emu.Fake()); md["gcsfuse_mtime"] != "2001-02-03T04:05:06.000000789Z" {
+		t.Errorf("a rename changed the modification time: %v", md)
+	}
+}
+
+// TestSymlinks: symbolic links are empty objects with the target in
+// gcsfuse_symlink_target (gcsfuse's convention), both ways.
+func TestSymlinks(t *testing.T) {
+	emu := startEmulator(t, nil)
+	// One made by another tool.
+	if err := emu.Fake().CreateObjectStreaming(fakestorage.Object{
+		ObjectAttrs: fakestorage.ObjectAttrs{BucketName: testBucket, Name: "theirs", Metadata: map[string]string{"gcsfuse_symlink_target": "dir/file"}},
+	}.StreamingObject()); err != nil {
+		t.Fatal(err)
+	}
+	put(t, emu, "dir/file", []byte("target content"))
+	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "1h"}})
+
+	if got, err := os.Readlink(m.path("theirs")); err != nil || got != "dir/file" {
+		t.Errorf("readlink of a gcsfuse symlink: %q %v", got, err)
+	}
+	if got := readFile(t, m.path("theirs")); string(got) != "target content" {
+		t.Errorf("reading through the link: %q", got)
+	}
+	for name, target := range map[string]string{"rel": "dir/file", "abs": "/etc/hostname", "dangling": "no/such"} {
+		if err := os.Symlink(target, m.path(name)); err != nil {
+			t.Fatalf("symlink %s: %v", name, err)
+		}
+		if got, err := os.Readlink(m.path(name)); err != nil || got != target {
+			t.Errorf("readlink %s: %q %v", name, got, err)
+		}
+		st := statOf(t, m.path(name))
+		if st.Mode&syscall.S_IFMT != syscall.S_IFLNK || st.Size != int64(len(target)) {
+			t.Errorf("lstat %s: mode %o size %d", name, st.Mode, st.Size)
+		}
+	}
+	if err := os.Symlink("x", m.path("rel")); !errors.Is(err, os.ErrExist) {
+		t.Errorf("symlink over an existing name: %v, want EEXIST", err)
+	}
+	if _, err := os.Stat(m.path("dangling")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stat through a dangling link: %v", err)
+	}
+	if err := os.Rename(m.path("rel"), m.path("dir/moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(m.path("abs")); err != nil {
+		t.Fatal(err)
+	}
+	m.unmount(t)
+	if md := objectMeta(t, "dir/moved", emu.Fake()); md["gcsfuse_symlink_target"] != "dir/file" {
+		t.Errorf("dir/moved metadata %v", md)
+	}
+	if b := object(t, emu, "dir/moved"); len(b) != 0 {
+		t.Errorf("a symlink object holds %d bytes", len(b))
+	}
+	if object(t, emu, "abs") != nil || object(t, emu, "rel") != nil {
+		t.Error("a removed or renamed link is still in the bucket")
+	}
+	m2 := mount(t, emu, mountOpts{})
+	defer m2.unmount(t)
+	if got, err := os.Readlink(m2.path("dir/moved")); err != nil || got != "dir/file" {
+		t.Errorf("after a remount: readlink %q %v", got, err)
+	}
+	ents, err := os.ReadDir(m2.path(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() == "dangling" && e.Type() != os.ModeSymlink {
+			t.Errorf("readdir type of a link: %v", e.Type())
+		}
+	}
+}
