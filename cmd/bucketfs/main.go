@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -27,6 +29,7 @@ type usageError struct{ msg string }
 func (e *usageError) Error() string { return e.msg }
 
 func main() {
+	statusPipe = openStatusPipe()
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -40,7 +43,7 @@ func run(args []string) int {
 	case "mount":
 		err = runMount(args[1:])
 	case "version", "--version":
-		fmt.Println("bucketfs", version)
+		fmt.Println(versionLine())
 		return exitOK
 	case "help", "-h", "--help":
 		fmt.Print(topUsage)
@@ -51,13 +54,32 @@ func run(args []string) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(os.Stderr, "bucketfs:", err)
+	msg := redactString(err.Error())
+	fmt.Fprintln(os.Stderr, "bucketfs:", msg)
+	reportStatus("error: " + msg)
 	var ue *usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintln(os.Stderr, "Run 'bucketfs help' or 'bucketfs mount --help' for usage.")
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// versionLine is "bucketfs VERSION (go1.x linux/amd64)"; a build without
+// -ldflags (go install) names its module version or commit.
+func versionLine() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" {
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && v == "dev" && len(s.Value) >= 12 {
+				v = "dev-" + s.Value[:12]
+			}
+		}
+	}
+	return fmt.Sprintf("bucketfs %s (%s %s/%s)", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 const topUsage = `bucketfs mounts a Google Cloud Storage bucket as a directory, served from a
