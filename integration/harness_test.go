@@ -28,6 +28,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "integration tests need fusermount3 (apt-get install fuse3)")
 		os.Exit(1)
 	}
+	if bin := os.Getenv(testBinEnv); bin != "" {
+		// A test run again by runInMountNamespace: the binary is built.
+		binPath = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "bucketfs-bin-")
 	if err != nil {
 		panic(err)
@@ -208,7 +213,7 @@ func startMount(t testing.TB, emu *emulator.Server, o mountOpts) (*mountProc, er
 		for sc.Scan() {
 			line := sc.Text()
 			m.logs.add(line)
-			if strings.Contains(line, "msg=mounted") {
+			if strings.Contains(line, "msg=mounted") || strings.Contains(line, `"msg":"mounted"`) {
 				once.Do(func() { close(m.ready) })
 			}
 		}

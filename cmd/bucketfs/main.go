@@ -3,6 +3,7 @@
 //
 //	bucketfs mount BUCKET MOUNTPOINT [flags]
 //	bucketfs version
+//	mount.fuse.bucketfs BUCKET MOUNTPOINT [-sfnv] [-o OPTIONS]   (mount helper, see helper.go)
 package main
 
 import (
@@ -30,6 +31,9 @@ func (e *usageError) Error() string { return e.msg }
 
 func main() {
 	statusPipe = openStatusPipe()
+	if isHelperCall(os.Args[0], os.Args[1:]) {
+		os.Exit(runHelper(os.Args[1:]))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -88,7 +92,14 @@ cache on local disk.
 Usage:
   bucketfs mount BUCKET MOUNTPOINT [flags]   mount in the foreground; Ctrl-C or
                                              SIGTERM unmounts
+  bucketfs mount --config FILE [flags]       the same, settings read from a YAML file
   bucketfs version                           print the version
+
+As a mount helper (/sbin/mount.fuse.bucketfs, for mount(8) and /etc/fstab):
+  mount -t fuse.bucketfs -o OPTIONS BUCKET MOUNTPOINT
+  fstab: BUCKET MOUNTPOINT fuse.bucketfs _netdev,OPTIONS 0 0
+  OPTIONS are the mount flags by name, _ for - (cache_dir=DIR, anonymous, ...);
+  the mount runs on in the background once mount(8) returns.
 
 Run 'bucketfs mount --help' for the mount flags.
 `
