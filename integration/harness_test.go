@@ -157,6 +157,7 @@ type mountProc struct {
 
 type mountOpts struct {
 	cacheDir string   // "" for a new temporary one
+	dir      string   // mountpoint; "" for a new temporary one
 	args     []string // extra flags
 	env      []string // extra environment
 	uid      int      // run bucketfs as this user (and group); 0: as the test
@@ -179,7 +180,10 @@ func startMount(t testing.TB, emu *emulator.Server, o mountOpts) (*mountProc, er
 	if o.cacheDir == "" {
 		o.cacheDir = t.TempDir()
 	}
-	m := &mountProc{dir: t.TempDir(), cacheDir: o.cacheDir, logs: &syncBuffer{},
+	if o.dir == "" {
+		o.dir = t.TempDir()
+	}
+	m := &mountProc{dir: o.dir, cacheDir: o.cacheDir, logs: &syncBuffer{},
 		ready: make(chan struct{}), exited: make(chan struct{})}
 	args := append([]string{"mount", testBucket, m.dir,
 		"--endpoint", emu.URL(), "--anonymous", "--cache-dir", o.cacheDir}, o.args...)

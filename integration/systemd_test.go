@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -130,5 +132,40 @@ func waitMessage(t *testing.T, msgs <-chan string, want string, timeout time.Dur
 		case <-deadline:
 			t.Fatalf("no %q on NOTIFY_SOCKET within %v; got %q", want, timeout, seen)
 		}
+	}
+}
+
+// A bucketfs killed with SIGKILL leaves a dead mount; the next start on the
+// same mountpoint (systemd's Restart=on-failure) detaches it by itself and
+// mounts, and uploads what the killed one had not. A dead mount of another
+// bucket is not touched.
+func TestRestartAfterKillClearsDeadMount(t *testing.T) {
+	emu := startEmulator(t, nil)
+	emu.CreateBucket("other-bucket")
+	cacheDir := t.TempDir()
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: []string{"--write-back-delay", "1h"}})
+	data := []byte("written before the kill\n")
+	if err := os.WriteFile(m.path("before-kill.txt"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.cmd.Process.Kill()
+	<-m.exited
+	if _, err := os.Stat(m.dir); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("after SIGKILL, stat of the mountpoint: %v; want ENOTCONN (a dead mount)", err)
+	}
+
+	code, out := runBucketfs(t, nil, "mount", "other-bucket", m.dir, "--endpoint", emu.URL(), "--anonymous", "--cache-dir", t.TempDir())
+	if code != 1 || !strings.Contains(out, "is a dead FUSE mount") {
+		t.Errorf("mount of another bucket on the dead mount: exit %d:\n%s", code, out)
+	}
+
+	m2 := mount(t, emu, mountOpts{cacheDir: cacheDir, dir: m.dir})
+	m2.logs.waitFor(t, "detached the dead mount", time.Second)
+	if got := readFile(t, m2.path("before-kill.txt")); !bytes.Equal(got, data) {
+		t.Errorf("after restart, the file reads %q", got)
+	}
+	m2.unmount(t)
+	if got := object(t, emu, "before-kill.txt"); !bytes.Equal(got, data) {
+		t.Errorf("bucket has %q", got)
 	}
 }

@@ -229,6 +229,7 @@ func runMount(args []string) error {
 	if err := checkFUSE(); err != nil {
 		return err
 	}
+	clearDeadMount(c.mountpoint, c.bucket, log)
 	mnt, err := checkMountpoint(c.mountpoint)
 	if err != nil {
 		return err
