@@ -62,6 +62,9 @@ var ignoredOptions = map[string]bool{
 	"silent": true, "loud": true, "default_permissions": true,
 }
 
+// pathFlags are the flags whose relative paths the helper makes absolute.
+var pathFlags = map[string]bool{"cache-dir": true, "config": true}
+
 // isHelperCall tells whether bucketfs was started as a mount helper: by the
 // name mount.fuse.bucketfs (or mount.bucketfs), or by mount.fuse3 as
 // "bucketfs SOURCE /MOUNTPOINT ...".
@@ -156,7 +159,10 @@ func (h *helperCall) mountArgs(warn func(string)) (args []string, logFile string
 			if val == "" {
 				return nil, "", fmt.Errorf("option %s needs a path (%s=/var/log/bucketfs.log)", name, name)
 			}
-			logFile = val
+			logFile, err = filepath.Abs(val)
+			if err != nil {
+				return nil, "", err
+			}
 			continue
 		}
 		f := fl.Lookup(strings.ReplaceAll(name, "_", "-"))
@@ -173,6 +179,12 @@ func (h *helperCall) mountArgs(warn func(string)) (args []string, logFile string
 		}
 		if !hasVal {
 			return nil, "", fmt.Errorf("option %s needs a value (%s=%s)", name, name, strings.ToLower(valueKind(f)))
+		}
+		if pathFlags[f.Name] && val != "" {
+			// The daemon runs in /, so as to hold no directory busy.
+			if val, err = filepath.Abs(val); err != nil {
+				return nil, "", err
+			}
 		}
 		args = append(args, "--"+f.Name+"="+val)
 	}

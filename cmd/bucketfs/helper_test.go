@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +25,8 @@ func TestHelperOptions(t *testing.T) {
 			args: []string{"-n", "b", "/m", "-o", "ro,noexec", "-oallow_other=false", "-o", "log_file=/var/log/b.log,uid=1000"},
 			want: []string{"--read-only=true", "--noexec", "--allow-other=false", "--uid=1000", "b", "/m"}, logFile: "/var/log/b.log",
 		},
+		{name: "relative paths made absolute", args: []string{"b", "/m", "-o", "cache_dir=c,config=/etc/b.yaml,log_file=l.log"},
+			want: []string{"--cache-dir=" + abs("c"), "--config=/etc/b.yaml", "b", "/m"}, logFile: abs("l.log")},
 		{name: "mount.fuse3 adds -t", args: []string{"b", "/m", "-t", "fuse.bucketfs", "-o", "dev,suid"}, want: []string{"b", "/m"}},
 		{name: "sloppy ignores unknown options", args: []string{"-s", "b", "/m", "-o", "frobnicate,anonymous"}, want: []string{"--anonymous", "b", "/m"}},
 		{name: "unknown option", args: []string{"b", "/m", "-o", "frobnicate"}, err: `unknown option "frobnicate"`},
@@ -75,4 +78,12 @@ func TestIsHelperCall(t *testing.T) {
 			t.Errorf("isHelperCall(%q, %q) = %v", c.argv0, c.args, got)
 		}
 	}
+}
+
+func abs(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		panic(err)
+	}
+	return a
 }
