@@ -4,11 +4,34 @@ BIN      := bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 
-.PHONY: build deps test bench demo vet fmt clean
+# Where 'make install' puts things; DESTDIR stages them under another root.
+PREFIX   ?= /usr/local
+SBINDIR  ?= /sbin
+UNITDIR  ?= /etc/systemd/system
+DESTDIR  ?=
+
+.PHONY: build deps test bench demo vet fmt clean install uninstall
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/bucketfs ./cmd/bucketfs
 	$(GO) build -o $(BIN)/bucketfs-emulator ./cmd/bucketfs-emulator
+
+# bin/bucketfs to $(PREFIX)/bin, the mount helper /sbin/mount.fuse.bucketfs
+# (a symlink to it, for mount(8) and /etc/fstab), the systemd unit
+# bucketfs@.service and the README.
+install: build
+	install -D -m 0755 $(BIN)/bucketfs $(DESTDIR)$(PREFIX)/bin/bucketfs
+	install -d $(DESTDIR)$(SBINDIR)
+	ln -sf $(PREFIX)/bin/bucketfs $(DESTDIR)$(SBINDIR)/mount.fuse.bucketfs
+	install -d $(DESTDIR)$(UNITDIR)
+	sed 's|/usr/local/|$(PREFIX)/|g' deploy/bucketfs@.service >$(DESTDIR)$(UNITDIR)/bucketfs@.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/bucketfs@.service
+	install -D -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/bucketfs/README.md
+	@if [ -z "$(DESTDIR)" ] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/bucketfs $(DESTDIR)$(SBINDIR)/mount.fuse.bucketfs \
+		$(DESTDIR)$(UNITDIR)/bucketfs@.service $(DESTDIR)$(PREFIX)/share/doc/bucketfs/README.md
 
 # Unit and integration tests (real FUSE mounts; needs fuse3 and root or
 # user_allow_other). Every test has a timeout; the race detector is on.

@@ -28,6 +28,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "integration tests need fusermount3 (apt-get install fuse3)")
 		os.Exit(1)
 	}
+	if bin := os.Getenv(testBinEnv); bin != "" {
+		// A test run again by runInMountNamespace: the binary is built.
+		binPath = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "bucketfs-bin-")
 	if err != nil {
 		panic(err)
@@ -152,6 +157,7 @@ type mountProc struct {
 
 type mountOpts struct {
 	cacheDir string   // "" for a new temporary one
+	dir      string   // mountpoint; "" for a new temporary one
 	args     []string // extra flags
 	env      []string // extra environment
 	uid      int      // run bucketfs as this user (and group); 0: as the test
@@ -174,7 +180,10 @@ func startMount(t testing.TB, emu *emulator.Server, o mountOpts) (*mountProc, er
 	if o.cacheDir == "" {
 		o.cacheDir = t.TempDir()
 	}
-	m := &mountProc{dir: t.TempDir(), cacheDir: o.cacheDir, logs: &syncBuffer{},
+	if o.dir == "" {
+		o.dir = t.TempDir()
+	}
+	m := &mountProc{dir: o.dir, cacheDir: o.cacheDir, logs: &syncBuffer{},
 		ready: make(chan struct{}), exited: make(chan struct{})}
 	args := append([]string{"mount", testBucket, m.dir,
 		"--endpoint", emu.URL(), "--anonymous", "--cache-dir", o.cacheDir}, o.args...)
@@ -208,7 +217,7 @@ func startMount(t testing.TB, emu *emulator.Server, o mountOpts) (*mountProc, er
 		for sc.Scan() {
 			line := sc.Text()
 			m.logs.add(line)
-			if strings.Contains(line, "msg=mounted") {
+			if strings.Contains(line, "msg=mounted") || strings.Contains(line, `"msg":"mounted"`) {
 				once.Do(func() { close(m.ready) })
 			}
 		}

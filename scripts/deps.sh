@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what bucketfs needs on Debian/Ubuntu, if missing: the system
-# packages fuse3 (fusermount3, to mount) and fio (for make bench), and
+# packages fuse3 (fusermount3, to mount), fio (for make bench) and systemd
+# (systemd-analyze, to check the unit file), and
 # versitygw, the S3-compatible server the multipart tests of transfer/ run
 # against. Both steps run even if the other fails; the exit status is 1 if
 # either did.
@@ -11,6 +12,8 @@ install_packages() {
   local need=() sudo
   command -v fusermount3 >/dev/null || need+=(fuse3)
   command -v fio >/dev/null || need+=(fio)
+  # systemd-analyze verifies deploy/bucketfs@.service in the tests.
+  command -v systemd-analyze >/dev/null || need+=(systemd)
   [ ${#need[@]} -eq 0 ] && return 0
   if [ "$(id -u)" = 0 ]; then sudo=; elif command -v sudo >/dev/null; then sudo=sudo; else
     echo "deps: please install: ${need[*]} (apt-get install ${need[*]})" >&2; return 1

@@ -3,12 +3,15 @@
 //
 //	bucketfs mount BUCKET MOUNTPOINT [flags]
 //	bucketfs version
+//	mount.fuse.bucketfs BUCKET MOUNTPOINT [-sfnv] [-o OPTIONS]   (mount helper, see helper.go)
 package main
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -27,6 +30,10 @@ type usageError struct{ msg string }
 func (e *usageError) Error() string { return e.msg }
 
 func main() {
+	statusPipe = openStatusPipe()
+	if isHelperCall(os.Args[0], os.Args[1:]) {
+		os.Exit(runHelper(os.Args[1:]))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -40,7 +47,7 @@ func run(args []string) int {
 	case "mount":
 		err = runMount(args[1:])
 	case "version", "--version":
-		fmt.Println("bucketfs", version)
+		fmt.Println(versionLine())
 		return exitOK
 	case "help", "-h", "--help":
 		fmt.Print(topUsage)
@@ -51,7 +58,9 @@ func run(args []string) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(os.Stderr, "bucketfs:", err)
+	msg := redactString(err.Error())
+	fmt.Fprintln(os.Stderr, "bucketfs:", msg)
+	reportStatus("error: " + msg)
 	var ue *usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintln(os.Stderr, "Run 'bucketfs help' or 'bucketfs mount --help' for usage.")
@@ -60,13 +69,37 @@ func run(args []string) int {
 	return exitFailure
 }
 
+// versionLine is "bucketfs VERSION (go1.x linux/amd64)"; a build without
+// -ldflags (go install) names its module version or commit.
+func versionLine() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" {
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && v == "dev" && len(s.Value) >= 12 {
+				v = "dev-" + s.Value[:12]
+			}
+		}
+	}
+	return fmt.Sprintf("bucketfs %s (%s %s/%s)", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
 const topUsage = `bucketfs mounts a Google Cloud Storage bucket as a directory, served from a
 cache on local disk.
 
 Usage:
   bucketfs mount BUCKET MOUNTPOINT [flags]   mount in the foreground; Ctrl-C or
                                              SIGTERM unmounts
+  bucketfs mount --config FILE [flags]       the same, settings read from a YAML file
   bucketfs version                           print the version
+
+As a mount helper (/sbin/mount.fuse.bucketfs, for mount(8) and /etc/fstab):
+  mount -t fuse.bucketfs -o OPTIONS BUCKET MOUNTPOINT
+  fstab: BUCKET MOUNTPOINT fuse.bucketfs _netdev,OPTIONS 0 0
+  OPTIONS are the mount flags by name, _ for - (cache_dir=DIR, anonymous, ...);
+  the mount runs on in the background once mount(8) returns.
 
 Run 'bucketfs mount --help' for the mount flags.
 `

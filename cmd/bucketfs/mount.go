@@ -39,9 +39,12 @@ type mountConfig struct {
 	fileMode     Mode
 	dirMode      Mode
 	readOnly     bool
+	noexec       bool
 	allowOther   bool
 	passthrough  bool
 	logLevel     string
+	logFormat    string
+	configFile   string
 	debugFUSE    bool
 	checkTimeout time.Duration
 
@@ -64,9 +67,9 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	c.partSize = transfer.DefaultPartSize
 	c.fileMode = 0o644
 	c.dirMode = 0o755
-	fl.StringVar(&c.cacheDir, "cache-dir", "", "cache directory on local disk (default: $XDG_CACHE_HOME/bucketfs/BUCKET, or /var/cache/bucketfs/BUCKET as root)")
+	fl.StringVar(&c.cacheDir, "cache-dir", "", "cache `DIR` on local disk, one per bucket (default: /var/cache/bucketfs/BUCKET as root, else $XDG_CACHE_HOME/bucketfs/BUCKET)")
 	fl.Var(&c.cacheMax, "cache-max-size", "most object data kept in the cache, e.g. 512MiB, 20GiB")
-	fl.StringVar(&c.endpoint, "endpoint", "", "GCS JSON API endpoint, e.g. http://127.0.0.1:4443 for an emulator (default: Google's)")
+	fl.StringVar(&c.endpoint, "endpoint", "", "GCS JSON API `URL`, e.g. http://127.0.0.1:4443 for an emulator (default: Google's)")
 	fl.BoolVar(&c.anonymous, "anonymous", false, "send no credentials (public buckets, emulators)")
 	fl.DurationVar(&c.metadataTTL, "metadata-ttl", time.Minute, "how long names and attributes are trusted before the bucket is asked again; changes made by others show up after this")
 	fl.Var(&c.chunkSize, "prefetch-chunk-size", "bytes per range request when an object is fetched")
@@ -79,7 +82,10 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.BoolVar(&c.readOnly, "read-only", false, "mount read-only")
 	fl.BoolVar(&c.allowOther, "allow-other", false, "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root)")
 	fl.BoolVar(&c.passthrough, "passthrough", true, "let the kernel read fully cached files directly (FUSE passthrough, Linux >= 6.9, root)")
-	fl.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&c.logLevel, "log-level", "info", "least important messages logged: debug, info, warn or error")
+	fl.StringVar(&c.logFormat, "log-format", "text", "text (key=value lines) or json (one object a line)")
+	fl.StringVar(&c.configFile, "config", "", "YAML `FILE` of settings: keys are the flag names, plus bucket and mountpoint; flags win over it")
+	fl.BoolVar(&c.noexec, "noexec", false, "forbid running programs from the mount")
 	fl.BoolVar(&c.debugFUSE, "debug-fuse", false, "log every FUSE request (very verbose)")
 	fl.DurationVar(&c.checkTimeout, "check-timeout", 30*time.Second, "how long the start-up check of the bucket may take")
 	fl.DurationVar(&c.writeBackDelay, "write-back-delay", 5*time.Second, "wait after the last close of a changed file before uploading it")
@@ -88,33 +94,46 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.Var(&c.largeThreshold, "parallel-upload-threshold", "files this big or bigger are uploaded in parts sent in parallel")
 	fl.Var(&c.partSize, "part-size", "bytes per part of a parallel upload (at least 5MiB)")
 	fl.IntVar(&c.partParallelism, "part-parallelism", transfer.DefaultPartParallelism, "parts in flight, over all parallel uploads")
-	fl.StringVar(&c.multipartEndpoint, "multipart-endpoint", "", "XML API endpoint for multipart uploads (default: https://storage.googleapis.com, or the host of --endpoint); without that API, parts are composed through the JSON API")
+	fl.StringVar(&c.multipartEndpoint, "multipart-endpoint", "", "XML API `URL` for multipart uploads (default: https://storage.googleapis.com, or the host of --endpoint); without that API, parts are composed through the JSON API")
 	fl.StringVar(&c.fsyncMode, "fsync", "local", "local: fsync makes a file durable on local disk; remote: fsync waits until it is in the bucket")
 	return fl
 }
 
-func mountUsage(fl *flag.FlagSet) string {
-	var b strings.Builder
-	b.WriteString("Usage: bucketfs mount BUCKET MOUNTPOINT [flags]\n\n")
-	b.WriteString("Mounts BUCKET on MOUNTPOINT in the foreground until Ctrl-C, SIGTERM or\n'fusermount3 -u MOUNTPOINT'.\n\nFlags:\n")
-	fl.VisitAll(func(f *flag.Flag) {
-		def := f.DefValue
-		if f.Name == "uid" || f.Name == "gid" {
-			def = "the user running bucketfs"
-		}
-		fmt.Fprintf(&b, "  --%-22s %s", f.Name, f.Usage)
-		if def != "" && def != "false" && !strings.Contains(f.Usage, "(default") {
-			fmt.Fprintf(&b, " (default %s)", def)
-		}
-		b.WriteString("\n")
-	})
-	return b.String()
-}
-
-// parseMountArgs reads BUCKET, MOUNTPOINT and flags, in any order.
+// parseMountArgs reads BUCKET, MOUNTPOINT and flags, in any order, and the
+// --config file if one is named: the file first, then the command line
+// over it.
 func parseMountArgs(args []string) (*mountConfig, error) {
 	c := &mountConfig{}
 	fl := newMountFlags(c)
+	pos, err := parseFlags(fl, args)
+	if err != nil {
+		return nil, err
+	}
+	if file := c.configFile; file != "" {
+		c = &mountConfig{}
+		fl = newMountFlags(c)
+		bucket, mountpoint, err := applyConfigFile(file, fl)
+		if err != nil {
+			return nil, err
+		}
+		if pos, err = parseFlags(fl, args); err != nil {
+			return nil, err
+		}
+		if len(pos) == 0 && bucket != "" && mountpoint != "" {
+			pos = []string{bucket, mountpoint}
+		}
+	}
+	if len(pos) != 2 {
+		return nil, &usageError{fmt.Sprintf("mount takes BUCKET and MOUNTPOINT (or bucket: and mountpoint: in the --config file), got %d arguments", len(pos))}
+	}
+	c.bucket, c.mountpoint = strings.TrimPrefix(pos[0], "gs://"), pos[1]
+	c.bucket = strings.TrimSuffix(c.bucket, "/")
+	return c, c.validate()
+}
+
+// parseFlags parses args into fl and returns the arguments that are not
+// flags; flags may come before, between and after them.
+func parseFlags(fl *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fl.Parse(args); err != nil {
@@ -125,17 +144,11 @@ func parseMountArgs(args []string) (*mountConfig, error) {
 			return nil, &usageError{err.Error()}
 		}
 		if fl.NArg() == 0 {
-			break
+			return pos, nil
 		}
 		pos = append(pos, fl.Arg(0))
 		args = fl.Args()[1:]
 	}
-	if len(pos) != 2 {
-		return nil, &usageError{fmt.Sprintf("mount takes BUCKET and MOUNTPOINT, got %d arguments", len(pos))}
-	}
-	c.bucket, c.mountpoint = strings.TrimPrefix(pos[0], "gs://"), pos[1]
-	c.bucket = strings.TrimSuffix(c.bucket, "/")
-	return c, c.validate()
 }
 
 func (c *mountConfig) validate() error {
@@ -181,9 +194,8 @@ func (c *mountConfig) validate() error {
 			return bad("--multipart-endpoint must be a URL such as https://storage.googleapis.com, got %q", c.multipartEndpoint)
 		}
 	}
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return bad("--log-level must be debug, info, warn or error, got %q", c.logLevel)
+	if _, err := newLogger(io.Discard, c.logLevel, c.logFormat); err != nil {
+		return &usageError{err.Error()}
 	}
 	if c.cacheDir == "" {
 		c.cacheDir = defaultCacheDir(c.bucket)
@@ -209,13 +221,15 @@ func runMount(args []string) error {
 	if err != nil {
 		return err
 	}
-	var lv slog.Level
-	lv.UnmarshalText([]byte(c.logLevel))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	log, err := newLogger(os.Stderr, c.logLevel, c.logFormat)
+	if err != nil {
+		return err
+	}
 
 	if err := checkFUSE(); err != nil {
 		return err
 	}
+	clearDeadMount(c.mountpoint, c.bucket, log)
 	mnt, err := checkMountpoint(c.mountpoint)
 	if err != nil {
 		return err
@@ -286,12 +300,17 @@ func runMount(args []string) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	server, err := gofs.Mount(mnt, fsys.Root(), fsys.MountOptions())
+	mo := fsys.MountOptions()
+	if c.noexec {
+		mo.Options = append(mo.Options, "noexec")
+	}
+	server, err := gofs.Mount(mnt, fsys.Root(), mo)
 	if err != nil {
 		return fmt.Errorf("mounting on %s: %w", mnt, err)
 	}
 	log.Info("mounted", "bucket", c.bucket, "mountpoint", mnt, "cache_dir", c.cacheDir,
-		"cache_max_size", FormatSize(int64(c.cacheMax)), "read_only", c.readOnly)
+		"cache_max_size", FormatSize(int64(c.cacheMax)), "read_only", c.readOnly, "pid", os.Getpid())
+	notifyReady(log, fmt.Sprintf("gs://%s mounted on %s", c.bucket, mnt))
 
 	served := make(chan struct{})
 	go func() {
@@ -301,8 +320,10 @@ func runMount(args []string) error {
 	select {
 	case <-served:
 		log.Info("unmounted from outside", "mountpoint", mnt)
+		notifyStopping(log, "unmounted; flushing changes to the bucket")
 	case s := <-sigs:
 		log.Info("unmounting", "signal", s.String(), "mountpoint", mnt)
+		notifyStopping(log, "unmounting; then flushing changes to the bucket")
 		if err := server.Unmount(); err != nil {
 			log.Warn("mountpoint busy; detaching it lazily (it goes away when the last file is closed)", "err", err)
 			if out, err := exec.Command("fusermount3", "-uz", mnt).CombinedOutput(); err != nil {
@@ -353,6 +374,7 @@ func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *s
 		if time.Since(last) >= time.Second || p.Files == 0 {
 			last = time.Now()
 			log.Info("flushing changes to the bucket", "files_left", p.Files, "bytes_left", p.Bytes)
+			sdNotify(log, fmt.Sprintf("STATUS=flushing changes to the bucket: %d files, %s left", p.Files, FormatSize(p.Bytes)))
 		}
 	})
 	if len(left) > 0 {
