@@ -33,6 +33,7 @@ var (
 	_ gofs.NodeRenamer   = (*dirNode)(nil)
 	_ gofs.NodeSymlinker = (*dirNode)(nil)
 	_ gofs.NodeSetattrer = (*dirNode)(nil)
+	_ gofs.NodeLinker    = (*dirNode)(nil)
 )
 
 // Lookup implements gofs.NodeLookuper.
@@ -354,6 +355,14 @@ func (d *dirNode) fileChild(name string) (*fileNode, transfer.ObjectAttrs) {
 		}
 	}
 	return nil, transfer.ObjectAttrs{}
+}
+
+// Link implements gofs.NodeLinker: hard links are not supported (an
+// object store has one name per object); EPERM is link(2)'s answer for
+// a filesystem without them (README, limits). git, cp and rsync then
+// copy instead.
+func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
 }
 
 // renameNoReplace is RENAME_NOREPLACE from renameat2(2).

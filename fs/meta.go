@@ -90,7 +90,7 @@ func (m *metaCache) forget(name string) {
 // them without the lock.
 func (m *metaCache) confirmed(name string, a transfer.ObjectAttrs, deleted bool) {
 	full := strings.TrimSuffix(name, "/")
-	if m.ttl <= 0 || full == "" {
+	if full == "" {
 		return
 	}
 	isDir := full != name // a directory's placeholder
@@ -98,8 +98,8 @@ func (m *metaCache) confirmed(name string, a transfer.ObjectAttrs, deleted bool)
 	seg := full[len(parent):]
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.changes[parent]++ // even uncached: a listing running now may predate the change
 	delete(m.names, full)
-	m.changes[parent]++
 	l, ok := m.dirs[parent]
 	if !ok {
 		return
@@ -284,12 +284,29 @@ func (m *metaCache) put(name string, c child, now time.Time) {
 // list returns the directory level under prefix, from the cache while
 // fresh. Objects whose names cannot be file names are left out and
 // reported through warn.
+//
+// A change confirmed while the local changes are laid over the listing
+// may have left the overlay after the listing was taken: confirm counts
+// the change (and updates the cached listing) before the change leaves
+// the overlay, so a count that moved meanwhile means "do it again".
 func (m *metaCache) list(ctx context.Context, prefix string, warn warnFunc) (*listing, error) {
-	l, err := m.listRemote(ctx, prefix, warn)
-	if err != nil {
-		return nil, err
+	for try := 0; ; try++ {
+		before := m.changeCount(prefix)
+		l, err := m.listRemote(ctx, prefix, warn)
+		if err != nil {
+			return nil, err
+		}
+		out := m.withLocal(prefix, l)
+		if try == 3 || m.changeCount(prefix) == before {
+			return out, nil
+		}
 	}
-	return m.withLocal(prefix, l), nil
+}
+
+func (m *metaCache) changeCount(prefix string) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changes[prefix]
 }
 
 // listRemote is list without the local changes. A listing during which a
