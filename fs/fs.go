@@ -29,6 +29,8 @@ type Options struct {
 	Logger      *slog.Logger
 	// Debug logs every FUSE request.
 	Debug bool
+	// OpObserver, if set, is told about every FUSE request (see Mount).
+	OpObserver OpObserver
 }
 
 // FS is the file tree of one mounted bucket.
@@ -62,7 +64,7 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 	return f
 }
 
-// Root returns the root directory node, for gofs.Mount.
+// Root returns the root directory node, for gofs.Mount (or use Mount).
 func (f *FS) Root() gofs.InodeEmbedder { return &dirNode{fsys: f, prefix: ""} }
 
 // MountOptions returns the go-fuse options matching f's options.
