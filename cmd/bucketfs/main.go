@@ -2,6 +2,8 @@
 // with a cache on local disk.
 //
 //	bucketfs mount BUCKET MOUNTPOINT [flags]
+//	bucketfs status MOUNTPOINT
+//	bucketfs flush MOUNTPOINT
 //	bucketfs version
 package main
 
@@ -39,6 +41,10 @@ func run(args []string) int {
 	switch args[0] {
 	case "mount":
 		err = runMount(args[1:])
+	case "status":
+		err = runStatus(args[1:])
+	case "flush":
+		err = runFlush(args[1:])
 	case "version", "--version":
 		fmt.Println("bucketfs", version)
 		return exitOK
@@ -66,6 +72,9 @@ cache on local disk.
 Usage:
   bucketfs mount BUCKET MOUNTPOINT [flags]   mount in the foreground; Ctrl-C or
                                              SIGTERM unmounts
+  bucketfs status MOUNTPOINT                 what a running mount is doing: cache,
+                                             changes not yet uploaded, errors
+  bucketfs flush MOUNTPOINT                  upload every change now and wait
   bucketfs version                           print the version
 
 Run 'bucketfs mount --help' for the mount flags.

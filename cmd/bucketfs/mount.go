@@ -20,7 +20,6 @@ import (
 	"github.com/bucketfs/bucketfs/cache"
 	bfs "github.com/bucketfs/bucketfs/fs"
 	"github.com/bucketfs/bucketfs/transfer"
-	gofs "github.com/hanwen/go-fuse/v2/fs"
 )
 
 // mountConfig is everything the mount command is told.
@@ -53,6 +52,8 @@ type mountConfig struct {
 	partSize          Size
 	partParallelism   int
 	multipartEndpoint string
+
+	metricsAddr string // see operate.go
 }
 
 func newMountFlags(c *mountConfig) *flag.FlagSet {
@@ -89,6 +90,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.Var(&c.partSize, "part-size", "bytes per part of a parallel upload (at least 5MiB)")
 	fl.IntVar(&c.partParallelism, "part-parallelism", transfer.DefaultPartParallelism, "parts in flight, over all parallel uploads")
 	fl.StringVar(&c.multipartEndpoint, "multipart-endpoint", "", "XML API endpoint for multipart uploads (default: https://storage.googleapis.com, or the host of --endpoint); without that API, parts are composed through the JSON API")
+	fl.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics; a bare port (9100 or :9100) listens on 127.0.0.1 only")
 	fl.StringVar(&c.fsyncMode, "fsync", "local", "local: fsync makes a file durable on local disk; remote: fsync waits until it is in the bucket")
 	return fl
 }
@@ -181,6 +183,9 @@ func (c *mountConfig) validate() error {
 			return bad("--multipart-endpoint must be a URL such as https://storage.googleapis.com, got %q", c.multipartEndpoint)
 		}
 	}
+	if err := validMetricsAddr(c.metricsAddr); err != nil {
+		return bad("--metrics-addr: %v", err)
+	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(c.logLevel)); err != nil {
 		return bad("--log-level must be debug, info, warn or error, got %q", c.logLevel)
@@ -212,6 +217,8 @@ func runMount(args []string) error {
 	var lv slog.Level
 	lv.UnmarshalText([]byte(c.logLevel))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	ops := newOperations(log)
+	defer ops.stop()
 
 	if err := checkFUSE(); err != nil {
 		return err
@@ -232,7 +239,7 @@ func runMount(args []string) error {
 		return err
 	}
 	defer gcs.Close()
-	bucket := transfer.NewLimited(gcs, c.maxRequests)
+	bucket := transfer.NewLimited(ops.meter(gcs), c.maxRequests)
 	if err := checkBucket(ctx, bucket, c); err != nil {
 		return err
 	}
@@ -244,7 +251,7 @@ func runMount(args []string) error {
 	large := transfer.NewParallel(bucket, transfer.ParallelOptions{
 		PartSize:    int64(c.partSize),
 		Parallelism: c.partParallelism,
-		Multipart:   mp,
+		Multipart:   ops.meterMultipart(mp),
 		Logger:      log,
 	})
 
@@ -280,13 +287,17 @@ func runMount(args []string) error {
 		Passthrough: c.passthrough,
 		Logger:      log,
 		Debug:       c.debugFUSE,
+		OpObserver:  ops.fuseObserver(),
 	})
+	if err := ops.start(c, mnt, ch); err != nil {
+		return err
+	}
 	// Signals are caught before the mount is live, so that a SIGTERM right
 	// after it unmounts cleanly instead of killing the process.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	server, err := gofs.Mount(mnt, fsys.Root(), fsys.MountOptions())
+	server, err := fsys.Mount(mnt)
 	if err != nil {
 		return fmt.Errorf("mounting on %s: %w", mnt, err)
 	}
@@ -314,6 +325,7 @@ func runMount(args []string) error {
 	// The kernel sends no more requests: everything changed is in the
 	// cache. Send it to the bucket, within the flush timeout.
 	left := flush(ch, c.flushTimeout, sigs, log)
+	ops.stop()
 	cacheClosed = true
 	if err := ch.Close(); err != nil {
 		return fmt.Errorf("closing cache: %w", err)
