@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/bucketfs/bucketfs/cache"
 	"github.com/bucketfs/bucketfs/transfer"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestListenAddr(t *testing.T) {
@@ -112,4 +115,40 @@ func sample(t *testing.T, text, name string) float64 {
 	}
 	t.Fatalf("no series %s", name)
 	return 0
+}
+
+// TestDashboardNamesExist: every bucketfs series the Grafana dashboard
+// queries is one this package exports.
+func TestDashboardNamesExist(t *testing.T) {
+	data, err := os.ReadFile("../../deploy/grafana/bucketfs.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New("x")
+	m.WatchCache(&fixedStatus{})
+	known := map[string]bool{}
+	descs := make(chan *prometheus.Desc, 1000)
+	m.Registry().Describe(descs)
+	close(descs)
+	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for d := range descs {
+		if s := fq.FindStringSubmatch(d.String()); s != nil {
+			known[s[1]] = true
+		}
+	}
+	used := regexp.MustCompile(`bucketfs_[a-z_]+`).FindAllString(string(data), -1)
+	if len(used) == 0 {
+		t.Fatal("the dashboard queries no bucketfs series")
+	}
+	for _, name := range used {
+		base := name
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if b, ok := strings.CutSuffix(name, suffix); ok && known[b] {
+				base = b
+			}
+		}
+		if !known[base] {
+			t.Errorf("the dashboard queries %s, which is not exported", name)
+		}
+	}
 }
