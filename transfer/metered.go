@@ -54,8 +54,9 @@ func NewMetered(b Bucket, o Observer) *Metered {
 // InFlight is the number of calls running now.
 func (m *Metered) InFlight() int64 { return m.inFlight.Load() }
 
-// call tags ctx with the method, so that the HTTP transport of NewGCS can
-// count the requests one call sends (see AttemptCounter).
+// call tags the ctx of one metered call, so that the HTTP transport of
+// NewGCS can count the requests the call sends (see AttemptCounter).
+// call.mu is a leaf lock, held only to look up and record a request key.
 type call struct {
 	method string
 	o      Observer

@@ -130,6 +130,9 @@ type Handler struct {
 }
 
 // Server answers requests on the control socket.
+//
+// LOCK ORDER: Server.mu is a leaf: nothing else is locked under it, and
+// it is never held while a request is handled or a reply is written.
 type Server struct {
 	ln   *net.UnixListener
 	path string
