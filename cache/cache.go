@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bucketfs/bucketfs/transfer"
@@ -56,6 +57,12 @@ type Stats struct {
 	DirtyBytes int64
 	Uploads    int64 // versions uploaded
 	Conflicts  int64 // local versions saved beside a changed remote object
+	// UploadFailures counts failed tries to send a change (an upload or
+	// a deletion); each is tried again later.
+	UploadFailures int64
+	// ReadBytes counts bytes handles read from local cache files. Reads
+	// the kernel serves itself (FUSE passthrough) are not seen.
+	ReadBytes int64
 }
 
 // ErrStale means the object version a handle reads is gone from the bucket
@@ -85,6 +92,10 @@ type Cache struct {
 	used    int64             // guarded by mu: bytes reserved, including dropped entries not yet removed
 	closed  bool              // guarded by mu
 	stats   Stats             // guarded by mu
+	opened  time.Time         // when Open ran
+
+	readBytes  atomic.Int64 // Stats.ReadBytes, counted without mu
+	recentErrs []ErrorEvent // guarded by mu: see Status
 
 	// Write-back (writeback.go).
 	queue      map[string]time.Time // guarded by mu: dirty names -> when their upload is due
@@ -126,6 +137,7 @@ type entry struct {
 	version      uint64                    // bumped by every local change; not persisted
 	dirtying     chan struct{}             // closed once the dirty flag is durable
 	dirtyErr     error                     // why the dirty flag could not be recorded
+	dirtySince   time.Time                 // when it went from clean to dirty; zero if clean, or dirty since the start
 	uploading    bool                      // an upload of this entry runs
 	retries      int                       // failed uploads in a row
 	inflight     int                       // changes begun and not ended
@@ -157,7 +169,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		o.Logger = slog.Default()
 	}
 	c := &Cache{
-		opts: o, b: b, log: o.Logger,
+		opts: o, b: b, log: o.Logger, opened: time.Now(),
 		dataDir:  filepath.Join(o.Dir, "data"),
 		entries:  map[string]*entry{},
 		lru:      list.New(),
@@ -308,6 +320,9 @@ func (c *Cache) load() error {
 	ordered := make([]*entry, 0, len(recs))
 	for name, r := range recs {
 		e := &entry{name: name, rec: r, ready: make(chan struct{})}
+		if r.Dirty {
+			e.dirtySince = c.opened // left by the last run: waiting since the start, at least
+		}
 		close(e.ready)
 		ordered = append(ordered, e)
 	}
@@ -399,6 +414,7 @@ func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs, newFile boo
 			c.markLocalLocked(a.Name)
 			e.dirtying = make(chan struct{})
 			close(e.dirtying)
+			e.dirtiedLocked(time.Now())
 		}
 		e.elem = c.lru.PushFront(e)
 		c.entries[a.Name] = e
@@ -548,6 +564,11 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 		c.mu.Unlock()
 		if err := dl.Err(); err != nil {
 			c.log.Warn("background download stopped", "object", e.name, "generation", gen, "err", err)
+			if !isCancel(err) {
+				c.mu.Lock()
+				c.noteErrorLocked("download", e.name, err)
+				c.mu.Unlock()
+			}
 		}
 		if retire {
 			c.retire(e, dl, f)
@@ -752,6 +773,7 @@ func (c *Cache) Stats() Stats {
 	s := c.stats
 	s.Entries = len(c.entries)
 	s.UsedBytes = c.used
+	s.ReadBytes = c.readBytes.Load()
 	for _, e := range c.entries {
 		if e.rec.Dirty {
 			s.DirtyFiles++

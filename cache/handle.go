@@ -51,6 +51,7 @@ func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		// A complete local copy, which writers may be changing: the file
 		// itself says where it ends.
 		n, err := h.f.ReadAt(p, off)
+		h.c.readBytes.Add(int64(n))
 		if err == io.EOF && n > 0 {
 			err = nil
 		}
@@ -77,6 +78,7 @@ func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 	}
 	got, err := h.f.ReadAt(p, off)
+	h.c.readBytes.Add(int64(got))
 	if err == io.EOF && got == n {
 		err = nil
 	}

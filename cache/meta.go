@@ -101,6 +101,7 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 	if !e.rec.Dirty {
 		e.rec.Dirty, e.rec.MetaOnly = true, true
 		c.markLocalLocked(e.name)
+		e.dirtiedLocked(time.Now())
 		if e.dirtying == nil {
 			e.dirtying = make(chan struct{})
 			close(e.dirtying)
@@ -158,11 +159,13 @@ func (c *Cache) patchMeta(ctx context.Context, e *entry, name string, base int64
 		c.scheduleLocked(name, 0) // changed meanwhile: send the new state
 	case lost:
 		e.rec.Dirty, e.rec.MetaOnly, e.dirtying = false, false, nil
+		e.dirtySince = time.Time{}
 		if e.writers == 0 {
 			victims = c.dropLocked(e) // the bucket's version is another one
 		}
 	default:
 		e.rec.Dirty, e.rec.MetaOnly, e.dirtying = false, false, nil
+		e.dirtySince = time.Time{}
 		e.uploadedHere = true
 	}
 	rec, seq := c.snapshotLocked(e)

@@ -235,7 +235,9 @@ func (h *WriteHandle) entry() *entry {
 
 // ReadAt reads the local copy; ctx is not used (local I/O).
 func (h *WriteHandle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	return h.f.ReadAt(p, off)
+	n, err := h.f.ReadAt(p, off)
+	h.c.readBytes.Add(int64(n))
+	return n, err
 }
 
 // WriteAt writes p at off. When it returns, the change survives a crash of
@@ -459,6 +461,7 @@ func (h *WriteHandle) begin() error {
 		e.dirtying = make(chan struct{})
 		e.rec.Dirty = true
 		c.markLocalLocked(e.name)
+		e.dirtiedLocked(time.Now())
 	}
 	ch := e.dirtying
 	e.rec.Deleted, e.rec.MetaOnly = false, false
@@ -477,6 +480,7 @@ func (h *WriteHandle) begin() error {
 			// change tries to record itself again.
 			e.rec.Dirty, e.rec.Deleted, e.rec.MetaOnly = prevDirty, prevDeleted, prevMetaOnly
 			e.dirtying = nil
+			e.dirtySince = time.Time{}
 		}
 		c.mu.Unlock()
 		close(ch)
@@ -790,6 +794,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 		e.rec.Dirty = false
 		e.dirtying = nil
 		e.rec.Meta = ownMeta(attrs.Metadata) // what the bucket has now (its time among it)
+		e.dirtySince = time.Time{}
 	} else {
 		c.scheduleLocked(name, 0) // changed meanwhile: send the new version
 	}
@@ -865,6 +870,7 @@ func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base in
 	if e.version == version && inflight == 0 && e.inflight == 0 {
 		e.rec.Dirty = false
 		e.dirtying = nil
+		e.dirtySince = time.Time{}
 		e.rec.Generation = 0 // the object is gone
 		e.rec.Attempts = nil
 		if e.writers == 0 {
@@ -999,6 +1005,7 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	c.orphanLocked(e) // handles open on the file keep their copy, as on a local disk
 	e.rec.Dirty = true
 	c.markLocalLocked(name)
+	e.dirtiedLocked(time.Now())
 	e.rec.Complete, e.rec.Present = true, nil
 	e.version++
 	if e.dirtying == nil {
@@ -1042,6 +1049,12 @@ func (c *Cache) failedLocked(ctx context.Context, e *entry, err error) {
 		return // shutting down: the file stays dirty for the next start
 	}
 	e.retries++
+	c.stats.UploadFailures++
+	op := "upload"
+	if e.rec.Deleted {
+		op = "delete"
+	}
+	c.noteErrorLocked(op, e.name, err)
 	delay := min(time.Second<<min(e.retries-1, 6), retryMax)
 	if errors.Is(err, transfer.ErrPermission) || errors.Is(err, transfer.ErrUnauthenticated) || errors.Is(err, transfer.ErrBucketNotExist) {
 		delay = permanentRetry
@@ -1081,11 +1094,13 @@ func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint
 	}
 	c.mu.Lock()
 	c.stats.Conflicts++
+	c.noteErrorLocked("conflict", name, fmt.Errorf("the object changed in the bucket; the local version was saved as %s", sibling))
 	e.uploading = false
 	var victims []*entry
 	if e.version == version && inflight == 0 && e.inflight == 0 && e.writers == 0 {
 		e.rec.Dirty = false
 		e.dirtying = nil
+		e.dirtySince = time.Time{}
 		victims = c.dropLocked(e)
 	} else {
 		// Newer changes (or a writer that may make them), still based on
@@ -1327,6 +1342,10 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	}
 	ne.dirtying = make(chan struct{})
 	close(ne.dirtying)
+	ne.dirtySince = e.dirtySince // the content's changes wait as long as they did
+	if !e.rec.Dirty {
+		ne.dirtySince = time.Now()
+	}
 	ne.elem = c.lru.PushFront(ne)
 	c.entries[to] = ne
 	c.markLocalLocked(to)
@@ -1366,6 +1385,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	close(ne.ready)
 	e.rec.Deleted, e.rec.Dirty, e.rec.MetaOnly = true, true, false
 	c.markLocalLocked(from.Name)
+	e.dirtiedLocked(time.Now())
 	// The handles open on the file follow it to its new name (src, the
 	// rename's own, closes with the old one).
 	c.moveHandlesLocked(e, ne, src)

@@ -21,6 +21,7 @@ type Options struct {
 	DirMode     uint32        // permission bits of directories, e.g. 0o755
 	MetadataTTL time.Duration // how long names and attributes are trusted, here and in the kernel
 	ReadOnly    bool
+	NoExec      bool // forbid running programs from the mount
 	FsyncRemote bool // fsync waits until the file is in the bucket
 	AllowOther  bool
 	// Passthrough lets the kernel read fully cached files directly from the
@@ -29,6 +30,8 @@ type Options struct {
 	Logger      *slog.Logger
 	// Debug logs every FUSE request.
 	Debug bool
+	// OpObserver, if set, is told about every FUSE request (see Mount).
+	OpObserver OpObserver
 }
 
 // FS is the file tree of one mounted bucket.
@@ -62,7 +65,7 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 	return f
 }
 
-// Root returns the root directory node, for gofs.Mount.
+// Root returns the root directory node, for gofs.Mount (or use Mount).
 func (f *FS) Root() gofs.InodeEmbedder { return &dirNode{fsys: f, prefix: ""} }
 
 // MountOptions returns the go-fuse options matching f's options.
@@ -81,6 +84,9 @@ func (f *FS) MountOptions() *gofs.Options {
 	}
 	if f.opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
+	}
+	if f.opts.NoExec {
+		mo.Options = append(mo.Options, "noexec")
 	}
 	if !f.opts.Passthrough {
 		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH

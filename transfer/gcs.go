@@ -83,7 +83,9 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 		}
 		rt = &oauth2.Transport{Source: creds.TokenSource, Base: base}
 	}
-	hc := &http.Client{Transport: rt}
+	// Outermost, so that it sees every request a call sends (retries
+	// included) and reports repeats to a Metered caller.
+	hc := &http.Client{Transport: &AttemptCounter{Base: rt}}
 	xmlURL := "https://storage.googleapis.com"
 	opts := []option.ClientOption{
 		option.WithHTTPClient(hc),

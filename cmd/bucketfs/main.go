@@ -2,6 +2,8 @@
 // with a cache on local disk.
 //
 //	bucketfs mount BUCKET MOUNTPOINT [flags]
+//	bucketfs status MOUNTPOINT
+//	bucketfs flush MOUNTPOINT
 //	bucketfs version
 //	mount.fuse.bucketfs BUCKET MOUNTPOINT [-sfnv] [-o OPTIONS]   (mount helper, see helper.go)
 package main
@@ -46,6 +48,10 @@ func run(args []string) int {
 	switch args[0] {
 	case "mount":
 		err = runMount(args[1:])
+	case "status":
+		err = runStatus(args[1:])
+	case "flush":
+		err = runFlush(args[1:])
 	case "version", "--version":
 		fmt.Println(versionLine())
 		return exitOK
@@ -93,6 +99,9 @@ Usage:
   bucketfs mount BUCKET MOUNTPOINT [flags]   mount in the foreground; Ctrl-C or
                                              SIGTERM unmounts
   bucketfs mount --config FILE [flags]       the same, settings read from a YAML file
+  bucketfs status MOUNTPOINT                 what a running mount is doing: cache,
+                                             changes not yet uploaded, errors
+  bucketfs flush MOUNTPOINT                  upload every change now and wait
   bucketfs version                           print the version
 
 As a mount helper (/sbin/mount.fuse.bucketfs, for mount(8) and /etc/fstab):

@@ -20,7 +20,6 @@ import (
 	"github.com/bucketfs/bucketfs/cache"
 	bfs "github.com/bucketfs/bucketfs/fs"
 	"github.com/bucketfs/bucketfs/transfer"
-	gofs "github.com/hanwen/go-fuse/v2/fs"
 )
 
 // mountConfig is everything the mount command is told.
@@ -56,6 +55,8 @@ type mountConfig struct {
 	partSize          Size
 	partParallelism   int
 	multipartEndpoint string
+
+	metricsAddr string // see operate.go
 }
 
 func newMountFlags(c *mountConfig) *flag.FlagSet {
@@ -95,6 +96,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.Var(&c.partSize, "part-size", "bytes per part of a parallel upload (at least 5MiB)")
 	fl.IntVar(&c.partParallelism, "part-parallelism", transfer.DefaultPartParallelism, "parts in flight, over all parallel uploads")
 	fl.StringVar(&c.multipartEndpoint, "multipart-endpoint", "", "XML API `URL` for multipart uploads (default: https://storage.googleapis.com, or the host of --endpoint); without that API, parts are composed through the JSON API")
+	fl.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics; a bare port (9100 or :9100) listens on 127.0.0.1 only")
 	fl.StringVar(&c.fsyncMode, "fsync", "local", "local: fsync makes a file durable on local disk; remote: fsync waits until it is in the bucket")
 	return fl
 }
@@ -194,6 +196,9 @@ func (c *mountConfig) validate() error {
 			return bad("--multipart-endpoint must be a URL such as https://storage.googleapis.com, got %q", c.multipartEndpoint)
 		}
 	}
+	if err := validMetricsAddr(c.metricsAddr); err != nil {
+		return bad("--metrics-addr: %v", err)
+	}
 	if _, err := newLogger(io.Discard, c.logLevel, c.logFormat); err != nil {
 		return &usageError{err.Error()}
 	}
@@ -225,6 +230,8 @@ func runMount(args []string) error {
 	if err != nil {
 		return err
 	}
+	ops := newOperations(log)
+	defer ops.stop()
 
 	if err := checkFUSE(); err != nil {
 		return err
@@ -246,7 +253,7 @@ func runMount(args []string) error {
 		return err
 	}
 	defer gcs.Close()
-	bucket := transfer.NewLimited(gcs, c.maxRequests)
+	bucket := transfer.NewLimited(ops.meter(gcs), c.maxRequests)
 	if err := checkBucket(ctx, bucket, c); err != nil {
 		return err
 	}
@@ -258,7 +265,7 @@ func runMount(args []string) error {
 	large := transfer.NewParallel(bucket, transfer.ParallelOptions{
 		PartSize:    int64(c.partSize),
 		Parallelism: c.partParallelism,
-		Multipart:   mp,
+		Multipart:   ops.meterMultipart(mp),
 		Logger:      log,
 	})
 
@@ -289,22 +296,23 @@ func runMount(args []string) error {
 		FileMode: uint32(c.fileMode), DirMode: uint32(c.dirMode),
 		MetadataTTL: c.metadataTTL,
 		ReadOnly:    c.readOnly,
+		NoExec:      c.noexec,
 		FsyncRemote: c.fsyncMode == "remote",
 		AllowOther:  c.allowOther,
 		Passthrough: c.passthrough,
 		Logger:      log,
 		Debug:       c.debugFUSE,
+		OpObserver:  ops.fuseObserver(),
 	})
+	if err := ops.start(c, mnt, ch); err != nil {
+		return err
+	}
 	// Signals are caught before the mount is live, so that a SIGTERM right
 	// after it unmounts cleanly instead of killing the process.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	mo := fsys.MountOptions()
-	if c.noexec {
-		mo.Options = append(mo.Options, "noexec")
-	}
-	server, err := gofs.Mount(mnt, fsys.Root(), mo)
+	server, err := fsys.Mount(mnt)
 	if err != nil {
 		return fmt.Errorf("mounting on %s: %w", mnt, err)
 	}
@@ -341,6 +349,7 @@ func runMount(args []string) error {
 		log.Info("closed files the kernel left open for writing at the unmount", "files", n)
 	}
 	left := flush(ch, c.flushTimeout, sigs, log)
+	ops.stop()
 	cacheClosed = true
 	if err := ch.Close(); err != nil {
 		return fmt.Errorf("closing cache: %w", err)
