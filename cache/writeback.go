@@ -1002,6 +1002,7 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 		e.rec.Generation = base
 	}
 	e.rec.Deleted, e.rec.MetaOnly = true, false
+	e.rec.Meta = nil // a file made again under the name starts without the old one's
 	c.orphanLocked(e) // handles open on the file keep their copy, as on a local disk
 	e.rec.Dirty = true
 	c.markLocalLocked(name)
@@ -1359,6 +1360,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	nrec, tomb := ne.rec, e.rec
 	c.mu.Unlock()
 	tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
+	tomb.Meta = nil
 	err = os.Link(c.dataPath(tomb.ID), c.dataPath(nrec.ID))
 	if err == nil {
 		// Both records in one journal entry: after a crash, both or
@@ -1384,6 +1386,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	}
 	close(ne.ready)
 	e.rec.Deleted, e.rec.Dirty, e.rec.MetaOnly = true, true, false
+	e.rec.Meta = nil // a file made again under the old name starts without it
 	c.markLocalLocked(from.Name)
 	e.dirtiedLocked(time.Now())
 	// The handles open on the file follow it to its new name (src, the

@@ -765,3 +765,31 @@ func TestCloseWritersUnblocksFlush(t *testing.T) {
 		}
 	}
 }
+
+// A name deleted or renamed away and written again is a new file: it
+// does not inherit the old one's metadata (a symlink's target, a mode).
+func TestRecreatedNameStartsWithoutOldMetadata(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour)
+	for _, how := range []string{"remove", "rename"} {
+		name := "x-" + how
+		e.write(c, transfer.ObjectAttrs{Name: name}, true, 0, nil)
+		if err := c.SetMeta(e.ctx, transfer.ObjectAttrs{Name: name}, map[string]string{"gcsfuse_symlink_target": "t", "bucketfs-mode": "600"}); err != nil {
+			t.Fatal(err)
+		}
+		if how == "remove" {
+			if err := c.Remove(e.ctx, name, 0); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: name}, name+"-moved", 0); err != nil {
+			t.Fatal(err)
+		}
+		e.write(c, transfer.ObjectAttrs{Name: name}, true, 0, []byte("regular"))
+		if la, ok := c.Local(name); !ok || len(la.Metadata) != 0 {
+			t.Errorf("%s: the new file has metadata %v (ok %v), want none", how, la.Metadata, ok)
+		}
+	}
+	if la, ok := c.Local("x-rename-moved"); !ok || la.Metadata["gcsfuse_symlink_target"] != "t" {
+		t.Errorf("the renamed file lost its metadata: %v", la.Metadata)
+	}
+}
