@@ -21,7 +21,7 @@ var flagGroups = []struct {
 	{"FUSE and permissions", []string{"uid", "gid", "file-mode", "dir-mode", "read-only", "noexec",
 		"allow-other", "passthrough", "debug-fuse"}},
 	{"Logging", []string{"log-level", "log-format"}},
-	{"Operations", []string{"config"}},
+	{"Operations", []string{"config", "metrics-addr"}},
 }
 
 const mountUsageHead = `Usage: bucketfs mount BUCKET MOUNTPOINT [flags]

@@ -70,6 +70,8 @@ func TestIsHelperCall(t *testing.T) {
 		{"bucketfs", []string{"b", "/m", "-o", "rw"}, true},
 		{"bucketfs", []string{"mount", "/m"}, false},
 		{"bucketfs", []string{"mount", "b", "/m"}, false},
+		{"bucketfs", []string{"status", "/m"}, false},
+		{"bucketfs", []string{"flush", "/m", "--timeout", "1s"}, false},
 		{"bucketfs", []string{"frobnicate"}, false},
 		{"bucketfs", []string{"b", "relative"}, false},
 		{"bucketfs", []string{"--help"}, false},
