@@ -1,0 +1,3 @@
+package integration
+
+var programSteps []string
