@@ -101,6 +101,20 @@ var knownDifferences = map[string]string{
 	"remount/hardlink/before":         "link: ENOTSUP",
 	"remount/hardlink/same-cache":     "link: ENOTSUP, so one name with nlink 1 after the remount",
 	"remount/hardlink/fresh-cache":    "link: ENOTSUP, so one name with nlink 1 after the remount",
+
+	// Real programs (programs_test.go).
+	"programs/tar/extract-into-mount":          "tar -x exits 2: on every directory, utimensat, fchownat and fchmodat fail with EOPNOTSUPP (no setattr on directories); files and bytes are right",
+	"programs/rsync/copy-in":                   "rsync -a exits 23: \"failed to set times\" on every directory (utimensat on a directory: EOPNOTSUPP); files and bytes are right",
+	"programs/rsync/second-run-copies-nothing": "the mtimes rsync set are not kept, so a second rsync -a sees every file and directory as changed (>f..t......) and rewrites them all; exits 23 as copy-in",
+}
+
+// intermittentDifferences are differences that show only sometimes (they
+// depend on timing, for example on when an upload ends): a listed case
+// that differs is skipped with the reason, one that matches passes.
+// Prefer knownDifferences; list here only what cannot be made to show
+// every time.
+var intermittentDifferences = map[string]string{
+	"programs/rsync/tree-while-uploading": "while the files rsync wrote are uploaded, fstat of some shows size 0 where reading gives their bytes (passthrough mount; about one run in two)",
 }
 
 // obs is an observation: one line per fact, in the order the case saw
@@ -280,6 +294,13 @@ func diffObs(want, got *obs) string {
 // according to knownDifferences.
 func judge(t *testing.T, name, diff string) {
 	t.Helper()
+	if reason, ok := intermittentDifferences[name]; ok {
+		if diff != "" {
+			t.Skipf("known intermittent difference (%s):\n%s", reason, diff)
+		}
+		t.Logf("did not show this time: %s", reason)
+		return
+	}
 	reason, known := knownDifferences[name]
 	switch {
 	case diff == "" && known:
@@ -408,6 +429,11 @@ func TestPOSIXKnownDifferencesExist(t *testing.T) {
 	}
 	for _, s := range programSteps {
 		names[s] = true
+	}
+	for name := range intermittentDifferences {
+		if !names[name] {
+			t.Errorf("intermittentDifferences names %q, which is no case", name)
+		}
 	}
 	for name := range knownDifferences {
 		if !names[name] {
