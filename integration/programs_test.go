@@ -427,9 +427,10 @@ func TestPrograms(t *testing.T) {
 	})
 	tr.must("tree-in-mount", func() error { return sameTree(src, tarDir) })
 	tr.check("create-from-mount", func() error {
-		// Once the files are in the bucket: GNU tar fails a file whose
-		// ctime changes while it reads it, and an upload changes it (see
-		// the report of this test's author; TestPOSIXUpload covers it).
+		// Once the files are in the bucket: GNU tar fails ("file changed
+		// as we read it") a file whose ctime changes while it reads it,
+		// and the end of an upload changes a file's times (from the local
+		// write's to the object's), which made this step fail by timing.
 		if err := waitInBucket(t, emu, "tar/", countFiles(t, src)); err != nil {
 			return err
 		}
