@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what bucketfs needs on Debian/Ubuntu, if missing: the system
-# packages fuse3 (fusermount3, to mount), fio (for make bench) and systemd
-# (systemd-analyze, to check the unit file), and
+# packages fuse3 (fusermount3, to mount), fio (for make bench), systemd
+# (systemd-analyze, to check the unit file), git, sqlite3, rsync and tar
+# (the real programs integration/programs_test.go runs on the mount), and
 # versitygw, the S3-compatible server the multipart tests of transfer/ run
 # against. Both steps run even if the other fails; the exit status is 1 if
 # either did.
@@ -14,6 +15,13 @@ install_packages() {
   command -v fio >/dev/null || need+=(fio)
   # systemd-analyze verifies deploy/bucketfs@.service in the tests.
   command -v systemd-analyze >/dev/null || need+=(systemd)
+  # unshare and mount run the fstab test in a mount namespace of its own.
+  command -v unshare >/dev/null || need+=(util-linux)
+  command -v mount >/dev/null || need+=(mount)
+  local p
+  for p in git sqlite3 rsync tar; do
+    command -v "$p" >/dev/null || need+=("$p")
+  done
   [ ${#need[@]} -eq 0 ] && return 0
   if [ "$(id -u)" = 0 ]; then sudo=; elif command -v sudo >/dev/null; then sudo=sudo; else
     echo "deps: please install: ${need[*]} (apt-get install ${need[*]})" >&2; return 1
