@@ -340,6 +340,11 @@ func (h *WriteHandle) Sync() error {
 	return c.j.sync()
 }
 
+// Sync makes every change recorded so far (names made, deleted, renamed;
+// files changed) durable against power loss. The bytes of changed files
+// are made durable by their own WriteHandle.Sync.
+func (c *Cache) Sync() error { return c.j.sync() }
+
 // Close releases the handle. The last writer to close queues the upload,
 // after the write-back delay.
 func (h *WriteHandle) Close() error {

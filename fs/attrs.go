@@ -121,11 +121,8 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 // checkNew checks that name can be made in d: valid, not reserved, not
 // taken.
 func (d *dirNode) checkNew(ctx context.Context, name string) syscall.Errno {
-	if !validName(name) {
-		return syscall.EINVAL
-	}
-	if d.reserved(name) {
-		return syscall.EPERM
+	if errno := d.newNameErrno(name); errno != 0 {
+		return errno
 	}
 	c, err := d.fsys.meta.resolve(ctx, d.prefix+name, d.fsys.warnOnce)
 	if err != nil {

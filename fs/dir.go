@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 	"syscall"
 	"time"
 
@@ -34,10 +35,14 @@ var (
 	_ gofs.NodeSymlinker = (*dirNode)(nil)
 	_ gofs.NodeSetattrer = (*dirNode)(nil)
 	_ gofs.NodeLinker    = (*dirNode)(nil)
+	_ gofs.NodeFsyncer   = (*dirNode)(nil)
 )
 
 // Lookup implements gofs.NodeLookuper.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if len(name) > maxNameLen {
+		return nil, syscall.ENAMETOOLONG
+	}
 	if !validName(name) || d.reserved(name) {
 		return nil, syscall.ENOENT
 	}
@@ -47,6 +52,26 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return nil, d.fsys.errno(ctx, "lookup", full, err)
 	}
 	return d.child(ctx, name, c, out)
+}
+
+// maxObjectName is the longest object name GCS takes, in bytes.
+const maxObjectName = 1024
+
+// newNameErrno says whether name (with a trailing '/' for a directory)
+// can be made in d and kept in the bucket: 0, or the errno to answer.
+// GCS refuses names over 1024 bytes, with CR or LF, or not UTF-8: such a
+// file could never be uploaded, so it is refused at once.
+func (d *dirNode) newNameErrno(name string) syscall.Errno {
+	seg := strings.TrimSuffix(name, "/")
+	switch {
+	case len(seg) > maxNameLen || len(d.prefix)+len(name) > maxObjectName:
+		return syscall.ENAMETOOLONG
+	case !validName(seg), strings.ContainsAny(seg, "\r\n"), !utf8.ValidString(seg):
+		return syscall.EINVAL
+	case d.reserved(seg):
+		return syscall.EPERM
+	}
+	return 0
 }
 
 // stagingDir is the top-level directory where parallel uploads stage
@@ -99,14 +124,33 @@ func (d *dirNode) child(ctx context.Context, name string, c child, out *fuse.Ent
 	}
 }
 
-// Readdir implements gofs.NodeReaddirer.
+// Readdir implements gofs.NodeReaddirer: "." and "..", then the names
+// of the listing with local changes laid over it. A rewind (seekdir to
+// 0, as rewinddir does) lists again, so that it shows names made since.
 func (d *dirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	s := &dirStream{d: d}
+	if errno := s.fill(ctx); errno != 0 {
+		return nil, errno
+	}
+	return s, 0
+}
+
+// entries lists d: ".", "..", and its children.
+func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) {
 	f := d.fsys
 	l, err := f.meta.list(ctx, d.prefix, f.warnOnce)
 	if err != nil {
 		return nil, f.errno(ctx, "readdir", d.prefix, err)
 	}
-	entries := make([]fuse.DirEntry, 0, len(l.names))
+	self := d.StableAttr().Ino
+	parent := self
+	if _, p := d.Parent(); p != nil {
+		parent = p.StableAttr().Ino
+	}
+	entries := make([]fuse.DirEntry, 0, len(l.names)+2)
+	entries = append(entries,
+		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: self},
+		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parent})
 	for _, n := range l.names {
 		c := l.children[n]
 		e := fuse.DirEntry{Name: n}
@@ -129,7 +173,59 @@ func (d *dirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 		}
 		entries = append(entries, e)
 	}
-	return gofs.NewListDirStream(entries), 0
+	return entries, 0
+}
+
+// dirStream is one open directory's listing. go-fuse serialises the calls
+// on one handle.
+type dirStream struct {
+	d       *dirNode
+	entries []fuse.DirEntry
+	next    int
+}
+
+var _ gofs.FileSeekdirer = (*dirStream)(nil)
+
+func (s *dirStream) fill(ctx context.Context) syscall.Errno {
+	entries, errno := s.d.entries(ctx)
+	if errno == 0 {
+		s.entries, s.next = entries, 0
+	}
+	return errno
+}
+
+func (s *dirStream) HasNext() bool { return s.next < len(s.entries) }
+
+func (s *dirStream) Next() (fuse.DirEntry, syscall.Errno) {
+	e := s.entries[s.next]
+	s.next++
+	e.Off = uint64(s.next)
+	return e, 0
+}
+
+func (s *dirStream) Close() {}
+
+// Seekdir implements gofs.FileSeekdirer; offset 0 lists again.
+func (s *dirStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if off == 0 {
+		return s.fill(ctx)
+	}
+	if off > uint64(len(s.entries)) {
+		return syscall.EINVAL
+	}
+	s.next = int(off)
+	return 0
+}
+
+// Fsync implements gofs.NodeFsyncer: the names made, deleted and renamed
+// here are records of the cache's journal; fsync of a directory makes
+// them durable against power loss (the atomic-save pattern: write a
+// temporary file, fsync it, rename it over, fsync the directory).
+func (d *dirNode) Fsync(ctx context.Context, fh gofs.FileHandle, flags uint32) syscall.Errno {
+	if err := d.fsys.cache.Sync(); err != nil {
+		return d.fsys.errno(ctx, "fsync", d.prefix, err)
+	}
+	return 0
 }
 
 // Getattr implements gofs.NodeGetattrer.
@@ -163,11 +259,8 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	if f.opts.ReadOnly {
 		return nil, nil, 0, syscall.EROFS
 	}
-	if !validName(name) {
-		return nil, nil, 0, syscall.EINVAL
-	}
-	if d.reserved(name) {
-		return nil, nil, 0, syscall.EPERM
+	if errno := d.newNameErrno(name); errno != 0 {
+		return nil, nil, 0, errno
 	}
 	full := d.prefix + name
 	a := transfer.ObjectAttrs{Name: full, Updated: time.Now()}
@@ -198,11 +291,8 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if f.opts.ReadOnly {
 		return nil, syscall.EROFS
 	}
-	if !validName(name) {
-		return nil, syscall.EINVAL
-	}
-	if d.reserved(name) {
-		return nil, syscall.EPERM
+	if errno := d.newNameErrno(name + "/"); errno != 0 {
+		return nil, errno
 	}
 	full := d.prefix + name
 	c, err := f.meta.resolve(ctx, full, f.warnOnce)
@@ -298,11 +388,11 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 		return syscall.EINVAL
 	}
 	np, ok := newParent.(*dirNode)
-	if !ok || !validName(newName) {
+	if !ok {
 		return syscall.EINVAL
 	}
-	if np.reserved(newName) {
-		return syscall.EPERM
+	if errno := np.newNameErrno(newName); errno != 0 {
+		return errno
 	}
 	from, to := d.prefix+name, np.prefix+newName
 	if from == to {
