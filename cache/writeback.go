@@ -799,6 +799,12 @@ func (c *Cache) upload(ctx context.Context, name string) {
 		e.rec.Dirty = false
 		e.dirtying = nil
 		e.rec.Meta = ownMeta(attrs.Metadata) // what the bucket has now (its time among it)
+		if e.rec.Size != size {
+			// Nothing changed since the upload read the file: its size is
+			// the truth (a size counted late, as after passthrough writes
+			// through a handle a rename moved, would be stale).
+			c.resizeLocked(e, size)
+		}
 		e.dirtySince = time.Time{}
 	} else {
 		c.scheduleLocked(name, 0) // changed meanwhile: send the new version
@@ -1323,6 +1329,12 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	if err := src.f.Sync(); err != nil {
 		return fmt.Errorf("syncing %s before renaming it: %w", from.Name, err)
 	}
+	// The file says how big it is: writes through passthrough handles
+	// still open are counted only when they close.
+	st, err := src.f.Stat()
+	if err != nil {
+		return fmt.Errorf("renaming %s: %w", from.Name, err)
+	}
 
 	newID := c.j.newID() // before the entry is visible: an upload must never see ID 0
 	c.mu.Lock()
@@ -1339,7 +1351,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 		old.rec.Dirty = false
 		victims = c.dropLocked(old)
 	}
-	size := e.rec.Size
+	size := st.Size()
 	meta := e.rec.Meta // set by OpenWrite above from the object's, if it had none
 	ne := &entry{
 		name:  to,

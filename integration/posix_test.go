@@ -80,9 +80,7 @@ var knownDifferences = map[string]string{
 	"remount/hardlink/fresh-cache":    "link: EPERM, so one name with nlink 1 after the remount",
 
 	// Real programs (programs_test.go).
-	"programs/tar/extract-into-mount":          "tar -x exits 2: on every directory, utimensat, fchownat and fchmodat fail with EOPNOTSUPP (no setattr on directories); files and bytes are right",
-	"programs/rsync/copy-in":                   "rsync -a exits 23: \"failed to set times\" on every directory (utimensat on a directory: EOPNOTSUPP); files and bytes are right",
-	"programs/rsync/second-run-copies-nothing": "the mtimes rsync set are not kept, so a second rsync -a sees every file and directory as changed (>f..t......) and rewrites them all; exits 23 as copy-in",
+	"programs/rsync/second-run-copies-nothing": "directories keep no times (README, limits), so a second rsync -a lists every directory as changed (.d..t......); no file is copied again",
 }
 
 // intermittentDifferences are differences that show only sometimes (they
@@ -91,7 +89,7 @@ var knownDifferences = map[string]string{
 // Prefer knownDifferences; list here only what cannot be made to show
 // every time.
 var intermittentDifferences = map[string]string{
-	"programs/rsync/tree-while-uploading": "while the files rsync wrote are uploaded, fstat of some shows size 0 where reading gives their bytes (passthrough mount; about one run in two)",
+	"programs/rsync/tree-while-uploading": "while the files rsync wrote were uploaded, fstat of some showed size 0 where reading gave their bytes (passthrough mount; seen before sizes were taken from the file at rename and upload; kept here until many runs show it gone)",
 }
 
 // obs is an observation: one line per fact, in the order the case saw
