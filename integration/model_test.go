@@ -136,6 +136,7 @@ func TestModelRandomOps(t *testing.T) {
 	})
 	fail := func(step int, what string, f string, a ...any) {
 		t.Helper()
+		t.Logf("the bucket holds: %q", listObjects(t, emu, ""))
 		t.Fatalf("seed %d, step %d (%s): %s", seed, step, what, fmt.Sprintf(f, a...))
 	}
 	for step := range steps {
@@ -479,7 +480,7 @@ func compareTrees(t *testing.T, ref, mnt string) string {
 	}
 	for p := range got {
 		if _, ok := want[p]; !ok {
-			diffs = append(diffs, fmt.Sprintf("%s: on the mount only", p))
+			diffs = append(diffs, fmt.Sprintf("%s: on the mount only (%+v)", p, got[p]))
 		}
 	}
 	sort.Strings(diffs)
