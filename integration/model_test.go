@@ -25,7 +25,7 @@ import (
 // same names and bytes; at the end, after the unmount's flush, the bucket
 // must hold exactly the reference's files.
 //
-// BUCKETFS_MODEL=1 runs it; BUCKETFS_SEED=N replays a seed (the failing
+// make test runs 1500 steps; BUCKETFS_SEED=N replays a seed (the failing
 // seed is printed, but uploads run in the background, so a replay takes
 // the same steps and not always the same timing); BUCKETFS_LONG=1 runs
 // more steps. Modes and symbolic links are compared too; left out,
@@ -99,11 +99,6 @@ func modelName(rng *rand.Rand) string {
 }
 
 func TestModelRandomOps(t *testing.T) {
-	// Not in make test yet: it found bugs until recently, and a flaky
-	// test would block every change; BUCKETFS_MODEL=1 runs it.
-	if os.Getenv("BUCKETFS_MODEL") == "" && os.Getenv("BUCKETFS_LONG") == "" && os.Getenv("BUCKETFS_SEED") == "" {
-		t.Skip("the model-based random tester runs with BUCKETFS_MODEL=1 (not on by default yet; issue 4)")
-	}
 	steps := 1500
 	if os.Getenv("BUCKETFS_LONG") != "" {
 		steps = 20000
