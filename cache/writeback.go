@@ -1013,7 +1013,7 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 		e.rec.Generation = base
 	}
 	e.rec.Deleted, e.rec.MetaOnly = true, false
-	e.rec.Meta = nil // a file made again under the name starts without the old one's
+	e.rec.Meta = nil  // a file made again under the name starts without the old one's
 	c.orphanLocked(e) // handles open on the file keep their copy, as on a local disk
 	e.rec.Dirty = true
 	c.markLocalLocked(name)

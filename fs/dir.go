@@ -4,9 +4,9 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bucketfs/bucketfs/transfer"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
