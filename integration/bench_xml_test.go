@@ -739,6 +739,11 @@ func (b *s3Bucket) Compose(ctx context.Context, dst string, srcs []string, o tra
 // Delete is a DELETE of the object; gen is ignored (see s3Bucket). S3
 // answers 204 for a missing key as well, so ErrNotExist comes only from a
 // server that says 404.
+// Copy is not needed by the bench.
+func (b *s3Bucket) Copy(ctx context.Context, src string, srcGen int64, dst string, o transfer.PutOptions) (transfer.ObjectAttrs, error) {
+	return transfer.ObjectAttrs{}, b.opErr("copy", dst, errors.New("not supported by this test bucket"))
+}
+
 // SetMetadata is not needed by the bench (S3 changes metadata only by a
 // copy onto itself).
 func (b *s3Bucket) SetMetadata(ctx context.Context, name string, gen int64, md map[string]string) (transfer.ObjectAttrs, error) {

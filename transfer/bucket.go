@@ -89,6 +89,13 @@ type Bucket interface {
 	// bytes never leave the store. A missing source is ErrNotExist.
 	Compose(ctx context.Context, dst string, srcs []string, o PutOptions) (ObjectAttrs, error)
 
+	// Copy writes generation srcGen of object src (0: the live one) as the
+	// object dst, server-side (the bytes never leave the store), under
+	// the conditions of o on dst, and returns the attributes of the new
+	// version. o.Metadata, if not nil, replaces the source's custom
+	// metadata. A source version that is gone is ErrNotExist.
+	Copy(ctx context.Context, src string, srcGen int64, dst string, o PutOptions) (ObjectAttrs, error)
+
 	// SetMetadata sets the custom metadata keys of md on the live version
 	// of the object, only if its generation is gen (ErrPrecondition
 	// otherwise; ErrNotExist if there is none), and returns its new

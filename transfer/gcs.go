@@ -308,6 +308,23 @@ func (g *GCS) Compose(ctx context.Context, dst string, srcs []string, po PutOpti
 	return fromGCS(a), nil
 }
 
+// Copy implements Bucket with objects.rewrite (the client repeats the call
+// until a large object is done).
+func (g *GCS) Copy(ctx context.Context, src string, srcGen int64, dst string, po PutOptions) (ObjectAttrs, error) {
+	from := g.h.Object(src)
+	if srcGen > 0 {
+		from = from.Generation(srcGen)
+	}
+	c := conditional(g.h.Object(dst), po).CopierFrom(from)
+	c.ContentType = po.ContentType
+	c.Metadata = po.Metadata
+	a, err := c.Run(ctx)
+	if err != nil {
+		return ObjectAttrs{}, g.wrap("copy", dst, err)
+	}
+	return fromGCS(a), nil
+}
+
 // SetMetadata implements Bucket (objects.patch with ifGenerationMatch).
 func (g *GCS) SetMetadata(ctx context.Context, name string, gen int64, md map[string]string) (ObjectAttrs, error) {
 	a, err := g.h.Object(name).If(storage.Conditions{GenerationMatch: gen}).

@@ -415,6 +415,46 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 			t.Errorf("a refused Delete removed the object: Stat: %v", err)
 		}
 	})
+	t.Run("Copy", func(t *testing.T) {
+		b, _ := newBucket(t)
+		ctx := testCtx(t, 30*time.Second)
+		src, err := b.Put(ctx, "dir/src", bytes.NewReader([]byte("copied bytes")), PutOptions{Metadata: map[string]string{"mode": "600"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := b.Copy(ctx, "dir/src", src.Generation, "other/dst", PutOptions{IfGenerationMatch: 0})
+		if err != nil {
+			t.Fatalf("Copy: %v", err)
+		}
+		if a.Name != "other/dst" || a.Size != int64(len("copied bytes")) || a.Generation == 0 {
+			t.Errorf("Copy returned %+v", a)
+		}
+		if data, _ := readAll(ctx, b, "other/dst"); string(data) != "copied bytes" {
+			t.Errorf("the copy holds %q", data)
+		}
+		if st, _ := b.Stat(ctx, "other/dst"); st.Metadata["mode"] != "600" {
+			t.Errorf("the copy's metadata %v, want the source's", st.Metadata)
+		}
+		if _, err := b.Copy(ctx, "dir/src", 0, "other/dst", PutOptions{IfGenerationMatch: 0}); !errors.Is(err, ErrPrecondition) {
+			t.Errorf("Copy onto an existing object with does-not-exist: %v, want ErrPrecondition", err)
+		}
+		if _, err := b.Copy(ctx, "dir/src", 0, "other/dst", PutOptions{IfGenerationMatch: a.Generation + 1}); !errors.Is(err, ErrPrecondition) {
+			t.Errorf("Copy with another generation: %v, want ErrPrecondition", err)
+		}
+		b2, err := b.Copy(ctx, "dir/src", 0, "other/dst", PutOptions{IfGenerationMatch: a.Generation, Metadata: map[string]string{"x": "y"}})
+		if err != nil {
+			t.Fatalf("Copy over the live generation: %v", err)
+		}
+		if st, _ := b.Stat(ctx, "other/dst"); st.Generation != b2.Generation || st.Metadata["x"] != "y" || st.Metadata["mode"] != "" {
+			t.Errorf("after a copy with metadata: %+v", st)
+		}
+		if _, err := b.Copy(ctx, "missing", 0, "x", PutOptions{Unconditional: true}); !errors.Is(err, ErrNotExist) {
+			t.Errorf("Copy of a missing source: %v, want ErrNotExist", err)
+		}
+		if _, err := b.Copy(ctx, "dir/src", src.Generation+1, "y", PutOptions{Unconditional: true}); !errors.Is(err, ErrNotExist) {
+			t.Errorf("Copy of a generation that is not there: %v, want ErrNotExist", err)
+		}
+	})
 	t.Run("SetMetadata", func(t *testing.T) {
 		b, _ := newBucket(t)
 		ctx := testCtx(t, 30*time.Second)

@@ -81,6 +81,15 @@ func (l *Limited) Compose(ctx context.Context, dst string, srcs []string, o PutO
 	return l.b.Compose(ctx, dst, srcs, o)
 }
 
+// Copy implements Bucket.
+func (l *Limited) Copy(ctx context.Context, src string, srcGen int64, dst string, o PutOptions) (ObjectAttrs, error) {
+	if err := l.acquire(ctx); err != nil {
+		return ObjectAttrs{}, err
+	}
+	defer l.release()
+	return l.b.Copy(ctx, src, srcGen, dst, o)
+}
+
 // SetMetadata implements Bucket.
 func (l *Limited) SetMetadata(ctx context.Context, name string, gen int64, md map[string]string) (ObjectAttrs, error) {
 	if err := l.acquire(ctx); err != nil {

@@ -138,6 +138,14 @@ func (m *Metered) Compose(ctx context.Context, dst string, srcs []string, o PutO
 	return a, err
 }
 
+// Copy implements Bucket.
+func (m *Metered) Copy(ctx context.Context, src string, srcGen int64, dst string, o PutOptions) (ObjectAttrs, error) {
+	ctx, t := m.begin(ctx, "copy")
+	a, err := m.b.Copy(ctx, src, srcGen, dst, o)
+	m.end("copy", t, 0, err)
+	return a, err
+}
+
 // SetMetadata implements Bucket.
 func (m *Metered) SetMetadata(ctx context.Context, name string, gen int64, md map[string]string) (ObjectAttrs, error) {
 	ctx, t := m.begin(ctx, "setmetadata")

@@ -8,8 +8,9 @@ import (
 )
 
 // preconditionMiddleware enforces ifGenerationMatch on the calls where
-// fake-gcs-server ignores it: compose (POST .../o/DST/compose), delete
-// (DELETE .../o/NAME) and metadata patches (PATCH .../o/NAME). It checks the live generation and answers 412 on a
+// fake-gcs-server ignores it: compose (POST .../o/DST/compose), copies
+// (POST .../o/SRC/rewriteTo/b/BUCKET/o/DST), delete (DELETE .../o/NAME)
+// and metadata patches (PATCH .../o/NAME). It checks the live generation and answers 412 on a
 // mismatch, as GCS does; "0" means the object must not exist. The check
 // and the call it guards run under one mutex, so two guarded calls cannot
 // interleave; an unguarded upload racing them can (GCS makes the check
@@ -25,6 +26,10 @@ func (s *Server) preconditionMiddleware(next http.Handler) http.Handler {
 		name, compose := strings.CutSuffix(t.object, "/compose")
 		guarded := (r.Method == http.MethodPost && compose) ||
 			((r.Method == http.MethodDelete || r.Method == http.MethodPatch) && !compose)
+		if b, n, ok := rewriteDestination(r); ok {
+			// A copy (objects.rewrite): the condition is on the destination.
+			t.bucket, name, guarded = b, n, true
+		}
 		if !guarded || t.bucket == "" || name == "" {
 			next.ServeHTTP(w, r)
 			return
@@ -50,4 +55,24 @@ func (s *Server) preconditionMiddleware(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// rewriteDestination returns the destination bucket and object of an
+// objects.rewrite or objects.copy request, read from the escaped path
+// (object names there have their '/' escaped).
+func rewriteDestination(r *http.Request) (bucket, object string, ok bool) {
+	if r.Method != http.MethodPost {
+		return "", "", false
+	}
+	p := strings.TrimPrefix(r.URL.EscapedPath(), jsonPrefix)
+	for _, verb := range []string{"/rewriteTo/b/", "/copyTo/b/"} {
+		if _, dst, found := strings.Cut(p, verb); found {
+			b, o, found := strings.Cut(dst, "/o/")
+			if !found {
+				return "", "", false
+			}
+			return unescape(b), unescape(o), true
+		}
+	}
+	return "", "", false
 }
