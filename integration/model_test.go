@@ -103,6 +103,13 @@ func TestModelRandomOps(t *testing.T) {
 	if os.Getenv("BUCKETFS_LONG") != "" {
 		steps = 20000
 	}
+	if v := os.Getenv("BUCKETFS_STEPS"); v != "" { // a replay that stops early
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("BUCKETFS_STEPS=%q: want a positive number", v)
+		}
+		steps = n
+	}
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("BUCKETFS_SEED"); v != "" {
 		var err error
