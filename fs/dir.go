@@ -102,12 +102,14 @@ func (d *dirNode) child(ctx context.Context, name string, c child, out *fuse.Ent
 				gofs.StableAttr{Mode: syscall.S_IFLNK, Ino: ino}), 0
 		}
 		var ino uint64
-		if in := d.GetChild(name); in != nil && c.attrs.Generation <= 0 {
-			// A file not yet in the bucket that the kernel knows already
-			// (a lookup made again, as for a rename's target): the same
-			// inode, not a second one for the same file.
-			if n, ok := in.Operations().(*fileNode); ok && n.objName() == full {
+		for _, n := range f.nodesNamed(full) {
+			if n.holds(c.attrs.Generation) {
+				// The kernel has a node for this very file already (a
+				// lookup made again, as for a rename's target, or after
+				// this cache's own upload): the same inode, not a second
+				// one that go-fuse's tree would take for it.
 				ino = n.ino
+				break
 			}
 		}
 		if ino == 0 {
@@ -116,6 +118,7 @@ func (d *dirNode) child(ctx context.Context, name string, c child, out *fuse.Ent
 		in := d.NewInode(ctx, &fileNode{fsys: f, name: full, ino: ino},
 			gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
 		n := in.Operations().(*fileNode)
+		f.track(n)
 		n.setAttrs(c.attrs)
 		f.fillFile(&out.Attr, n.currentAttrs(), n.ino)
 		return in, 0
@@ -268,6 +271,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	f.fillFile(&out.Attr, a, ino)
 	in := d.NewInode(ctx, &fileNode{fsys: f, name: full, ino: ino}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
 	n := in.Operations().(*fileNode)
+	f.track(n)
 	n.setAttrs(a)
 	h, err := n.writeHandle(ctx, a, true)
 	if err != nil {
@@ -333,14 +337,12 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	case kindDir:
 		return syscall.EISDIR
 	}
-	victim, before := d.fileChild(name)
+	victims := f.fileNodes(full)
 	if err := f.cache.Remove(ctx, full, c.attrs.Generation); err != nil {
 		return f.errno(ctx, "unlink", full, err)
 	}
 	f.meta.forget(full)
-	if victim != nil {
-		victim.markUnlinked(before)
-	}
+	victims.unlinked()
 	return 0
 }
 
@@ -418,33 +420,41 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	case dst.kind == kindFile && flags&renameNoReplace != 0:
 		return syscall.EEXIST
 	}
-	victim, before := np.fileChild(newName) // the file replaced, if the kernel knows it
+	victims := f.fileNodes(to) // the file replaced, if the kernel knows it
+	moving := f.nodesNamed(from)
 	if err := f.cache.Rename(ctx, src.attrs, to, dst.attrs.Generation); err != nil {
 		return f.errno(ctx, "rename", from, err)
 	}
 	f.meta.forget(from)
 	f.meta.forget(to)
-	if victim != nil {
-		victim.markUnlinked(before)
-	}
+	victims.unlinked()
 	// The kernel moves the inode to the new name: so does the node.
-	if in := d.GetChild(name); in != nil {
-		if n, ok := in.Operations().(*fileNode); ok {
-			n.renamed(to, dst.attrs.Generation)
-		}
+	for _, n := range moving {
+		n.renamed(to, dst.attrs.Generation)
 	}
 	return 0
 }
 
-// fileChild returns the file node of name in d, if the kernel has one,
-// and what it looks like now.
-func (d *dirNode) fileChild(name string) (*fileNode, transfer.ObjectAttrs) {
-	if in := d.GetChild(name); in != nil {
-		if n, ok := in.Operations().(*fileNode); ok {
-			return n, n.currentAttrs()
-		}
+// nodeSnapshots are file nodes with what they looked like before a
+// change of their name.
+type nodeSnapshots map[*fileNode]transfer.ObjectAttrs
+
+// fileNodes returns the nodes the kernel has for object name, and what
+// they look like now.
+func (f *FS) fileNodes(name string) nodeSnapshots {
+	out := nodeSnapshots{}
+	for _, n := range f.nodesNamed(name) {
+		out[n] = n.currentAttrs()
 	}
-	return nil, transfer.ObjectAttrs{}
+	return out
+}
+
+// unlinked tells the nodes that their name is gone: handles open on them
+// live on, with what they looked like before.
+func (s nodeSnapshots) unlinked() {
+	for n, a := range s {
+		n.markUnlinked(a)
+	}
 }
 
 // Link implements gofs.NodeLinker: hard links are not supported (an

@@ -35,9 +35,10 @@ type fileNode struct {
 }
 
 var (
-	_ gofs.NodeGetattrer = (*fileNode)(nil)
-	_ gofs.NodeOpener    = (*fileNode)(nil)
-	_ gofs.NodeStatfser  = (*fileNode)(nil)
+	_ gofs.NodeOnForgetter = (*fileNode)(nil)
+	_ gofs.NodeGetattrer   = (*fileNode)(nil)
+	_ gofs.NodeOpener      = (*fileNode)(nil)
+	_ gofs.NodeStatfser    = (*fileNode)(nil)
 )
 
 // setAttrs records the latest attributes of the node's generation.
@@ -54,9 +55,12 @@ func (n *fileNode) setAttrs(a transfer.ObjectAttrs) {
 func (n *fileNode) renamed(name string, base int64) {
 	n.mu.Lock()
 	n.fsys.releaseFileIno(n.attrs)
+	old := n.name
 	n.name = name
 	n.attrs.Name, n.attrs.Generation = name, base
 	n.mu.Unlock()
+	n.fsys.untrack(n, old)
+	n.fsys.track(n)
 }
 
 // markUnlinked records that the node's name was deleted or replaced: the
@@ -66,6 +70,7 @@ func (n *fileNode) markUnlinked(a transfer.ObjectAttrs) {
 	n.mu.Lock()
 	n.attrs, n.unlinked = a, true
 	n.mu.Unlock()
+	n.fsys.untrack(n, n.objName()) // it no longer follows the name
 }
 
 func (n *fileNode) isUnlinked() bool {
@@ -80,6 +85,23 @@ func (n *fileNode) fill(out *fuse.Attr, a transfer.ObjectAttrs) {
 	if n.isUnlinked() {
 		out.Nlink = 0
 	}
+}
+
+// holds reports whether n is the file whose content is version gen of
+// its name (gen <= 0: a file not in the bucket yet): the same version,
+// or the version this cache uploaded of the content n was made for.
+func (n *fileNode) holds(gen int64) bool {
+	n.mu.Lock()
+	own, unlinked, name := n.attrs.Generation, n.unlinked, n.name
+	n.mu.Unlock()
+	switch {
+	case unlinked:
+		return false
+	case gen <= 0 || own == gen:
+		return true
+	}
+	sa, ours := n.fsys.cache.Settled(name)
+	return ours && sa.Generation == gen && own <= gen
 }
 
 // objName is the node's current object name.

@@ -43,6 +43,11 @@ type FS struct {
 	log    *slog.Logger
 	start  time.Time
 
+	// nodesMu is a leaf lock (taken with nothing else held, or under a
+	// fileNode's mu never; see nodes.go).
+	nodesMu sync.Mutex
+	nodes   map[string]map[*fileNode]struct{} // guarded by nodesMu: object name -> file nodes the kernel has for it
+
 	mu      sync.Mutex
 	inos    map[string]uint64   // guarded by mu: kind+name -> inode number, stable for the mount's life
 	nextIno uint64              // guarded by mu
@@ -58,6 +63,7 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 		opts: o, bucket: bucket, cache: c, log: o.Logger, start: time.Now(),
 		meta:    newMetaCache(bucket, c, o.MetadataTTL),
 		inos:    map[string]uint64{},
+		nodes:   map[string]map[*fileNode]struct{}{},
 		nextIno: 2, // 1 is the root
 		warned:  map[string]struct{}{},
 	}

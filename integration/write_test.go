@@ -658,3 +658,51 @@ func TestOpenFilesAcrossUnlinkAndRename(t *testing.T) {
 		})
 	}
 }
+
+// A file uploaded while the kernel holds its inode, looked up again (a
+// rename onto itself makes the kernel look the target up), then renamed
+// and written: the writes must reach the new name. Before the file
+// system kept its own index of nodes by name, the lookup put a second
+// node in go-fuse's tree, the rename moved that one, and the kernel's
+// node, still named after the old name, wrote into the deleted file,
+// which then came back in the bucket (found by the model tester).
+func TestRenameAfterUploadAndLookupAgain(t *testing.T) {
+	emu := startEmulator(t, nil)
+	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "0s"}})
+	if err := os.WriteFile(m.path("x"), randomBytes(4096, 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for object(t, emu, "x") == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("x did not reach the bucket")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the emulator, not synchronising with the mount
+	}
+	if err := os.Rename(m.path("x"), m.path("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m.path("x"), m.path("y")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(m.path("y"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("written after the rename"), 100); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	want := randomBytes(4096, 1)
+	copy(want[100:], "written after the rename")
+	if got := readFile(t, m.path("y")); !bytes.Equal(got, want) {
+		t.Error("y does not read back the write")
+	}
+	m.unmount(t)
+	if got := listObjects(t, emu, ""); !slices.Equal(got, []string{"y"}) {
+		t.Errorf("the bucket holds %q, want only y", got)
+	}
+	if got := object(t, emu, "y"); !bytes.Equal(got, want) {
+		t.Errorf("y in the bucket lacks the write made after the rename")
+	}
+}
