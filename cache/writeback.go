@@ -670,6 +670,11 @@ func (c *Cache) takeDue() (due []string, next time.Time) {
 			// entry's, or one of an entry a rename replaced): wait for
 			// it to end, so that the bucket sees the name's changes in
 			// order.
+		case e.rec.Deleted && strings.HasSuffix(name, "/") && c.changedUnderLocked(name):
+			// A directory's placeholder goes after the changes under it
+			// (the deletions of its files, above all): while objects
+			// under it are in the bucket, the directory would show
+			// again through them once the placeholder is gone.
 		case !at.After(now):
 			delete(c.queue, name)
 			e.uploading = true
@@ -1254,6 +1259,19 @@ func (c *Cache) LocalNames(prefix string) (present, removed []string) {
 		c.localIdx = append(idx[:keep], idx[end:]...)
 	}
 	return present, removed
+}
+
+// changedUnderLocked reports whether a name under prefix has changes not
+// yet in the bucket. It walks the names under prefix in the index of
+// names that may be dirty.
+func (c *Cache) changedUnderLocked(prefix string) bool {
+	idx := c.localIdx
+	for i := sort.SearchStrings(idx, prefix); i < len(idx) && strings.HasPrefix(idx[i], prefix); i++ {
+		if e := c.entries[idx[i]]; idx[i] != prefix && e != nil && e.rec.Dirty {
+			return true
+		}
+	}
+	return false
 }
 
 // markLocalLocked adds name to the index of names that may have changes

@@ -793,3 +793,40 @@ func TestRecreatedNameStartsWithoutOldMetadata(t *testing.T) {
 		t.Errorf("the renamed file lost its metadata: %v", la.Metadata)
 	}
 }
+
+// A removed directory's placeholder is deleted from the bucket after the
+// files under it: while one of them is there, the directory would show
+// again through it once the placeholder is gone.
+func TestPlaceholderDeletedAfterTheFilesUnderIt(t *testing.T) {
+	e := newEnv(t)
+	e.put("d/", nil)
+	fa := e.put("d/a", []byte("a"))
+	fb := e.put("d/b", []byte("b"))
+	var mu sync.Mutex
+	var deletes []string
+	e.emu.SetAfterHook(func(r *http.Request) {
+		if r.Method == http.MethodDelete {
+			mu.Lock()
+			deletes = append(deletes, r.URL.Path)
+			mu.Unlock()
+		}
+	})
+	c := e.openWB(0)
+	// The placeholder first, as rmdir after the unlinks would find it
+	// queued first if the files' deletions were slower.
+	if err := c.Remove(e.ctx, "d/a", fa.Generation); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove(e.ctx, "d/b", fb.Generation); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove(e.ctx, "d/", -1); err != nil {
+		t.Fatal(err)
+	}
+	e.flush(c)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(deletes) != 3 || !strings.HasSuffix(deletes[2], "/o/d/") {
+		t.Errorf("deletions in the order %q, want the placeholder d/ last", deletes)
+	}
+}
