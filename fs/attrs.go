@@ -93,6 +93,7 @@ func (s *symlinkNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse
 // Symlink implements gofs.NodeSymlinker: an empty object with the target
 // in its metadata, written back like a file.
 func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	f := d.fsys
 	if f.opts.ReadOnly {
 		return nil, syscall.EROFS

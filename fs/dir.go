@@ -40,6 +40,7 @@ var (
 
 // Lookup implements gofs.NodeLookuper.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	if len(name) > maxNameLen {
 		return nil, syscall.ENAMETOOLONG
 	}
@@ -131,6 +132,7 @@ func (d *dirNode) child(ctx context.Context, name string, c child, out *fuse.Ent
 // of the listing with local changes laid over it. A rewind (seekdir to
 // 0, as rewinddir does) lists again, so that it shows names made since.
 func (d *dirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	s := &dirStream{d: d}
 	if errno := s.fill(ctx); errno != 0 {
 		return nil, errno
@@ -258,6 +260,7 @@ func (d *dirNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno
 // Create implements gofs.NodeCreater: a new, empty file lives in the cache
 // at once and reaches the bucket after its last close.
 func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	f := d.fsys
 	if f.opts.ReadOnly {
 		return nil, nil, 0, syscall.EROFS
@@ -291,6 +294,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 // Mkdir implements gofs.NodeMkdirer with a "name/" placeholder object,
 // written back like a file.
 func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	f := d.fsys
 	if f.opts.ReadOnly {
 		return nil, syscall.EROFS
@@ -322,6 +326,7 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 // cache (durably) and reaches the bucket in order with the name's other
 // changes; the name is gone from the mount at once.
 func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	f := d.fsys
 	if f.opts.ReadOnly {
 		return syscall.EROFS
@@ -349,6 +354,7 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 // Rmdir implements gofs.NodeRmdirer: an empty directory's placeholder
 // object, if any, is deleted like a file.
 func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	f := d.fsys
 	if f.opts.ReadOnly {
 		return syscall.EROFS
@@ -382,6 +388,7 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 // follows (the new object uploaded, the old one deleted). Directories are
 // not renamed yet (ENOTSUP); RENAME_EXCHANGE neither (EINVAL).
 func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	f := d.fsys
 	if f.opts.ReadOnly {
 		return syscall.EROFS

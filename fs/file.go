@@ -254,6 +254,7 @@ func (n *fileNode) uncount(pt bool, w *cache.WriteHandle) {
 // mode, owner and modification time, kept in the object's metadata
 // (attrs.go). Access times are not kept.
 func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	if md := setattrMeta(in); md != nil {
 		if n.fsys.opts.ReadOnly {
 			return syscall.EROFS
@@ -355,6 +356,7 @@ func (h *fileHandle) Flush(ctx context.Context) syscall.Errno { return 0 }
 // Fsync implements gofs.FileFsyncer: durable on local disk, and with
 // --fsync=remote, in the bucket.
 func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	if h.w == nil {
 		return 0
 	}

@@ -201,6 +201,27 @@ func (m *metaCache) withLocal(prefix string, l *listing) *listing {
 	return out
 }
 
+// uninterrupted is the context of a FUSE request that changes or looks up
+// names: the kernel's interrupts do not cancel it (see askContext). Only
+// reads and opens, which may wait for a download, stop when the caller is
+// interrupted.
+func uninterrupted(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
+// askTimeout bounds the questions a lookup or a listing asks the bucket.
+const askTimeout = time.Minute
+
+// askContext is the context of the bucket requests of a lookup or a
+// listing: not cancelled when the kernel interrupts the FUSE request, and
+// bounded by askTimeout. The kernel interrupts a request whenever the
+// calling thread gets a signal, and Go programs get one often (SIGURG,
+// for goroutine preemption): answering EINTR to mkdir or stat then fails
+// programs that do not retry it (found by the POSIX suite: a mkdir of a
+// deep path failed with EINTR about once in thirty runs). These answers
+// are short; a bucket that does not answer fails them with ETIMEDOUT.
+func askContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), askTimeout)
+}
+
 // sweepLimit bounds how many entries pile up before expired ones are dropped.
 const sweepLimit = 1 << 16
 
@@ -232,6 +253,8 @@ func (m *metaCache) resolve(ctx context.Context, name string, warn warnFunc) (ch
 	}
 	m.mu.Unlock()
 
+	ctx, cancel := askContext(ctx)
+	defer cancel()
 	// Ask for the object and for anything under name/ at the same time.
 	type statResult struct {
 		a   transfer.ObjectAttrs
@@ -290,6 +313,8 @@ func (m *metaCache) put(name string, c child, now time.Time) {
 // the change (and updates the cached listing) before the change leaves
 // the overlay, so a count that moved meanwhile means "do it again".
 func (m *metaCache) list(ctx context.Context, prefix string, warn warnFunc) (*listing, error) {
+	ctx, cancel := askContext(ctx)
+	defer cancel()
 	for try := 0; ; try++ {
 		before := m.changeCount(prefix)
 		l, err := m.listRemote(ctx, prefix, warn)
