@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"syscall"
 	"time"
@@ -135,7 +136,21 @@ func (d *dirNode) checkNew(ctx context.Context, name string) syscall.Errno {
 	return 0
 }
 
-// setMeta applies a setattr's metadata changes to the file of node n.
+// setMeta applies a setattr's metadata changes to the file of node n:
+// through the cache, which sends them in order with the file's other
+// changes; a file too big for the cache (so with no local changes) is
+// patched in the bucket at once.
 func (n *fileNode) setMeta(ctx context.Context, md map[string]string) error {
-	return n.fsys.cache.SetMeta(ctx, n.currentAttrs(), md)
+	a := n.currentAttrs()
+	err := n.fsys.cache.SetMeta(ctx, a, md)
+	if !errors.Is(err, cache.ErrNoSpace) || a.Generation <= 0 {
+		return err
+	}
+	na, err := n.fsys.bucket.SetMetadata(ctx, a.Name, a.Generation, md)
+	if err != nil {
+		return err
+	}
+	n.setAttrs(na)
+	n.fsys.meta.forget(a.Name)
+	return nil
 }

@@ -195,3 +195,21 @@ func TestSymlinks(t *testing.T) {
 		}
 	}
 }
+
+// chmod of a file bigger than the whole cache patches the object's
+// metadata at once (the cache cannot hold the file to send it later).
+func TestChmodOfAFileBiggerThanTheCache(t *testing.T) {
+	emu := startEmulator(t, nil)
+	put(t, emu, "big.bin", randomBytes(3<<20, 9))
+	m := mount(t, emu, mountOpts{args: []string{"--cache-max-size", "1MiB"}})
+	if err := os.Chmod(m.path("big.bin"), 0o600); err != nil {
+		t.Fatalf("chmod: %v", err)
+	}
+	if st := statOf(t, m.path("big.bin")); st.Mode&0o777 != 0o600 {
+		t.Errorf("mode after chmod %o, want 600", st.Mode&0o777)
+	}
+	m.unmount(t)
+	if md := objectMeta(t, "big.bin", emu.Fake()); md["bucketfs-mode"] != "600" {
+		t.Errorf("metadata in the bucket %v", md)
+	}
+}
