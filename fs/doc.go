@@ -7,13 +7,24 @@
 // passthrough backing file, and handles open on the old version keep
 // reading it.
 //
+// A node belongs to a file, not to a name: FS keeps its own index of the
+// file nodes the kernel has, by object name (nodes.go), so that a rename
+// moves, and an unlink detaches, the node the kernel uses, whatever
+// go-fuse's tree of children says. A file's own upload does not give it a
+// new inode while the kernel holds it. Symbolic links are symlinkNodes.
+//
 // Names and attributes come from metaCache, which trusts what it learned
 // for the metadata TTL (positive and negative lookups, whole listings); the
 // kernel's entry and attribute timeouts are set to the same TTL. File data
-// comes from the cache package.
+// comes from the cache package. Mode, owner, modification time and a
+// link's target live in the object's custom metadata (attrs.go).
+//
+// Name operations do not stop when the kernel interrupts them (askContext
+// in meta.go): Go programs get signals all the time, and EINTR from mkdir
+// or stat breaks programs that do not expect it.
 //
 // Errors from the layers below become errnos in one function, toErrno.
 //
-// Locks: FS.mu, metaCache.mu and fileNode.mu each guard their own fields;
-// no two are ever held at once, and none is held across I/O.
+// Locks: FS.mu, FS.nodesMu, metaCache.mu and fileNode.mu each guard their
+// own fields; no two are ever held at once, and none is held across I/O.
 package fs
