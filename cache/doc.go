@@ -14,6 +14,14 @@
 // different generation of the same name replaces the old copy, which is
 // removed when its last handle closes.
 //
+// Cache.OpenWrite returns a WriteHandle: changes land in the local copy
+// at once and reach the bucket later (writeback.go has the durability
+// contract). A WriteHandle belongs to a file, not a name: a rename moves
+// it to the new name's entry, a deletion orphans it (its writes go on in
+// its own copy, never uploaded). Cache.SetMeta changes an object's custom
+// metadata (meta.go): with the next upload of its content, or alone as a
+// conditional metadata patch.
+//
 // Space: every cached version counts with its full size against
 // Options.MaxSize from the moment it is admitted, so the cache never
 // exceeds the cap; the least recently used versions that no handle holds
