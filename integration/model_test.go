@@ -65,6 +65,21 @@ func (s *modelState) pickFile(rng *rand.Rand) string {
 	return s.files[rng.IntN(len(s.files))]
 }
 
+// newPath returns a path for a new entry in a random directory. Paths
+// stay within GCS's 1024 bytes for an object name (a directory's
+// placeholder ends in '/'): the mount refuses longer ones with
+// ENAMETOOLONG, which a local directory does not.
+func (s *modelState) newPath(rng *rand.Rand) string {
+	dir, name := s.pickDir(rng), modelName(rng)
+	if len(dir)+1+len(name)+1 > 1024 {
+		name = "s" + strconv.Itoa(rng.IntN(4))
+	}
+	if len(dir)+1+len(name)+1 > 1024 {
+		dir = "" // too deep even for a short name
+	}
+	return filepath.Join(dir, name)
+}
+
 // pickRegular picks a file that is not a symbolic link ("" if none came
 // up): writes through a link would reach whatever it points at.
 func (s *modelState) pickRegular(rng *rand.Rand) string {
@@ -158,7 +173,7 @@ func TestModelRandomOps(t *testing.T) {
 		}
 		switch op {
 		case "create", "overwrite":
-			p := filepath.Join(st.pickDir(rng), modelName(rng))
+			p := st.newPath(rng)
 			if op == "overwrite" {
 				if p = st.pickRegular(rng); p == "" {
 					continue
@@ -213,7 +228,7 @@ func TestModelRandomOps(t *testing.T) {
 			if from == "" {
 				continue
 			}
-			to := filepath.Join(st.pickDir(rng), modelName(rng))
+			to := st.newPath(rng)
 			if op == "rename-over" {
 				to = st.pickFile(rng)
 			}
@@ -239,7 +254,7 @@ func TestModelRandomOps(t *testing.T) {
 				st.removeFile(p)
 			}
 		case "mkdir":
-			p := filepath.Join(st.pickDir(rng), modelName(rng))
+			p := st.newPath(rng)
 			what = "mkdir " + p
 			both(func(root string) error { return os.Mkdir(filepath.Join(root, p), 0o755) })
 			if refErr == nil {
@@ -297,7 +312,7 @@ func TestModelRandomOps(t *testing.T) {
 			what = fmt.Sprintf("chmod %s %o", p, mode)
 			both(func(root string) error { return os.Chmod(filepath.Join(root, p), mode) })
 		case "symlink":
-			p := filepath.Join(st.pickDir(rng), modelName(rng))
+			p := st.newPath(rng)
 			// No target outside the test's directories: a bug that turned
 			// a file into a link would make the writes meant for the file
 			// reach the target (it did, before it was found).
