@@ -61,9 +61,10 @@ func ownMeta(md map[string]string) map[string]string {
 // truth about the content: local changes other than metadata alone.
 func (r *record) localContent() bool { return r.Dirty && !r.MetaOnly }
 
-// SetMeta sets the custom metadata keys of md (an empty value deletes a
-// key) on the local version of a, an object version whose metadata in
-// the bucket is a.Metadata. With MtimeKey in md, the cache file's
+// SetMeta sets the custom metadata keys of md on the local version of a,
+// an object version whose metadata in the bucket is a.Metadata (keys are
+// set, never removed: a patch keeps the keys it does not name). With
+// MtimeKey in md, the cache file's
 // modification time is set too. The change goes to the bucket with the
 // next upload of the content, or alone, as a metadata patch, if the
 // content has no local changes. When SetMeta returns, the change
@@ -90,13 +91,7 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 	if next == nil {
 		next = map[string]string{}
 	}
-	for k, v := range md {
-		if v == "" {
-			delete(next, k)
-		} else {
-			next[k] = v
-		}
-	}
+	maps.Copy(next, md)
 	e.rec.Meta = next
 	if !e.rec.Dirty {
 		e.rec.Dirty, e.rec.MetaOnly = true, true

@@ -97,7 +97,9 @@ func (n *fileNode) holds(gen int64) bool {
 	switch {
 	case unlinked:
 		return false
-	case gen <= 0 || own == gen:
+	case own == gen || gen <= 0 && own <= 0:
+		// The same version, or a new file the node was made for (a
+		// node of an older version of the name is another file).
 		return true
 	}
 	sa, ours := n.fsys.cache.Settled(name)
