@@ -104,6 +104,7 @@ type Cache struct {
 	kick       chan struct{}        // buffered 1: wakes the uploader
 	nextDue    time.Time            // guarded by mu: when the uploader wakes by itself
 	localIdx   []string             // guarded by mu: sorted names that may be dirty (see LocalNames)
+	holds      map[string]int       // guarded by mu: name -> pending copies of its bucket version (rename.go)
 	stopUpload context.CancelFunc   // ends the uploader and its uploads
 
 	confirmedFn  func(name string, a transfer.ObjectAttrs, deleted bool) // guarded by mu: see OnConfirmed
@@ -145,6 +146,7 @@ type entry struct {
 	uploadSeq    uint64                    // uploads started
 	uploadedSeq  uint64                    // the last upload started that succeeded
 	uploadedHere bool                      // rec.Generation was written by this cache's upload
+	holding      string                    // the name whose version this entry's pending copy holds (rename.go)
 
 	// Persisting snapshots of rec in order (persistEntry).
 	recSeq       uint64     // guarded by Cache.mu: number of the last snapshot taken
@@ -175,6 +177,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		lru:      list.New(),
 		queue:    map[string]time.Time{},
 		inFlight: map[string]bool{},
+		holds:    map[string]int{},
 		changed:  make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 
@@ -336,6 +339,7 @@ func (c *Cache) load() error {
 	}
 	dirty := 0
 	for _, e := range ordered {
+		c.holdLocked(e)
 		if e.rec.Dirty {
 			c.markLocalLocked(e.name)
 			c.scheduleLocked(e.name, 0) // changes left by the last run go first
@@ -384,7 +388,7 @@ func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs, newFile boo
 	// GCS generations of one name only grow. A newer one than the copy's
 	// is a change made elsewhere: the copy goes. An older one is a caller
 	// that has not seen this cache's own upload yet: the copy stays.
-	if e != nil && !e.rec.localContent() && e.writers == 0 && !e.uploading && a.Generation > e.rec.Generation {
+	if e != nil && !e.rec.localContent() && !e.rec.pendingCopy() && e.writers == 0 && !e.uploading && a.Generation > e.rec.Generation {
 		if e.rec.MetaOnly {
 			c.log.Warn("an attribute change (mode, owner or times) not yet sent is dropped: the object changed in the bucket since", "object", a.Name)
 			e.rec.Dirty, e.rec.MetaOnly, e.dirtying = false, false, nil
@@ -546,8 +550,11 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 		present = nil
 		e.rec.ChunkSize = c.opts.ChunkSize
 	}
-	gen := e.rec.Generation
-	dl := transfer.NewDownload(c.b, e.name, gen, e.rec.Size, f, present,
+	src, gen := e.name, e.rec.Generation
+	if e.rec.pendingCopy() {
+		src, gen = e.rec.CopyFrom, e.rec.CopyGen // the content is that version's
+	}
+	dl := transfer.NewDownload(c.b, src, gen, e.rec.Size, f, present,
 		transfer.DownloadOptions{ChunkSize: c.opts.ChunkSize, Parallelism: c.opts.Parallelism})
 	e.dl, e.dlFile, e.dlIdle = dl, f, false
 	dl.Start()
@@ -563,7 +570,7 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 		}
 		c.mu.Unlock()
 		if err := dl.Err(); err != nil {
-			c.log.Warn("background download stopped", "object", e.name, "generation", gen, "err", err)
+			c.log.Warn("background download stopped", "object", e.name, "source", src, "generation", gen, "err", err)
 			if !isCancel(err) {
 				c.mu.Lock()
 				c.noteErrorLocked("download", e.name, err)
@@ -763,6 +770,9 @@ func (c *Cache) removeAll(victims []*entry) {
 	}
 	c.mu.Lock()
 	c.used -= freed
+	for _, e := range victims {
+		c.releaseHoldLocked(e)
+	}
 	c.mu.Unlock()
 }
 

@@ -61,6 +61,13 @@ type record struct {
 	// bucket's Generation, so the upload is a metadata patch and the
 	// file may be incomplete.
 	MetaOnly bool `json:"meta_only,omitempty"`
+	// CopyFrom and CopyGen (with Dirty, not Deleted): the content is
+	// generation CopyGen of object CopyFrom in the bucket (a directory
+	// rename, rename.go). The upload is a server-side copy of it, and an
+	// incomplete file is filled from it; until the copy is made, CopyFrom
+	// is held (no change of that name is sent), so the version stays.
+	CopyFrom string `json:"copy_from,omitempty"`
+	CopyGen  int64  `json:"copy_gen,omitempty"`
 }
 
 func (r *record) chunks() int {

@@ -58,8 +58,13 @@ func ownMeta(md map[string]string) map[string]string {
 }
 
 // localContent reports whether the cache file, not the bucket, holds the
-// truth about the content: local changes other than metadata alone.
-func (r *record) localContent() bool { return r.Dirty && !r.MetaOnly }
+// truth about the content: local changes other than metadata alone or a
+// copy of another object.
+func (r *record) localContent() bool { return r.Dirty && !r.MetaOnly && r.CopyFrom == "" }
+
+// pendingCopy reports whether the content is a copy of another object not
+// yet made in the bucket.
+func (r *record) pendingCopy() bool { return r.Dirty && r.CopyFrom != "" }
 
 // SetMeta sets the custom metadata keys of md on the local version of a,
 // an object version whose metadata in the bucket is a.Metadata (keys are

@@ -460,9 +460,13 @@ func (h *WriteHandle) begin() error {
 	// the first since the copy was clean, since a deletion (that it is
 	// undone), or since a change of metadata alone (that the content is
 	// local now).
-	first := e.dirtying == nil || e.rec.Deleted || e.rec.MetaOnly
+	// A pending copy's content is complete here (OpenWrite fetched it):
+	// from the first change on, the file is the truth, not the source.
+	first := e.dirtying == nil || e.rec.Deleted || e.rec.MetaOnly || e.rec.CopyFrom != ""
 	prevDirty, prevDeleted, prevMetaOnly := e.rec.Dirty, e.rec.Deleted, e.rec.MetaOnly
+	prevCopy, prevCopyGen := e.rec.CopyFrom, e.rec.CopyGen
 	if first {
+		e.rec.CopyFrom, e.rec.CopyGen = "", 0
 		e.dirtying = make(chan struct{})
 		e.rec.Dirty = true
 		c.markLocalLocked(e.name)
@@ -484,6 +488,7 @@ func (h *WriteHandle) begin() error {
 			// Nothing was written: the copy is as it was, and the next
 			// change tries to record itself again.
 			e.rec.Dirty, e.rec.Deleted, e.rec.MetaOnly = prevDirty, prevDeleted, prevMetaOnly
+			e.rec.CopyFrom, e.rec.CopyGen = prevCopy, prevCopyGen
 			e.dirtying = nil
 			e.dirtySince = time.Time{}
 		}
@@ -559,6 +564,13 @@ func (c *Cache) persistEntry(e *entry, rec record, seq uint64) error {
 	err := c.j.append(putOp(e.name, rec, rec.ID))
 	if err == nil {
 		e.persistedSeq = seq
+		if rec.CopyFrom == "" {
+			// The journal no longer says the content is a copy: the
+			// source version is no longer needed by this entry.
+			c.mu.Lock()
+			c.releaseHoldLocked(e)
+			c.mu.Unlock()
+		}
 	}
 	return err
 }
@@ -670,6 +682,10 @@ func (c *Cache) takeDue() (due []string, next time.Time) {
 			// entry's, or one of an entry a rename replaced): wait for
 			// it to end, so that the bucket sees the name's changes in
 			// order.
+		case c.heldLocked(e):
+			// A pending copy of this name's bucket version is not made
+			// yet: changing the name would destroy its source. Its end
+			// queues the name again.
 		case e.rec.Deleted && strings.HasSuffix(name, "/") && c.changedUnderLocked(name):
 			// A directory's placeholder goes after the changes under it
 			// (the deletions of its files, above all): while objects
@@ -711,6 +727,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	version, inflight := e.version, e.inflight
 	base, size, id := e.rec.Generation, e.rec.Size, e.rec.ID
 	deleted, metaOnly, meta := e.rec.Deleted, e.rec.MetaOnly, e.rec.Meta
+	src := copySource{from: e.rec.CopyFrom, gen: e.rec.CopyGen}
 	e.forced = false
 	e.uploadSeq++
 	seq := e.uploadSeq
@@ -728,7 +745,9 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	// handles are not counted anywhere else until those handles close),
 	// and when it was last changed.
 	var mtime time.Time
-	if st, err := os.Stat(c.dataPath(id)); err == nil {
+	if src.from != "" {
+		// A copy: its time is in meta already, its size the source's.
+	} else if st, err := os.Stat(c.dataPath(id)); err == nil {
 		size, mtime = st.Size(), st.ModTime()
 	}
 	attempt, err := c.noteAttempt(e)
@@ -742,8 +761,14 @@ func (c *Cache) upload(ctx context.Context, name string) {
 		c.mu.Unlock()
 		return
 	}
-	attrs, err := c.putObject(ctx, name, id, size, transfer.PutOptions{IfGenerationMatch: base, Metadata: uploadMeta(meta, mtime, attempt)})
+	// A base below 0 is a deletion of "whatever was there" (a removed
+	// directory's placeholder) written again: a new object.
+	attrs, err := c.sendContent(ctx, name, id, size, src, transfer.PutOptions{IfGenerationMatch: max(base, 0), Metadata: uploadMeta(meta, mtime, attempt)})
 	if c.supersededDuring(e, name, base, attrs, err) {
+		return
+	}
+	if src.from != "" && errors.Is(err, transfer.ErrNotExist) {
+		c.copySourceGone(e, name, src)
 		return
 	}
 	if errors.Is(err, transfer.ErrPrecondition) && strings.HasSuffix(name, "/") {
@@ -771,7 +796,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 			return
 		}
 		c.log.Info("upload refused: the bucket's version is not the one the local change is based on", "object", name, "based_on", base, "bucket_generation", gen)
-		err = c.saveConflict(ctx, e, name, id, size, meta, version, inflight)
+		err = c.saveConflict(ctx, e, name, id, size, src, meta, version, inflight)
 		if err == nil {
 			c.mu.Lock()
 			e.uploadedSeq = seq // what was written is in the bucket, beside
@@ -800,11 +825,15 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	e.rec.Attempts = nil // confirmed: the bucket's version is known
 	e.uploadedSeq = seq
 	c.stats.Uploads++
+	// Still the copy this upload made (a change since would have made
+	// the content local): the bucket has the content now.
+	wasCopy := src.from != "" && e.rec.CopyFrom == src.from
+	e.rec.CopyFrom, e.rec.CopyGen = "", 0
 	if e.version == version && inflight == 0 && e.inflight == 0 {
 		e.rec.Dirty = false
 		e.dirtying = nil
 		e.rec.Meta = ownMeta(attrs.Metadata) // what the bucket has now (its time among it)
-		if e.rec.Size != size {
+		if e.rec.Size != size && src.from == "" {
 			// Nothing changed since the upload read the file: its size is
 			// the truth (a size counted late, as after passthrough writes
 			// through a handle a rename moved, would be stale).
@@ -812,6 +841,9 @@ func (c *Cache) upload(ctx context.Context, name string) {
 		}
 		e.dirtySince = time.Time{}
 	} else {
+		if wasCopy {
+			e.rec.MetaOnly = true // only attributes changed since: patch them
+		}
 		c.scheduleLocked(name, 0) // changed meanwhile: send the new version
 	}
 	rec, recSeq := c.snapshotLocked(e)
@@ -1018,8 +1050,10 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 		e.rec.Generation = base
 	}
 	e.rec.Deleted, e.rec.MetaOnly = true, false
-	e.rec.Meta = nil  // a file made again under the name starts without the old one's
-	c.orphanLocked(e) // handles open on the file keep their copy, as on a local disk
+	e.rec.CopyFrom, e.rec.CopyGen = "", 0 // a copy never made needs no source
+	e.rec.Meta = nil                      // a file made again under the name starts without the old one's
+	// Handles open on the file keep their copy, as on a local disk.
+	c.orphanLocked(e)
 	e.rec.Dirty = true
 	c.markLocalLocked(name)
 	e.dirtiedLocked(time.Now())
@@ -1085,13 +1119,13 @@ func (c *Cache) failedLocked(ctx context.Context, e *entry, err error) {
 // saveConflict uploads the local version beside the object that changed
 // in the bucket. If the local copy did not change meanwhile, it is then
 // dropped from the cache, so the name shows the remote version again.
-func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint64, size int64, meta map[string]string, version uint64, inflight int) error {
+func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint64, size int64, src copySource, meta map[string]string, version uint64, inflight int) error {
 	now := time.Now()
 	var sibling string
 	var err error
 	for try := 1; try <= 20; try++ {
 		sibling = ConflictName(name, now, try)
-		_, err = c.putObject(ctx, sibling, id, size, transfer.PutOptions{IfGenerationMatch: 0, Metadata: meta})
+		_, err = c.sendContent(ctx, sibling, id, size, src, transfer.PutOptions{IfGenerationMatch: 0, Metadata: meta})
 		if !errors.Is(err, transfer.ErrPrecondition) {
 			break
 		}
@@ -1196,7 +1230,7 @@ func (c *Cache) Local(name string) (transfer.ObjectAttrs, bool) {
 		return transfer.ObjectAttrs{}, false
 	}
 	a := transfer.ObjectAttrs{Name: name, Generation: e.rec.Generation, Size: e.rec.Size, Metadata: e.rec.Meta}
-	path, metaOnly := c.dataPath(e.rec.ID), e.rec.MetaOnly
+	path, metaOnly := c.dataPath(e.rec.ID), e.rec.MetaOnly || e.rec.CopyFrom != ""
 	c.mu.Unlock()
 	if metaOnly {
 		// The content, and its size, are the bucket's; the time is what
@@ -1395,7 +1429,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	nrec, tomb := ne.rec, e.rec
 	c.mu.Unlock()
 	tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
-	tomb.Meta = nil
+	tomb.Meta, tomb.CopyFrom, tomb.CopyGen = nil, "", 0
 	err = os.Link(c.dataPath(tomb.ID), c.dataPath(nrec.ID))
 	if err == nil {
 		// Both records in one journal entry: after a crash, both or
@@ -1422,6 +1456,8 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	close(ne.ready)
 	e.rec.Deleted, e.rec.Dirty, e.rec.MetaOnly = true, true, false
 	e.rec.Meta = nil // a file made again under the old name starts without it
+	e.rec.CopyFrom, e.rec.CopyGen = "", 0
+	c.releaseHoldLocked(e) // a copy of it, if pending, was completed by OpenWrite above
 	c.markLocalLocked(from.Name)
 	e.dirtiedLocked(time.Now())
 	// The handles open on the file follow it to its new name (src, the

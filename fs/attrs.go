@@ -102,7 +102,7 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 	if errno := d.checkNew(ctx, name); errno != 0 {
 		return nil, errno
 	}
-	full := d.prefix + name
+	full := d.prefix() + name
 	a := transfer.ObjectAttrs{Name: full, Updated: time.Now()}
 	wh, err := f.cache.OpenWrite(ctx, a, true, false)
 	if err != nil {
@@ -126,9 +126,9 @@ func (d *dirNode) checkNew(ctx context.Context, name string) syscall.Errno {
 	if errno := d.newNameErrno(name); errno != 0 {
 		return errno
 	}
-	c, err := d.fsys.meta.resolve(ctx, d.prefix+name, d.fsys.warnOnce)
+	c, err := d.fsys.meta.resolve(ctx, d.prefix()+name, d.fsys.warnOnce)
 	if err != nil {
-		return d.fsys.errno(ctx, "create", d.prefix+name, err)
+		return d.fsys.errno(ctx, "create", d.prefix()+name, err)
 	}
 	if c.kind != kindNone {
 		return syscall.EEXIST

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -18,8 +19,18 @@ import (
 type dirNode struct {
 	gofs.Inode
 	noXattrs
-	fsys   *FS
-	prefix string // "" for the root, else ending in '/'
+	fsys *FS
+
+	mu  sync.Mutex
+	pfx string // guarded by mu: "" for the root, else ending in '/'; a rename changes it
+}
+
+// prefix is the object name prefix of the directory's entries: "" for
+// the root, else its path and '/'.
+func (d *dirNode) prefix() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pfx
 }
 
 var (
@@ -47,7 +58,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if !validName(name) || d.reserved(name) {
 		return nil, syscall.ENOENT
 	}
-	full := d.prefix + name
+	full := d.prefix() + name
 	c, err := d.fsys.meta.resolve(ctx, full, d.fsys.warnOnce)
 	if err != nil {
 		return nil, d.fsys.errno(ctx, "lookup", full, err)
@@ -65,7 +76,7 @@ const maxObjectName = 1024
 func (d *dirNode) newNameErrno(name string) syscall.Errno {
 	seg := strings.TrimSuffix(name, "/")
 	switch {
-	case len(seg) > maxNameLen || len(d.prefix)+len(name) > maxObjectName:
+	case len(seg) > maxNameLen || len(d.prefix())+len(name) > maxObjectName:
 		return syscall.ENAMETOOLONG
 	case !validName(seg), strings.ContainsAny(seg, "\r\n"), !utf8.ValidString(seg):
 		return syscall.EINVAL
@@ -82,17 +93,17 @@ var stagingDir = strings.TrimSuffix(transfer.StagingPrefix, "/")
 
 // reserved reports whether name in d is the staging directory.
 func (d *dirNode) reserved(name string) bool {
-	return d.prefix == "" && name == stagingDir
+	return d.prefix() == "" && name == stagingDir
 }
 
 // child returns the inode for name, updating an existing inode's attributes.
 func (d *dirNode) child(ctx context.Context, name string, c child, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	f := d.fsys
-	full := d.prefix + name
+	full := d.prefix() + name
 	switch c.kind {
 	case kindDir:
 		f.fillDir(&out.Attr, full+"/")
-		in := d.NewInode(ctx, &dirNode{fsys: f, prefix: full + "/"},
+		in := d.NewInode(ctx, &dirNode{fsys: f, pfx: full + "/"},
 			gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: out.Attr.Ino})
 		return in, 0
 	case kindFile:
@@ -143,9 +154,9 @@ func (d *dirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 // entries lists d: ".", "..", and its children.
 func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) {
 	f := d.fsys
-	l, err := f.meta.list(ctx, d.prefix, f.warnOnce)
+	l, err := f.meta.list(ctx, d.prefix(), f.warnOnce)
 	if err != nil {
-		return nil, f.errno(ctx, "readdir", d.prefix, err)
+		return nil, f.errno(ctx, "readdir", d.prefix(), err)
 	}
 	self := d.StableAttr().Ino
 	parent := self
@@ -161,7 +172,7 @@ func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) 
 		e := fuse.DirEntry{Name: n}
 		if c.kind == kindDir {
 			e.Mode = syscall.S_IFDIR
-			e.Ino = f.ino(kindDir, d.prefix+n+"/")
+			e.Ino = f.ino(kindDir, d.prefix()+n+"/")
 		} else if isSymlink(c.attrs) {
 			e.Mode = syscall.S_IFLNK
 			e.Ino = f.fileIno(c.attrs)
@@ -228,14 +239,14 @@ func (s *dirStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 // temporary file, fsync it, rename it over, fsync the directory).
 func (d *dirNode) Fsync(ctx context.Context, fh gofs.FileHandle, flags uint32) syscall.Errno {
 	if err := d.fsys.cache.Sync(); err != nil {
-		return d.fsys.errno(ctx, "fsync", d.prefix, err)
+		return d.fsys.errno(ctx, "fsync", d.prefix(), err)
 	}
 	return 0
 }
 
 // Getattr implements gofs.NodeGetattrer.
 func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	d.fsys.fillDir(&out.Attr, d.prefix)
+	d.fsys.fillDir(&out.Attr, d.prefix())
 	out.SetTimeout(d.fsys.opts.MetadataTTL)
 	return 0
 }
@@ -268,7 +279,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	if errno := d.newNameErrno(name); errno != 0 {
 		return nil, nil, 0, errno
 	}
-	full := d.prefix + name
+	full := d.prefix() + name
 	a := transfer.ObjectAttrs{Name: full, Updated: time.Now()}
 	ino := f.fileIno(a) // a new number: the name may have had another file before
 	f.fillFile(&out.Attr, a, ino)
@@ -302,7 +313,7 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if errno := d.newNameErrno(name + "/"); errno != 0 {
 		return nil, errno
 	}
-	full := d.prefix + name
+	full := d.prefix() + name
 	c, err := f.meta.resolve(ctx, full, f.warnOnce)
 	if err != nil {
 		return nil, f.errno(ctx, "mkdir", full, err)
@@ -331,7 +342,7 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	if f.opts.ReadOnly {
 		return syscall.EROFS
 	}
-	full := d.prefix + name
+	full := d.prefix() + name
 	c, err := f.meta.resolve(ctx, full, f.warnOnce)
 	if err != nil {
 		return f.errno(ctx, "unlink", full, err)
@@ -359,7 +370,7 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if f.opts.ReadOnly {
 		return syscall.EROFS
 	}
-	full := d.prefix + name
+	full := d.prefix() + name
 	c, err := f.meta.resolve(ctx, full, f.warnOnce)
 	if err != nil {
 		return f.errno(ctx, "rmdir", full, err)
@@ -383,10 +394,11 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	return 0
 }
 
-// Rename implements gofs.NodeRenamer for files: the content takes the new
-// name in the cache at once (replacing a file there), and the bucket
-// follows (the new object uploaded, the old one deleted). Directories are
-// not renamed yet (ENOTSUP); RENAME_EXCHANGE neither (EINVAL).
+// Rename implements gofs.NodeRenamer: the content takes the new name in
+// the cache at once (replacing a file there), and the bucket follows (the
+// new object uploaded, the old one deleted). A directory is renamed with
+// everything under it (renameDir). RENAME_EXCHANGE is not supported
+// (EINVAL, README).
 func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	ctx = uninterrupted(ctx)
 	f := d.fsys
@@ -403,7 +415,7 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	if errno := np.newNameErrno(newName); errno != 0 {
 		return errno
 	}
-	from, to := d.prefix+name, np.prefix+newName
+	from, to := d.prefix()+name, np.prefix()+newName
 	if from == to {
 		return 0 // renaming a name to itself does nothing (POSIX)
 	}
@@ -415,7 +427,7 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	case kindNone:
 		return syscall.ENOENT
 	case kindDir:
-		return syscall.ENOTSUP
+		return d.renameDir(ctx, name, np, newName, flags)
 	}
 	dst, err := f.meta.resolve(ctx, to, f.warnOnce)
 	if err != nil {
@@ -440,6 +452,94 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 		n.renamed(to, dst.attrs.Generation)
 	}
 	return 0
+}
+
+// renameDir renames directory name of d to newName of np: every object
+// under it takes the new prefix in the cache at once (cache.RenameDir),
+// and the nodes the kernel holds under it follow. The target, if it
+// exists, must be an empty directory.
+func (d *dirNode) renameDir(ctx context.Context, name string, np *dirNode, newName string, flags uint32) syscall.Errno {
+	f := d.fsys
+	from, to := d.prefix()+name, np.prefix()+newName
+	dst, err := f.meta.resolve(ctx, to, f.warnOnce)
+	if err != nil {
+		return f.errno(ctx, "rename", to, err)
+	}
+	switch {
+	case dst.kind == kindFile:
+		return syscall.ENOTDIR
+	case dst.kind == kindDir && flags&renameNoReplace != 0:
+		return syscall.EEXIST
+	case dst.kind == kindDir:
+		l, err := f.meta.list(ctx, to+"/", f.warnOnce)
+		if err != nil {
+			return f.errno(ctx, "rename", to, err)
+		}
+		if len(l.names) > 0 {
+			return syscall.ENOTEMPTY
+		}
+	}
+	if err := f.cache.RenameDir(ctx, from+"/", to+"/"); err != nil {
+		return f.errno(ctx, "rename", from, err)
+	}
+	f.moveTree(d, name, from+"/", to+"/")
+	return 0
+}
+
+// moveTree makes what the file system knows under prefix from (the
+// directory name of d) known under prefix to: inode numbers, the prefixes
+// of directory nodes, the names of file nodes, remembered lookups.
+func (f *FS) moveTree(d *dirNode, name, from, to string) {
+	f.mu.Lock()
+	dirKey := string(rune('0' + kindDir))
+	for k, ino := range f.inos {
+		if rest, ok := strings.CutPrefix(k, dirKey+from); ok {
+			delete(f.inos, k)
+			f.inos[dirKey+to+rest] = ino
+		}
+	}
+	f.mu.Unlock()
+
+	f.nodesMu.Lock()
+	var files []*fileNode
+	for n, set := range f.nodes {
+		if strings.HasPrefix(n, from) {
+			for fn := range set {
+				files = append(files, fn)
+			}
+		}
+	}
+	f.nodesMu.Unlock()
+	for _, n := range files {
+		if rest, ok := strings.CutPrefix(n.objName(), from); ok {
+			n.renamed(to+rest, 0) // the new names are new objects
+		}
+	}
+
+	// The directory nodes of the kernel's tree under the moved one.
+	if in := d.GetChild(name); in != nil {
+		todo := []*gofs.Inode{in}
+		for len(todo) > 0 {
+			in := todo[len(todo)-1]
+			todo = todo[:len(todo)-1]
+			dn, ok := in.Operations().(*dirNode)
+			if !ok {
+				continue
+			}
+			dn.mu.Lock()
+			if rest, ok := strings.CutPrefix(dn.pfx, from); ok {
+				dn.pfx = to + rest
+			}
+			dn.mu.Unlock()
+			for _, c := range in.Children() {
+				todo = append(todo, c)
+			}
+		}
+	}
+	f.meta.forgetUnder(from)
+	f.meta.forgetUnder(to)
+	f.meta.forget(strings.TrimSuffix(from, "/"))
+	f.meta.forget(strings.TrimSuffix(to, "/"))
 }
 
 // nodeSnapshots are file nodes with what they looked like before a

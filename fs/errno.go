@@ -24,6 +24,9 @@ func toErrno(log *slog.Logger, op, name string, err error) syscall.Errno {
 	case errors.Is(err, cache.ErrNoSpace):
 		log.Warn("the cache is full", "op", op, "object", name, "err", err)
 		return syscall.ENOSPC
+	case errors.Is(err, cache.ErrBusy):
+		log.Warn("a directory changed while it was being renamed; the rename did nothing", "op", op, "object", name, "err", err)
+		return syscall.EBUSY
 	case errors.Is(err, cache.ErrStale):
 		log.Warn("the version this handle uses is gone (changed in the bucket, or deleted or renamed here); reopen the file", "op", op, "object", name, "err", err)
 		return syscall.ESTALE

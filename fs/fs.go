@@ -72,7 +72,7 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 }
 
 // Root returns the root directory node, for gofs.Mount (or use Mount).
-func (f *FS) Root() gofs.InodeEmbedder { return &dirNode{fsys: f, prefix: ""} }
+func (f *FS) Root() gofs.InodeEmbedder { return &dirNode{fsys: f, pfx: ""} }
 
 // MountOptions returns the go-fuse options matching f's options.
 func (f *FS) MountOptions() *gofs.Options {

@@ -82,6 +82,23 @@ func (m *metaCache) forget(name string) {
 	m.mu.Unlock()
 }
 
+// forgetUnder drops what is remembered about the names and listings
+// under prefix (a directory renamed).
+func (m *metaCache) forgetUnder(prefix string) {
+	m.mu.Lock()
+	for k := range m.names {
+		if strings.HasPrefix(k, prefix) {
+			delete(m.names, k)
+		}
+	}
+	for k := range m.dirs {
+		if strings.HasPrefix(k, prefix) {
+			delete(m.dirs, k)
+		}
+	}
+	m.mu.Unlock()
+}
+
 // confirmed records that a local change of name reached the bucket: the
 // object a is there now, or (deleted) it is gone. The change then leaves
 // the local overlay, so the cached listing of its directory must say what

@@ -1,0 +1,501 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// Directory rename. An object store has no directories: renaming one
+// renames every object under its prefix. RenameDir does it in the cache
+// index at once, in one journal entry, and the bucket follows:
+//
+//   - An object whose content has local changes keeps its cache file (a
+//     hard link under a new ID) and is uploaded under the new name, as a
+//     file rename does.
+//   - Any other object (cached or not) becomes a pending copy at the new
+//     name: a record whose content is "generation G of object OLD"
+//     (CopyFrom, CopyGen). Its upload is a server-side copy (no byte is
+//     downloaded or uploaded); a read before that fills the cache file
+//     from OLD#G; a write first completes the file from there, and from
+//     then on the file is the truth.
+//   - Every old name becomes a deletion, based on the generation it had.
+//
+// The copy must find its source: while a pending copy reads OLD#G, OLD
+// is held (Cache.holds): no change of OLD (its deletion above all) is
+// sent. The hold ends once the journal no longer records the copy as
+// pending (made, completed locally, or dropped), never before, so that
+// after a crash the journal never names a source that is gone. Holds
+// are counted again from the records at start.
+//
+// After a crash the journal has all of a directory rename or none of
+// it; the copies and deletions it recorded go on at the next start.
+
+// copySource is where an upload's content comes from: the cache file,
+// or (from not empty) a server-side copy of generation gen of object
+// from.
+type copySource struct {
+	from string
+	gen  int64
+}
+
+// sendContent writes name's content in the bucket under o: the cache file
+// id (size bytes), or a copy of src.
+func (c *Cache) sendContent(ctx context.Context, name string, id uint64, size int64, src copySource, o transfer.PutOptions) (transfer.ObjectAttrs, error) {
+	if src.from != "" {
+		return c.b.Copy(ctx, src.from, src.gen, name, o)
+	}
+	return c.putObject(ctx, name, id, size, o)
+}
+
+// holdLocked records e's pending copy, if any, as a hold on its source.
+func (c *Cache) holdLocked(e *entry) {
+	if !e.rec.pendingCopy() || e.holding != "" {
+		return
+	}
+	e.holding = e.rec.CopyFrom
+	c.holds[e.holding]++
+}
+
+// releaseHoldLocked ends e's hold on its source, if it has one, and lets
+// the source's own changes go.
+func (c *Cache) releaseHoldLocked(e *entry) {
+	if e.holding == "" {
+		return
+	}
+	name := e.holding
+	e.holding = ""
+	if c.holds[name]--; c.holds[name] <= 0 {
+		delete(c.holds, name)
+		if _, queued := c.queue[name]; queued {
+			c.notifyLocked() // takeDue passed it over
+		}
+	}
+}
+
+// heldLocked reports whether changes of e's name must wait: a pending
+// copy (other than e's own) reads the name's bucket version.
+func (c *Cache) heldLocked(e *entry) bool {
+	n := c.holds[e.name]
+	if e.holding == e.name {
+		n--
+	}
+	return n > 0
+}
+
+// copySourceGone settles a copy whose source version was not found: it
+// was changed or deleted in the bucket by someone else before the copy
+// was made. A complete cache file still has the bytes: they are uploaded
+// instead. Otherwise the content is gone with the source.
+func (c *Cache) copySourceGone(e *entry, name string, src copySource) {
+	c.mu.Lock()
+	e.uploading = false
+	if e.rec.CopyFrom != src.from || e.rec.CopyGen != src.gen {
+		c.scheduleLocked(name, 0) // no longer that copy: send what it is now
+		c.notifyLocked()
+		c.mu.Unlock()
+		return
+	}
+	e.rec.CopyFrom, e.rec.CopyGen = "", 0
+	var victims []*entry
+	if e.rec.Complete {
+		c.log.Warn("the object a renamed file was copied from changed in the bucket before the copy was made; uploading the cached bytes instead",
+			"object", name, "source", src.from, "source_generation", src.gen)
+		c.scheduleLocked(name, 0)
+	} else {
+		c.log.Error("a renamed file is lost: the object it was to be copied from was changed or deleted in the bucket by someone else before the copy was made, and no complete copy was cached",
+			"object", name, "source", src.from, "source_generation", src.gen)
+		c.noteErrorLocked("copy", name, fmt.Errorf("source %s#%d is gone from the bucket", src.from, src.gen))
+		e.rec.Dirty, e.dirtying = false, nil
+		e.dirtySince = time.Time{}
+		victims = c.dropLocked(e)
+	}
+	rec, seq := c.snapshotLocked(e)
+	c.notifyLocked()
+	c.mu.Unlock()
+	if len(victims) > 0 {
+		c.removeAll(victims)
+		return
+	}
+	if err := c.persistEntry(e, rec, seq); err != nil {
+		c.log.Warn("recording a renamed file's content as local failed; the next start tries the copy again", "object", name, "err", err)
+	}
+}
+
+// ErrBusy means a directory rename found the directory changing under it
+// and gave up; trying again later works.
+var ErrBusy = errors.New("the directory changed while it was being renamed")
+
+// dirMove is the plan for one object of a directory rename.
+type dirMove struct {
+	old, new string
+	e        *entry               // the old name's entry, if it had one when planned
+	remote   transfer.ObjectAttrs // the old name in the bucket (Generation 0: not there)
+	newID    uint64               // the new name's record
+	tombID   uint64               // the old name's deletion, if it had no entry
+	linked   bool                 // newID shares the bytes of e's cache file
+}
+
+// RenameDir renames every object under prefix from to the same name under
+// prefix to (both end in '/'; to holds no file: the caller checked that
+// the target directory is empty). It is one atomic change of the index;
+// the bucket follows (see the top of this file). Handles open for writing
+// on a file under from follow it to its new name.
+func (c *Cache) RenameDir(ctx context.Context, from, to string) error {
+	if !strings.HasSuffix(from, "/") || !strings.HasSuffix(to, "/") || strings.HasPrefix(to, from) {
+		return fmt.Errorf("renaming directory %q to %q: %w", from, to, os.ErrInvalid)
+	}
+	for try := 0; try < 5; try++ {
+		err := c.renameDirOnce(ctx, from, to)
+		if !errors.Is(err, errReplan) {
+			return err
+		}
+	}
+	return fmt.Errorf("renaming %s to %s: %w", from, to, ErrBusy)
+}
+
+// errReplan: something under the directory changed between planning a
+// rename and making it; plan again.
+var errReplan = errors.New("replan")
+
+func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
+	remote, err := c.listAll(ctx, from)
+	if err != nil {
+		return fmt.Errorf("listing %s to rename it: %w", from, err)
+	}
+	remoteTo, err := c.listAll(ctx, to)
+	if err != nil {
+		return fmt.Errorf("listing %s to rename onto it: %w", to, err)
+	}
+
+	// Plan, under the lock: which names move, and how.
+	c.mu.Lock()
+	moves := map[string]*dirMove{}
+	for _, a := range remote {
+		moves[a.Name] = &dirMove{old: a.Name, new: to + a.Name[len(from):], remote: a}
+	}
+	var waitFor chan struct{}
+	for name, e := range c.entries {
+		if !strings.HasPrefix(name, from) {
+			continue
+		}
+		if !isClosed(e.ready) {
+			waitFor = e.ready
+			break
+		}
+		m := moves[name]
+		if m == nil {
+			m = &dirMove{old: name, new: to + name[len(from):]}
+			moves[name] = m
+		}
+		m.e = e
+	}
+	// The old directory's placeholder always goes (there may be none in
+	// the bucket): it hides the old prefix until the bucket is rid of it.
+	if moves[from] == nil {
+		moves[from] = &dirMove{old: from, new: to, remote: transfer.ObjectAttrs{Name: from, Generation: -1}}
+	}
+	type linkJob struct{ from, to uint64 }
+	var links []linkJob
+	var empties []uint64
+	for _, m := range moves {
+		if m.e != nil && !m.e.rec.Deleted && (m.e.rec.localContent() || m.e.rec.Complete) {
+			m.linked = true
+		}
+	}
+	c.mu.Unlock()
+	if waitFor != nil {
+		select {
+		case <-waitFor:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return errReplan
+	}
+
+	// Cache files for the new records (and deletions without an entry),
+	// made before the records name them: a hard link shares the bytes of
+	// a local copy; an empty file stands for a copy not cached.
+	var made []uint64
+	cleanup := func() {
+		for _, id := range made {
+			os.Remove(c.dataPath(id))
+		}
+	}
+	for _, m := range moves {
+		deleted := m.e != nil && m.e.rec.Deleted
+		if !deleted || m.old == from {
+			m.newID = c.j.newID()
+			if m.linked {
+				links = append(links, linkJob{m.e.rec.ID, m.newID})
+			} else {
+				empties = append(empties, m.newID)
+			}
+		}
+		if m.e == nil {
+			m.tombID = c.j.newID()
+			empties = append(empties, m.tombID)
+		}
+	}
+	for _, l := range links {
+		if err := os.Link(c.dataPath(l.from), c.dataPath(l.to)); err != nil {
+			cleanup()
+			return fmt.Errorf("renaming %s: linking a cache file: %w", from, err)
+		}
+		made = append(made, l.to)
+	}
+	for _, id := range empties {
+		f, err := os.OpenFile(c.dataPath(id), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err == nil {
+			err = f.Close()
+		}
+		if err != nil {
+			cleanup()
+			return fmt.Errorf("renaming %s: making a cache file: %w", from, err)
+		}
+		made = append(made, id)
+	}
+
+	// Make it: check the plan still holds, build every record, publish
+	// the new entries (not ready: nothing uses them until the journal
+	// has them), write the journal, then change the old entries.
+	c.mu.Lock()
+	stale := false
+	for name, e := range c.entries {
+		if strings.HasPrefix(name, from) && (moves[name] == nil || moves[name].e != e) {
+			stale = true // made, replaced or dropped since the plan
+		}
+	}
+	for _, m := range moves {
+		if m.e != nil && (m.e.dropped || (m.linked && m.e.rec.Deleted)) {
+			stale = true
+		}
+	}
+	if stale {
+		c.mu.Unlock()
+		cleanup()
+		return errReplan
+	}
+	now := time.Now()
+	var ops []journalOp
+	var victims []*entry
+	type tombPlan struct {
+		m   *dirMove
+		rec record
+	}
+	var tombs []tombPlan
+	var fresh []*entry           // entries made here
+	moved := map[*entry]*entry{} // old entry -> the new name's entry its handles moved to
+	remoteGen := map[string]int64{}
+	for _, a := range remoteTo {
+		remoteGen[a.Name] = a.Generation
+	}
+	for _, m := range moves {
+		// The old name's deletion, based on the version it deletes.
+		var tomb record
+		if m.e != nil {
+			tomb = m.e.rec
+			if !tomb.Dirty && m.remote.Generation > tomb.Generation {
+				tomb.Generation = m.remote.Generation
+			}
+		} else {
+			tomb = record{ID: m.tombID, Generation: m.remote.Generation, ChunkSize: c.opts.ChunkSize}
+		}
+		tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
+		tomb.Meta, tomb.CopyFrom, tomb.CopyGen = nil, "", 0
+		if m.e != nil && m.e.rec.Deleted {
+			tomb = m.e.rec // a deletion already: it stays
+		}
+		tombs = append(tombs, tombPlan{m, tomb})
+		ops = append(ops, putOp(m.old, tomb, 0))
+		if m.newID == 0 {
+			continue // deleted here: nothing moves
+		}
+
+		// The new name's record.
+		base := remoteGen[m.new]
+		if old := c.entries[m.new]; old != nil {
+			if old.rec.Dirty || old.rec.Generation > base {
+				base = max(base, old.rec.Generation)
+			}
+			c.orphanLocked(old)
+			old.rec.Dirty = false
+			victims = append(victims, c.dropLocked(old)...)
+		}
+		nrec := record{ID: m.newID, Generation: base, ChunkSize: c.opts.ChunkSize, Dirty: true}
+		switch {
+		case m.old == from && (m.e == nil || m.e.rec.Deleted) && m.remote.Generation <= 0:
+			// No placeholder to copy: the new directory gets one of its
+			// own, so that it exists whatever happens to its files.
+			nrec.Complete = true
+		case m.e != nil && m.e.rec.localContent():
+			nrec.Size, nrec.Complete, nrec.Meta = m.e.rec.Size, true, m.e.rec.Meta
+			if st, err := os.Stat(c.dataPath(m.newID)); err == nil {
+				nrec.Size = st.Size() // writes through passthrough handles count when they close
+			}
+		default:
+			src := m.remote
+			meta := ownMeta(src.Metadata)
+			if m.e != nil {
+				e := m.e
+				switch {
+				case e.rec.pendingCopy():
+					src = transfer.ObjectAttrs{Name: e.rec.CopyFrom, Generation: e.rec.CopyGen, Size: e.rec.Size}
+					meta = e.rec.Meta
+				case e.rec.Generation >= src.Generation:
+					src = transfer.ObjectAttrs{Name: m.old, Generation: e.rec.Generation, Size: e.rec.Size, Updated: src.Updated, Metadata: src.Metadata}
+					if e.rec.Meta != nil {
+						meta = e.rec.Meta
+					}
+				}
+			}
+			if src.Name == "" {
+				src.Name = m.old
+			}
+			if _, ok := meta[MtimeKey]; !ok && !src.Updated.IsZero() {
+				meta = maps.Clone(meta)
+				if meta == nil {
+					meta = map[string]string{}
+				}
+				meta[MtimeKey] = FormatMtime(src.Updated) // the file keeps its time
+			}
+			nrec.Size, nrec.Meta = src.Size, meta
+			nrec.CopyFrom, nrec.CopyGen = src.Name, src.Generation
+			if m.linked && m.e.rec.Complete && (m.e.rec.pendingCopy() || m.e.rec.Generation == src.Generation) {
+				nrec.Complete = true // the cached bytes are that version's
+			}
+			if src.Name == m.new && src.Generation == base {
+				// Back where it came from, unchanged: nothing to copy.
+				nrec.Dirty, nrec.CopyFrom, nrec.CopyGen = false, "", 0
+			}
+		}
+		if !nrec.Complete && nrec.Size > 0 {
+			if err := os.Truncate(c.dataPath(m.newID), nrec.Size); err != nil {
+				c.mu.Unlock()
+				cleanup()
+				return fmt.Errorf("renaming %s: sizing a cache file: %w", from, err)
+			}
+		}
+		ne := &entry{name: m.new, rec: nrec, ready: make(chan struct{})}
+		if nrec.Dirty {
+			ne.dirtying = make(chan struct{})
+			close(ne.dirtying)
+			ne.dirtySince = now
+			if m.e != nil && m.e.rec.Dirty && !m.e.dirtySince.IsZero() {
+				ne.dirtySince = m.e.dirtySince // its changes wait as long as they did
+			}
+			c.markLocalLocked(m.new)
+		}
+		ne.elem = c.lru.PushFront(ne)
+		c.entries[m.new] = ne
+		c.used += nrec.Size
+		c.holdLocked(ne)
+		fresh = append(fresh, ne)
+		ops = append(ops, putOp(m.new, nrec, 0))
+		if m.e != nil {
+			c.moveHandlesLocked(m.e, ne, nil)
+			moved[m.e] = ne
+		}
+	}
+	// Deletions of names that had no entry are entries of their own.
+	for _, t := range tombs {
+		if t.m.e != nil {
+			continue
+		}
+		te := &entry{name: t.m.old, rec: t.rec, ready: make(chan struct{})}
+		te.dirtying = make(chan struct{})
+		close(te.dirtying)
+		te.dirtySince = now
+		te.elem = c.lru.PushFront(te)
+		c.entries[t.m.old] = te
+		c.markLocalLocked(t.m.old)
+		fresh = append(fresh, te)
+	}
+	c.mu.Unlock()
+	c.removeAll(victims)
+
+	err = c.j.append(ops...)
+
+	c.mu.Lock()
+	if err != nil {
+		// Nothing happened: handles go back to their file's old name, and
+		// the entries made here go.
+		for e, ne := range moved {
+			c.moveHandlesLocked(ne, e, nil)
+		}
+		for _, ne := range fresh {
+			ne.err = err
+			close(ne.ready)
+			ne.rec.Dirty = false
+			c.releaseHoldLocked(ne)
+			victims = append(victims, c.dropLocked(ne)...)
+		}
+		c.mu.Unlock()
+		c.removeAll(victims)
+		cleanup()
+		return fmt.Errorf("renaming %s to %s in the cache index: %w", from, to, err)
+	}
+	for _, ne := range fresh {
+		close(ne.ready)
+		if ne.rec.Dirty {
+			c.scheduleLocked(ne.name, c.opts.WriteBackDelay)
+		}
+	}
+	var detach []uint64
+	for _, t := range tombs {
+		e := t.m.e
+		if e == nil || (e.rec.Deleted && e.rec.Dirty) {
+			continue // a deletion already (or one made above)
+		}
+		gen := e.rec.Generation
+		if !e.rec.Dirty && t.rec.Generation > gen {
+			gen = t.rec.Generation
+		}
+		if t.m.linked || e.rec.localContent() {
+			detach = append(detach, e.rec.ID)
+		}
+		e.rec = t.rec
+		e.rec.Generation = gen // an upload that ended meanwhile moved it
+		c.orphanLocked(e)      // any handle left (none moved: none was open)
+		c.markLocalLocked(e.name)
+		e.dirtiedLocked(now)
+		e.version++
+		if e.dirtying == nil {
+			e.dirtying = make(chan struct{})
+			close(e.dirtying)
+		}
+		e.recSeq++ // what the journal entry wrote
+		c.releaseHoldLocked(e)
+		c.scheduleLocked(e.name, c.opts.WriteBackDelay)
+	}
+	c.mu.Unlock()
+	for _, id := range detach {
+		if err := c.detachData(id); err != nil {
+			c.log.Warn("giving a renamed file's old name a file of its own failed", "id", id, "err", err)
+		}
+	}
+	return nil
+}
+
+// listAll lists every object under prefix in the bucket, all pages.
+func (c *Cache) listAll(ctx context.Context, prefix string) ([]transfer.ObjectAttrs, error) {
+	var out []transfer.ObjectAttrs
+	q := transfer.ListQuery{Prefix: prefix}
+	for {
+		page, err := c.b.List(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Objects...)
+		if page.NextPageToken == "" {
+			return out, nil
+		}
+		q.PageToken = page.NextPageToken
+	}
+}

@@ -1,0 +1,293 @@
+package integration
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bucketfs/bucketfs/internal/emulator"
+	"golang.org/x/sys/unix"
+)
+
+// filesUnder returns the files under dir, relative paths to contents, and the
+// directories (with a trailing '/').
+func filesUnder(t testing.TB, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case rel == ".":
+		case d.IsDir():
+			out[rel+"/"] = nil
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = b
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// bucketTree returns the objects under prefix (names without it) and their
+// contents; directory placeholders are left out.
+func bucketTree(t testing.TB, emu *emulator.Server, prefix string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for _, name := range listObjects(t, emu, prefix) {
+		if strings.HasSuffix(name, "/") {
+			continue
+		}
+		out[strings.TrimPrefix(name, prefix)] = object(t, emu, name)
+	}
+	return out
+}
+
+func compareFiles(t testing.TB, what string, got, want map[string][]byte) {
+	t.Helper()
+	var names []string
+	for n := range want {
+		names = append(names, n)
+	}
+	for n := range got {
+		if _, ok := want[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		g, gok := got[n]
+		w, wok := want[n]
+		switch {
+		case !gok:
+			t.Errorf("%s: %s is missing", what, n)
+		case !wok:
+			t.Errorf("%s: %s should not be there", what, n)
+		case !bytes.Equal(g, w):
+			t.Errorf("%s: %s has %d bytes, want %d (or other bytes)", what, n, len(g), len(w))
+		}
+	}
+}
+
+// TestRenameDirectory renames a tree that mixes every state a file can be
+// in: in the bucket and never read, cached, written here and not yet
+// uploaded, open for writing across the rename, an empty directory, and
+// a symbolic link. The mount shows the new tree at once; after the flush
+// the bucket has it and nothing of the old one; the objects never read
+// were copied in the bucket, not downloaded.
+func TestRenameDirectory(t *testing.T) {
+	emu := startEmulator(t, nil)
+	put(t, emu, "d/untouched", randomBytes(300<<10, 1))
+	put(t, emu, "d/sub/cached", randomBytes(5000, 2))
+	put(t, emu, "d/sub/deep/open", randomBytes(7000, 3))
+	put(t, emu, "d/sub/deep/far", randomBytes(100, 4))
+	put(t, emu, "d/emptydir/", nil)
+	put(t, emu, "other", []byte("outside the directory"))
+	cacheDir := t.TempDir()
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: []string{"--write-back-delay", "1h"}})
+
+	readFile(t, m.path("d/sub/cached"))
+	if err := os.WriteFile(m.path("d/sub/dirty"), []byte("not uploaded yet"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(m.path("d/sub/newdir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("deep/far", m.path("d/sub/link")); err != nil {
+		t.Fatal(err)
+	}
+	mtime := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := os.Chtimes(m.path("d/untouched"), mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	open, err := os.OpenFile(m.path("d/sub/deep/open"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	before := filesUnder(t, m.path("d"))
+	emu.ResetCounters()
+
+	if err := os.Rename(m.path("d"), m.path("e")); err != nil {
+		t.Fatalf("rename d e: %v", err)
+	}
+	// Written through a descriptor opened before the rename: the file
+	// has its new name now.
+	if _, err := open.WriteAt([]byte("after"), 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := open.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := before
+	copy(want["sub/deep/open"][10:], "after")
+
+	if _, err := os.Stat(m.path("d")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stat d after the rename: %v, want ENOENT", err)
+	}
+	compareFiles(t, "the mount after the rename", filesUnder(t, m.path("e")), want)
+	if target, err := os.Readlink(m.path("e/sub/link")); err != nil || target != "deep/far" {
+		t.Errorf("readlink e/sub/link = %q, %v", target, err)
+	}
+	if st, err := os.Stat(m.path("e/untouched")); err != nil || !st.ModTime().Equal(mtime) {
+		t.Errorf("e/untouched mtime %v (%v), want %v as before the rename", st.ModTime(), err, mtime)
+	}
+	// New files in the renamed tree land under the new name.
+	if err := os.WriteFile(m.path("e/sub/deep/made-after"), []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want["sub/deep/made-after"] = []byte("new")
+	// The old name can be made again, as a new, empty directory.
+	if err := os.Mkdir(m.path("d"), 0o755); err != nil {
+		t.Fatalf("mkdir d after renaming it away: %v", err)
+	}
+	if names, err := os.ReadDir(m.path("d")); err != nil || len(names) != 0 {
+		t.Errorf("the new d lists %v (%v), want nothing", names, err)
+	}
+	m.unmount(t)
+
+	if n := emu.MediaReads(testBucket, "d/untouched"); n != 0 {
+		t.Errorf("d/untouched was downloaded %d times: a rename should copy it in the bucket", n)
+	}
+	files := map[string][]byte{}
+	for n, b := range want {
+		if !strings.HasSuffix(n, "/") && n != "sub/link" {
+			files[n] = b
+		}
+	}
+	files["sub/link"] = nil // a symbolic link is an empty object
+	compareFiles(t, "the bucket after the flush", bucketTree(t, emu, "e/"), files)
+	if left := listObjects(t, emu, "d/"); !slices.Equal(left, []string{"d/"}) {
+		t.Errorf("under d/ the bucket holds %q, want only the new directory's placeholder", left)
+	}
+	for _, dir := range []string{"e/", "e/emptydir/", "e/sub/newdir/"} {
+		if object(t, emu, dir) == nil && len(listObjects(t, emu, dir)) == 0 {
+			t.Errorf("directory %s is not in the bucket", dir)
+		}
+	}
+	if got := object(t, emu, "other"); string(got) != "outside the directory" {
+		t.Errorf("other changed: %q", got)
+	}
+
+	// Another mount (a fresh cache) sees the same tree.
+	m2 := mount(t, emu, mountOpts{})
+	compareFiles(t, "a new mount", filesUnder(t, m2.path("e")), want)
+	m2.unmount(t)
+}
+
+// TestRenameDirectoryErrors checks the answers of rename(2) for
+// directories against what a local file system answers.
+func TestRenameDirectoryErrors(t *testing.T) {
+	emu := startEmulator(t, nil)
+	m := mount(t, emu, mountOpts{})
+	local := t.TempDir()
+	for _, root := range []string{m.dir, local} {
+		for _, d := range []string{"a/x", "full/y", "empty"} {
+			if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(root, "file"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct{ from, to string }{
+		{"a", "full"},      // ENOTEMPTY
+		{"a", "file"},      // ENOTDIR
+		{"a", "a/x/inner"}, // EINVAL: into itself
+		{"nothing", "b"},   // ENOENT
+		{"a", "empty"},     // replaces an empty directory
+		{"empty", "empty"}, // nothing to do
+	}
+	for _, c := range cases {
+		var errs [2]error
+		for i, root := range []string{m.dir, local} {
+			errs[i] = os.Rename(filepath.Join(root, c.from), filepath.Join(root, c.to))
+		}
+		if errnoOf(errs[0]) != errnoOf(errs[1]) {
+			t.Errorf("rename %s %s: mount says %v, local directory %v", c.from, c.to, errs[0], errs[1])
+		}
+	}
+	compareFiles(t, "the mount against a local directory", filesUnder(t, m.dir), filesUnder(t, local))
+	// RENAME_NOREPLACE onto an existing directory.
+	for _, root := range []string{m.dir, local} {
+		if err := os.Mkdir(filepath.Join(root, "another"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(root, "full"), unix.AT_FDCWD, filepath.Join(root, "another"), unix.RENAME_NOREPLACE)
+		if !errors.Is(err, syscall.EEXIST) {
+			t.Errorf("%s: renameat2 NOREPLACE onto a directory: %v, want EEXIST", root, err)
+		}
+	}
+	m.unmount(t)
+}
+
+func errnoOf(err error) syscall.Errno {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return 0
+}
+
+// TestRenameDirectoryCrash kills the mount right after directory renames
+// and checks, after a restart and a flush, that the bucket has the
+// renamed trees and nothing of the old names.
+func TestRenameDirectoryCrash(t *testing.T) {
+	emu := startEmulator(t, nil)
+	want := map[string][]byte{}
+	for i, n := range []string{"t0/a", "t0/b/c", "t0/b/d/e", "t0/f"} {
+		data := randomBytes(1000*(i+1), uint64(i))
+		put(t, emu, n, data)
+	}
+	cacheDir := t.TempDir()
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: []string{"--write-back-delay", "0"}})
+	if err := os.WriteFile(m.path("t0/b/dirty"), []byte("dirty"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	readFile(t, m.path("t0/a"))
+	for i := 1; i <= 5; i++ {
+		from, to := "t"+string(rune('0'+i-1)), "t"+string(rune('0'+i))
+		if err := os.Rename(m.path(from), m.path(to)); err != nil {
+			t.Fatalf("rename %s %s: %v", from, to, err)
+		}
+	}
+	before := filesUnder(t, m.path("t5"))
+	m.cmd.Process.Kill()
+	<-m.exited
+	if out, err := exec.Command("fusermount3", "-uz", m.dir).CombinedOutput(); err != nil && mounted(m.dir) {
+		t.Fatalf("clearing the dead mount: %v: %s", err, out)
+	}
+	m = mount(t, emu, mountOpts{cacheDir: cacheDir})
+	compareFiles(t, "the mount after the crash", filesUnder(t, m.path("t5")), before)
+	m.unmount(t)
+	for n, b := range before {
+		if !strings.HasSuffix(n, "/") {
+			want[n] = b
+		}
+	}
+	compareFiles(t, "the bucket", bucketTree(t, emu, "t5/"), want)
+	for i := 0; i < 5; i++ {
+		if left := listObjects(t, emu, "t"+string(rune('0'+i))+"/"); len(left) > 0 {
+			t.Errorf("the bucket still holds %q", left)
+		}
+	}
+}
