@@ -68,6 +68,9 @@ type record struct {
 	// is held (no change of that name is sent), so the version stays.
 	CopyFrom string `json:"copy_from,omitempty"`
 	CopyGen  int64  `json:"copy_gen,omitempty"`
+	// CopyType is the source's content type: a copy that sets custom
+	// metadata sets the whole object resource, so it is given again.
+	CopyType string `json:"copy_type,omitempty"`
 }
 
 func (r *record) chunks() int {

@@ -102,7 +102,7 @@ func (c *Cache) copySourceGone(e *entry, name string, src copySource) {
 		c.mu.Unlock()
 		return
 	}
-	e.rec.CopyFrom, e.rec.CopyGen = "", 0
+	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
 	var victims []*entry
 	if e.rec.Complete {
 		c.log.Warn("the object a renamed file was copied from changed in the bucket before the copy was made; uploading the cached bytes instead",
@@ -308,7 +308,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 			tomb = record{ID: m.tombID, Generation: m.remote.Generation, ChunkSize: c.opts.ChunkSize}
 		}
 		tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
-		tomb.Meta, tomb.CopyFrom, tomb.CopyGen = nil, "", 0
+		tomb.Meta, tomb.CopyFrom, tomb.CopyGen, tomb.CopyType = nil, "", 0, ""
 		if m.e != nil && m.e.rec.Deleted {
 			tomb = m.e.rec // a deletion already: it stays
 		}
@@ -346,10 +346,10 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 				e := m.e
 				switch {
 				case e.rec.pendingCopy():
-					src = transfer.ObjectAttrs{Name: e.rec.CopyFrom, Generation: e.rec.CopyGen, Size: e.rec.Size}
+					src = transfer.ObjectAttrs{Name: e.rec.CopyFrom, Generation: e.rec.CopyGen, Size: e.rec.Size, ContentType: e.rec.CopyType}
 					meta = e.rec.Meta
 				case e.rec.Generation >= src.Generation:
-					src = transfer.ObjectAttrs{Name: m.old, Generation: e.rec.Generation, Size: e.rec.Size, Updated: src.Updated, Metadata: src.Metadata}
+					src = transfer.ObjectAttrs{Name: m.old, Generation: e.rec.Generation, Size: e.rec.Size, Updated: src.Updated, Metadata: src.Metadata, ContentType: src.ContentType}
 					if e.rec.Meta != nil {
 						meta = e.rec.Meta
 					}
@@ -366,13 +366,13 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 				meta[MtimeKey] = FormatMtime(src.Updated) // the file keeps its time
 			}
 			nrec.Size, nrec.Meta = src.Size, meta
-			nrec.CopyFrom, nrec.CopyGen = src.Name, src.Generation
+			nrec.CopyFrom, nrec.CopyGen, nrec.CopyType = src.Name, src.Generation, src.ContentType
 			if m.linked && m.e.rec.Complete && (m.e.rec.pendingCopy() || m.e.rec.Generation == src.Generation) {
 				nrec.Complete = true // the cached bytes are that version's
 			}
 			if src.Name == m.new && src.Generation == base {
 				// Back where it came from, unchanged: nothing to copy.
-				nrec.Dirty, nrec.CopyFrom, nrec.CopyGen = false, "", 0
+				nrec.Dirty, nrec.CopyFrom, nrec.CopyGen, nrec.CopyType = false, "", 0, ""
 			}
 		}
 		if !nrec.Complete && nrec.Size > 0 {

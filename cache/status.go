@@ -45,7 +45,7 @@ type DirtyFile struct {
 // ErrorEvent is one failure that the log reported.
 type ErrorEvent struct {
 	Time   time.Time
-	Op     string // "upload", "delete", "download", "conflict"
+	Op     string // "upload", "delete", "download", "conflict", "copy"
 	Object string
 	Err    string
 }

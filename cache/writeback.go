@@ -464,9 +464,9 @@ func (h *WriteHandle) begin() error {
 	// from the first change on, the file is the truth, not the source.
 	first := e.dirtying == nil || e.rec.Deleted || e.rec.MetaOnly || e.rec.CopyFrom != ""
 	prevDirty, prevDeleted, prevMetaOnly := e.rec.Dirty, e.rec.Deleted, e.rec.MetaOnly
-	prevCopy, prevCopyGen := e.rec.CopyFrom, e.rec.CopyGen
+	prevCopy, prevCopyGen, prevCopyType := e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType
 	if first {
-		e.rec.CopyFrom, e.rec.CopyGen = "", 0
+		e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
 		e.dirtying = make(chan struct{})
 		e.rec.Dirty = true
 		c.markLocalLocked(e.name)
@@ -488,7 +488,7 @@ func (h *WriteHandle) begin() error {
 			// Nothing was written: the copy is as it was, and the next
 			// change tries to record itself again.
 			e.rec.Dirty, e.rec.Deleted, e.rec.MetaOnly = prevDirty, prevDeleted, prevMetaOnly
-			e.rec.CopyFrom, e.rec.CopyGen = prevCopy, prevCopyGen
+			e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = prevCopy, prevCopyGen, prevCopyType
 			e.dirtying = nil
 			e.dirtySince = time.Time{}
 		}
@@ -728,6 +728,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	base, size, id := e.rec.Generation, e.rec.Size, e.rec.ID
 	deleted, metaOnly, meta := e.rec.Deleted, e.rec.MetaOnly, e.rec.Meta
 	src := copySource{from: e.rec.CopyFrom, gen: e.rec.CopyGen}
+	contentType := e.rec.CopyType
 	e.forced = false
 	e.uploadSeq++
 	seq := e.uploadSeq
@@ -763,7 +764,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	}
 	// A base below 0 is a deletion of "whatever was there" (a removed
 	// directory's placeholder) written again: a new object.
-	attrs, err := c.sendContent(ctx, name, id, size, src, transfer.PutOptions{IfGenerationMatch: max(base, 0), Metadata: uploadMeta(meta, mtime, attempt)})
+	attrs, err := c.sendContent(ctx, name, id, size, src, transfer.PutOptions{IfGenerationMatch: max(base, 0), ContentType: contentType, Metadata: uploadMeta(meta, mtime, attempt)})
 	if c.supersededDuring(e, name, base, attrs, err) {
 		return
 	}
@@ -828,7 +829,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	// Still the copy this upload made (a change since would have made
 	// the content local): the bucket has the content now.
 	wasCopy := src.from != "" && e.rec.CopyFrom == src.from
-	e.rec.CopyFrom, e.rec.CopyGen = "", 0
+	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
 	if e.version == version && inflight == 0 && e.inflight == 0 {
 		e.rec.Dirty = false
 		e.dirtying = nil
@@ -1050,8 +1051,8 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 		e.rec.Generation = base
 	}
 	e.rec.Deleted, e.rec.MetaOnly = true, false
-	e.rec.CopyFrom, e.rec.CopyGen = "", 0 // a copy never made needs no source
-	e.rec.Meta = nil                      // a file made again under the name starts without the old one's
+	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, "" // a copy never made needs no source
+	e.rec.Meta = nil                                          // a file made again under the name starts without the old one's
 	// Handles open on the file keep their copy, as on a local disk.
 	c.orphanLocked(e)
 	e.rec.Dirty = true
@@ -1429,7 +1430,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	nrec, tomb := ne.rec, e.rec
 	c.mu.Unlock()
 	tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
-	tomb.Meta, tomb.CopyFrom, tomb.CopyGen = nil, "", 0
+	tomb.Meta, tomb.CopyFrom, tomb.CopyGen, tomb.CopyType = nil, "", 0, ""
 	err = os.Link(c.dataPath(tomb.ID), c.dataPath(nrec.ID))
 	if err == nil {
 		// Both records in one journal entry: after a crash, both or
@@ -1456,7 +1457,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	close(ne.ready)
 	e.rec.Deleted, e.rec.Dirty, e.rec.MetaOnly = true, true, false
 	e.rec.Meta = nil // a file made again under the old name starts without it
-	e.rec.CopyFrom, e.rec.CopyGen = "", 0
+	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
 	c.releaseHoldLocked(e) // a copy of it, if pending, was completed by OpenWrite above
 	c.markLocalLocked(from.Name)
 	e.dirtiedLocked(time.Now())

@@ -42,11 +42,7 @@ var knownDifferences = map[string]string{
 	"stat/mode-at-create": "the mode given to mkdir is not kept: a dir made 0700 shows 0755 (--dir-mode); files keep theirs",
 	"stat/chmod-dir":      "chmod of a directory returns 0 and changes nothing: the mode stays 0755",
 
-	// Directory rename and RENAME_EXCHANGE are not built (README, limits).
-	"rename/file-dir-conflicts":    "rename of a directory over a non-empty directory: ENOTSUP (local: ENOTEMPTY)",
-	"rename/dir-over-empty-dir":    "rename of a directory over an empty directory: ENOTSUP (local: ok)",
-	"rename/dir-with-contents":     "rename of a directory with a nested tree: ENOTSUP (local: ok, the whole tree at the new name at once)",
-	"rename/empty-dir":             "rename of an empty directory: ENOTSUP (local: ok)",
+	// RENAME_EXCHANGE is not built (README, limits).
 	"rename/exchange":              "renameat2 RENAME_EXCHANGE of two files: EINVAL (local: ok, contents swapped)",
 	"rename/exchange-file-and-dir": "renameat2 RENAME_EXCHANGE of a file and a directory: EINVAL (local: ok)",
 
@@ -67,17 +63,14 @@ var knownDifferences = map[string]string{
 	// fsync.
 
 	// Persistence across remounts.
-	"remount/dir-renamed/before":      "rename of a directory: ENOTSUP",
-	"remount/dir-renamed/same-cache":  "rename of a directory: ENOTSUP, so the tree is still under the old name",
-	"remount/dir-renamed/fresh-cache": "rename of a directory: ENOTSUP, so the tree is still under the old name",
-	"remount/mode/same-cache":         "directories keep no mode: a 0700 dir shows 0755 (files keep theirs)",
-	"remount/mode/fresh-cache":        "directories keep no mode: a 0700 dir shows 0755 (files keep theirs)",
-	"remount/xattr/before":            "setxattr: ENOTSUP",
-	"remount/xattr/same-cache":        "getxattr: ENOTSUP",
-	"remount/xattr/fresh-cache":       "getxattr: ENOTSUP",
-	"remount/hardlink/before":         "link: EPERM",
-	"remount/hardlink/same-cache":     "link: EPERM, so one name with nlink 1 after the remount",
-	"remount/hardlink/fresh-cache":    "link: EPERM, so one name with nlink 1 after the remount",
+	"remount/mode/same-cache":      "directories keep no mode: a 0700 dir shows 0755 (files keep theirs)",
+	"remount/mode/fresh-cache":     "directories keep no mode: a 0700 dir shows 0755 (files keep theirs)",
+	"remount/xattr/before":         "setxattr: ENOTSUP",
+	"remount/xattr/same-cache":     "getxattr: ENOTSUP",
+	"remount/xattr/fresh-cache":    "getxattr: ENOTSUP",
+	"remount/hardlink/before":      "link: EPERM",
+	"remount/hardlink/same-cache":  "link: EPERM, so one name with nlink 1 after the remount",
+	"remount/hardlink/fresh-cache": "link: EPERM, so one name with nlink 1 after the remount",
 
 	// Real programs (programs_test.go).
 	"programs/rsync/second-run-copies-nothing": "directories keep no times (README, limits), so a second rsync -a lists every directory as changed (.d..t......); no file is copied again",

@@ -1,0 +1,194 @@
+package cache
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// requestLog records the copies and deletions the emulator saw, in order,
+// as "copy DST" and "delete NAME".
+type requestLog struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (l *requestLog) add(s string) {
+	l.mu.Lock()
+	l.seen = append(l.seen, s)
+	l.mu.Unlock()
+}
+
+func (l *requestLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.seen)
+}
+
+// index returns where s is in the log (-1: not there).
+func (l *requestLog) index(s string) int { return slices.Index(l.list(), s) }
+
+func objectOf(r *http.Request) string {
+	p := r.URL.Path
+	if _, dst, ok := strings.Cut(p, "/rewriteTo/b/"); ok {
+		_, o, _ := strings.Cut(dst, "/o/")
+		return o
+	}
+	_, o, _ := strings.Cut(p, "/o/")
+	return o
+}
+
+// TestRenameDirCopiesBeforeDeleting renames a directory whose objects
+// were never read: the bucket copies them (nothing is downloaded), and
+// no old name is deleted before its copy is made, even when copies fail
+// for a while.
+func TestRenameDirCopiesBeforeDeleting(t *testing.T) {
+	e := newEnv(t)
+	e.put("d/a", pattern(3000, 1))
+	e.put("d/sub/b", pattern(5000, 2))
+	e.put("dx", []byte("not under d/"))
+	var log requestLog
+	var failed sync.Map
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/rewriteTo/") {
+			// Each copy fails twice first.
+			n, _ := failed.LoadOrStore(objectOf(r), new(int))
+			if *n.(*int) < 2 {
+				*n.(*int)++
+				return http.StatusServiceUnavailable, true
+			}
+		}
+		return 0, false
+	})
+	e.emu.SetAfterHook(func(r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/rewriteTo/"):
+			log.add("copy " + objectOf(r))
+		case r.Method == http.MethodDelete:
+			log.add("delete " + objectOf(r))
+		}
+	})
+	c := e.openWB(0)
+	if err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := c.Local("e/sub/b"); !ok || a.Size != 5000 {
+		t.Errorf("Local(e/sub/b) = %+v, %v; want a local change of 5000 bytes", a, ok)
+	}
+	if _, removed := c.LocalNames("d/"); !slices.Contains(removed, "d/a") || !slices.Contains(removed, "d/") {
+		t.Errorf("removed under d/: %q, want d/a and the placeholder d/", removed)
+	}
+	e.flush(c)
+	for _, n := range []string{"a", "sub/b"} {
+		copied, deleted := log.index("copy e/"+n), log.index("delete d/"+n)
+		if copied < 0 || deleted < 0 || deleted < copied {
+			t.Errorf("%s: copied at %d, deleted at %d in %q; want the copy first", n, copied, deleted, log.list())
+		}
+	}
+	if !bytes.Equal(e.object("e/a"), pattern(3000, 1)) || !bytes.Equal(e.object("e/sub/b"), pattern(5000, 2)) {
+		t.Error("the new names do not hold the old contents")
+	}
+	for _, n := range []string{"d/a", "d/sub/b"} {
+		if _, err := e.b.Stat(e.ctx, n); !errors.Is(err, transfer.ErrNotExist) {
+			t.Errorf("%s after the flush: %v, want gone", n, err)
+		}
+	}
+	if string(e.object("dx")) != "not under d/" {
+		t.Error("dx changed")
+	}
+	if n := e.mediaReads("d/a") + e.mediaReads("d/sub/b"); n != 0 {
+		t.Errorf("%d downloads: a directory rename should copy in the bucket", n)
+	}
+}
+
+// TestRenameDirSurvivesCrash: after a crash right after the rename, the
+// reopened cache still shows the new names, reads them (from the old
+// objects, which are held), and sends the copies and deletions.
+func TestRenameDirSurvivesCrash(t *testing.T) {
+	e := newEnv(t)
+	e.put("d/a", pattern(4000, 3))
+	b := e.put("d/b", pattern(2000, 4))
+	c := e.openWB(time.Hour)
+	h := e.openHandle(c, b)
+	e.mustReadAll(h, pattern(2000, 4))
+	h.Close() // cached: its bytes move along
+	e.write(c, transfer.ObjectAttrs{Name: "d/new"}, true, 0, []byte("dirty"))
+	if err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+		t.Fatal(err)
+	}
+	c.crash()
+
+	// Nothing reaches the bucket until the new names have been read.
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if r.Method != http.MethodGet {
+			return http.StatusServiceUnavailable, true
+		}
+		return 0, false
+	})
+	c2 := e.openWB(time.Hour)
+	for name, want := range map[string][]byte{"e/a": pattern(4000, 3), "e/b": pattern(2000, 4), "e/new": []byte("dirty")} {
+		a, ok := c2.Local(name)
+		if !ok {
+			t.Fatalf("%s is not a local change after the restart", name)
+		}
+		h := e.openHandle(c2, a)
+		e.mustReadAll(h, want)
+		h.Close()
+	}
+	e.emu.SetHook(nil)
+	e.flush(c2)
+	for name, want := range map[string][]byte{"e/a": pattern(4000, 3), "e/b": pattern(2000, 4), "e/new": []byte("dirty")} {
+		if !bytes.Equal(e.object(name), want) {
+			t.Errorf("%s in the bucket is wrong", name)
+		}
+	}
+	for _, n := range []string{"d/a", "d/b", "d/new"} {
+		if _, err := e.b.Stat(e.ctx, n); !errors.Is(err, transfer.ErrNotExist) {
+			t.Errorf("%s after the flush: %v, want gone", n, err)
+		}
+	}
+}
+
+// TestRenameDirSourceChangedElsewhere: someone else deletes an old object
+// before its copy is made. A cached complete copy is uploaded instead; an
+// uncached one is lost with the source (the other writer deleted it), is
+// reported, and blocks nothing.
+func TestRenameDirSourceChangedElsewhere(t *testing.T) {
+	e := newEnv(t)
+	cached := e.put("d/cached", pattern(3000, 5))
+	e.put("d/uncached", pattern(3000, 6))
+	c := e.openWB(time.Hour)
+	h := e.openHandle(c, cached)
+	e.mustReadAll(h, pattern(3000, 5))
+	h.Close() // complete in the cache from now on
+	if err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"d/cached", "d/uncached"} {
+		if err := e.emu.Delete(bucketName, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.flush(c)
+	if !bytes.Equal(e.object("e/cached"), pattern(3000, 5)) {
+		t.Error("e/cached: the cached bytes were not uploaded")
+	}
+	if _, err := e.b.Stat(e.ctx, "e/uncached"); !errors.Is(err, transfer.ErrNotExist) {
+		t.Errorf("e/uncached: %v, want not there (its source is gone)", err)
+	}
+	st := c.Status(0)
+	found := false
+	for _, ev := range st.Errors {
+		found = found || (ev.Object == "e/uncached" && ev.Op == "copy")
+	}
+	if !found {
+		t.Errorf("the lost copy is not among the recent errors: %+v", st.Errors)
+	}
+}
