@@ -89,7 +89,7 @@ type Cache struct {
 	mu      sync.Mutex
 	entries map[string]*entry // guarded by mu: the cached version of each name
 	lru     *list.List        // guarded by mu: *entry, front = most recently used
-	used    int64             // guarded by mu: bytes reserved, including dropped entries not yet removed
+	used    int64             // guarded by mu: bytes reserved, including dropped entries not yet removed (the sum of entry.charged)
 	closed  bool              // guarded by mu
 	stats   Stats             // guarded by mu
 	opened  time.Time         // when Open ran
@@ -146,6 +146,7 @@ type entry struct {
 	uploadSeq    uint64                    // uploads started
 	uploadedSeq  uint64                    // the last upload started that succeeded
 	uploadedHere bool                      // rec.Generation was written by this cache's upload
+	charged      int64                     // bytes this entry counts in Cache.used (see record.cost)
 	holding      string                    // the name whose version this entry's pending copy holds (rename.go)
 
 	// Persisting snapshots of rec in order (persistEntry).
@@ -335,7 +336,7 @@ func (c *Cache) load() error {
 	for _, e := range ordered {
 		e.elem = c.lru.PushBack(e)
 		c.entries[e.name] = e
-		c.used += e.rec.Size
+		c.chargeLocked(e, e.rec.cost())
 	}
 	dirty := 0
 	for _, e := range ordered {
@@ -422,7 +423,7 @@ func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs, newFile boo
 		}
 		e.elem = c.lru.PushFront(e)
 		c.entries[a.Name] = e
-		c.used += e.rec.Size
+		c.chargeLocked(e, e.rec.Size)
 		created = true
 	} else {
 		c.lru.MoveToFront(e.elem)
@@ -677,7 +678,7 @@ func (c *Cache) makeRoomLocked(need int64) ([]*entry, bool) {
 			continue
 		}
 		pick = append(pick, e)
-		over -= e.rec.Size
+		over -= e.charged
 	}
 	if over > 0 {
 		return nil, false
@@ -752,7 +753,6 @@ func (c *Cache) removeAll(victims []*entry) {
 		// drops records whose file is missing.
 		c.log.Warn("removing cache records failed; the next start drops them", "err", err)
 	}
-	var freed int64
 	for _, e := range victims {
 		c.mu.Lock()
 		spare := e.spare
@@ -766,11 +766,10 @@ func (c *Cache) removeAll(victims []*entry) {
 				c.log.Warn("removing cache file failed", "object", e.name, "err", err)
 			}
 		}
-		freed += e.rec.Size
 	}
 	c.mu.Lock()
-	c.used -= freed
 	for _, e := range victims {
+		c.chargeLocked(e, 0)
 		c.releaseHoldLocked(e)
 	}
 	c.mu.Unlock()

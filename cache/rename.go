@@ -79,6 +79,23 @@ func (c *Cache) releaseHoldLocked(e *entry) {
 	}
 }
 
+// cost is what a record counts against the cache's size: its size, but
+// nothing for a pending copy not cached (renaming a directory bigger than
+// the cache must not evict everything else). Bytes read into such a copy
+// before it is made are not counted until it is made or written.
+func (r *record) cost() int64 {
+	if r.pendingCopy() && !r.Complete {
+		return 0
+	}
+	return r.Size
+}
+
+// chargeLocked sets what e counts in c.used to n bytes.
+func (c *Cache) chargeLocked(e *entry, n int64) {
+	c.used += n - e.charged
+	e.charged = n
+}
+
 // heldLocked reports whether changes of e's name must wait: a pending
 // copy (other than e's own) reads the name's bucket version.
 func (c *Cache) heldLocked(e *entry) bool {
@@ -103,6 +120,7 @@ func (c *Cache) copySourceGone(e *entry, name string, src copySource) {
 		return
 	}
 	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
+	c.chargeLocked(e, e.rec.Size)
 	var victims []*entry
 	if e.rec.Complete {
 		c.log.Warn("the object a renamed file was copied from changed in the bucket before the copy was made; uploading the cached bytes instead",
@@ -394,7 +412,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 		}
 		ne.elem = c.lru.PushFront(ne)
 		c.entries[m.new] = ne
-		c.used += nrec.Size
+		c.chargeLocked(ne, nrec.cost())
 		c.holdLocked(ne)
 		fresh = append(fresh, ne)
 		ops = append(ops, putOp(m.new, nrec, 0))

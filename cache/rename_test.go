@@ -192,3 +192,36 @@ func TestRenameDirSourceChangedElsewhere(t *testing.T) {
 		t.Errorf("the lost copy is not among the recent errors: %+v", st.Errors)
 	}
 }
+
+// TestRenameDirBiggerThanCache: the pending copies of a renamed directory
+// that was never read take no room in the cache, so renaming a directory
+// bigger than the cache leaves room for new files.
+func TestRenameDirBiggerThanCache(t *testing.T) {
+	e := newEnv(t)
+	for i := range 3 {
+		e.put("big/"+string(rune('a'+i)), pattern(60<<10, uint32(10+i)))
+	}
+	o := e.opts(100 << 10)
+	o.WriteBackDelay = time.Hour
+	c, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.RenameDir(e.ctx, "big/", "moved/"); err != nil {
+		t.Fatal(err)
+	}
+	if used := c.Stats().UsedBytes; used != 0 {
+		t.Errorf("the cache counts %d bytes after renaming a directory it never read, want 0", used)
+	}
+	e.write(c, transfer.ObjectAttrs{Name: "new"}, true, 0, pattern(50<<10, 20))
+	e.flush(c)
+	for i := range 3 {
+		if !bytes.Equal(e.object("moved/"+string(rune('a'+i))), pattern(60<<10, uint32(10+i))) {
+			t.Errorf("moved/%c is wrong in the bucket", 'a'+i)
+		}
+	}
+	if used := c.Stats().UsedBytes; used > 100<<10 {
+		t.Errorf("the cache counts %d bytes after the flush, over its 100 KiB", used)
+	}
+}

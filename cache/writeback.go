@@ -467,6 +467,7 @@ func (h *WriteHandle) begin() error {
 	prevCopy, prevCopyGen, prevCopyType := e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType
 	if first {
 		e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
+		c.chargeLocked(e, e.rec.Size) // a pending copy counted nothing; its bytes are here now
 		e.dirtying = make(chan struct{})
 		e.rec.Dirty = true
 		c.markLocalLocked(e.name)
@@ -538,8 +539,8 @@ func (h *WriteHandle) end(minSize int64) {
 
 // resizeLocked records a new size of e's copy and its cost in the budget.
 func (c *Cache) resizeLocked(e *entry, size int64) {
-	c.used += size - e.rec.Size
 	e.rec.Size = size
+	c.chargeLocked(e, size)
 	e.rec.Complete, e.rec.Present = true, nil
 }
 
@@ -830,6 +831,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	// the content local): the bucket has the content now.
 	wasCopy := src.from != "" && e.rec.CopyFrom == src.from
 	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
+	var victims []*entry
 	if e.version == version && inflight == 0 && e.inflight == 0 {
 		e.rec.Dirty = false
 		e.dirtying = nil
@@ -841,12 +843,22 @@ func (c *Cache) upload(ctx context.Context, name string) {
 			c.resizeLocked(e, size)
 		}
 		e.dirtySince = time.Time{}
+		if wasCopy && !e.rec.Complete && e.refs == 0 {
+			victims = c.dropLocked(e) // a copy made, none of it cached: nothing to keep
+		}
 	} else {
 		if wasCopy {
 			e.rec.MetaOnly = true // only attributes changed since: patch them
 		}
 		c.scheduleLocked(name, 0) // changed meanwhile: send the new version
 	}
+	if len(victims) > 0 {
+		c.notifyLocked()
+		c.mu.Unlock()
+		c.removeAll(victims)
+		return
+	}
+	c.chargeLocked(e, e.rec.Size) // a cached version like any other now
 	rec, recSeq := c.snapshotLocked(e)
 	c.mu.Unlock()
 	if err := c.persistEntry(e, rec, recSeq); err != nil {
@@ -1420,7 +1432,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	ne.elem = c.lru.PushFront(ne)
 	c.entries[to] = ne
 	c.markLocalLocked(to)
-	c.used += size
+	c.chargeLocked(ne, size)
 	c.mu.Unlock()
 	c.removeAll(victims)
 
