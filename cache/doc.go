@@ -22,11 +22,17 @@
 // metadata (meta.go): with the next upload of its content, or alone as a
 // conditional metadata patch.
 //
+// Cache.RenameDir renames every object under a prefix in one journal
+// entry (rename.go): local changes move with their cache files; the rest
+// become pending server-side copies whose sources are held until they
+// are made.
+//
 // Space: every cached version counts with its full size against
 // Options.MaxSize from the moment it is admitted, so the cache never
 // exceeds the cap; the least recently used versions that no handle holds
 // are evicted to make room. A version that cannot fit is read from the
-// bucket directly, uncached.
+// bucket directly, uncached. The exception is a pending copy not cached
+// (record.cost): it counts nothing until it is made or written.
 //
 // Crash safety: every change of a record is appended to the journal
 // before it takes effect (one write, no sync: it outlives the process);

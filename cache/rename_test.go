@@ -225,3 +225,45 @@ func TestRenameDirBiggerThanCache(t *testing.T) {
 		t.Errorf("the cache counts %d bytes after the flush, over its 100 KiB", used)
 	}
 }
+
+// TestRenameDirAndBack: a directory renamed and renamed back before its
+// copies were made leaves the bucket as it was (no copy, no deletion of
+// the files).
+func TestRenameDirAndBack(t *testing.T) {
+	e := newEnv(t)
+	a := e.put("d/a", pattern(3000, 30))
+	e.put("d/sub/b", pattern(3000, 31))
+	var log requestLog
+	e.emu.SetAfterHook(func(r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/rewriteTo/"):
+			log.add("copy " + objectOf(r))
+		case r.Method == http.MethodDelete:
+			log.add("delete " + objectOf(r))
+		}
+	})
+	c := e.openWB(time.Hour)
+	if err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RenameDir(e.ctx, "e/", "d/"); err != nil {
+		t.Fatal(err)
+	}
+	h := e.openHandle(c, a)
+	e.mustReadAll(h, pattern(3000, 30))
+	h.Close()
+	e.flush(c)
+	for _, r := range log.list() {
+		if strings.HasPrefix(r, "copy ") || r == "delete d/a" || r == "delete d/sub/b" {
+			t.Errorf("the bucket saw %q: renaming back should leave the files alone", r)
+		}
+	}
+	if !bytes.Equal(e.object("d/a"), pattern(3000, 30)) || !bytes.Equal(e.object("d/sub/b"), pattern(3000, 31)) {
+		t.Error("the files changed")
+	}
+	for _, n := range []string{"e/a", "e/sub/b"} {
+		if _, err := e.b.Stat(e.ctx, n); !errors.Is(err, transfer.ErrNotExist) {
+			t.Errorf("%s: %v, want not there", n, err)
+		}
+	}
+}

@@ -558,20 +558,22 @@ func (c *Cache) snapshotLocked(e *entry) (record, uint64) {
 // name now holds another version).
 func (c *Cache) persistEntry(e *entry, rec record, seq uint64) error {
 	e.persistMu.Lock()
-	defer e.persistMu.Unlock()
 	if seq <= e.persistedSeq {
+		e.persistMu.Unlock()
 		return nil
 	}
 	err := c.j.append(putOp(e.name, rec, rec.ID))
 	if err == nil {
 		e.persistedSeq = seq
-		if rec.CopyFrom == "" {
-			// The journal no longer says the content is a copy: the
-			// source version is no longer needed by this entry.
-			c.mu.Lock()
-			c.releaseHoldLocked(e)
-			c.mu.Unlock()
-		}
+	}
+	e.persistMu.Unlock()
+	if err == nil && rec.CopyFrom == "" {
+		// The journal no longer says the content is a copy (a record
+		// never becomes one again): the source version is not needed
+		// by this entry any more.
+		c.mu.Lock()
+		c.releaseHoldLocked(e)
+		c.mu.Unlock()
 	}
 	return err
 }

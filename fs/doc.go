@@ -25,6 +25,12 @@
 //
 // Errors from the layers below become errnos in one function, toErrno.
 //
-// Locks: FS.mu, FS.nodesMu, metaCache.mu and fileNode.mu each guard their
-// own fields; no two are ever held at once, and none is held across I/O.
+// A directory rename (renameDir) moves everything under the old prefix
+// in the cache at once; the nodes follow: the prefixes of the dirNodes
+// in go-fuse's tree under the moved one, the names of the file nodes in
+// the index, the inode numbers of directories, remembered lookups.
+//
+// Locks: FS.mu, FS.nodesMu, metaCache.mu, dirNode.mu and fileNode.mu each
+// guard their own fields; no two are ever held at once, and none is held
+// across I/O.
 package fs
