@@ -17,10 +17,13 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// LOCK ORDER: Cache.mu, then a transfer.Download's own lock (taken inside
-// its methods). entry.persistMu is taken without Cache.mu held, and
-// Cache.mu is not taken under it. journal.mu is a leaf, taken under
-// persistMu or nothing, never under Cache.mu (the journal writes to disk).
+// LOCK ORDER: entry.persistMu, then Cache.mu, then a transfer.Download's
+// own lock (taken inside its methods). persistMu is never taken with
+// Cache.mu held; Rename and RenameDir hold the persistMu of the entries
+// they turn into deletions across their journal write (RenameDir several,
+// in name order; nothing else holds two). journal.mu is a leaf, taken
+// under persistMu or nothing, never under Cache.mu (the journal writes to
+// disk).
 // No disk or network I/O happens under Cache.mu: decisions are made under
 // it, and the I/O they imply runs after it is released, on entries
 // already taken out of the index or marked busy.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -328,10 +329,11 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 		tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
 		tomb.Meta, tomb.CopyFrom, tomb.CopyGen, tomb.CopyType = nil, "", 0, ""
 		if m.e != nil && m.e.rec.Deleted {
-			tomb = m.e.rec // a deletion already: it stays
+			tomb = m.e.rec // a deletion already: it stays as it is
+		} else {
+			ops = append(ops, putOp(m.old, tomb, 0))
 		}
 		tombs = append(tombs, tombPlan{m, tomb})
-		ops = append(ops, putOp(m.old, tomb, 0))
 		if m.newID == 0 {
 			continue // deleted here: nothing moves
 		}
@@ -435,9 +437,30 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 		c.markLocalLocked(t.m.old)
 		fresh = append(fresh, te)
 	}
+	// The old entries that become deletions: no earlier state of theirs
+	// may reach the journal after the entry below (an upload ending now
+	// would put one back, and a crash would then undo the deletion), so
+	// nothing else writes their records until they are marked.
+	var olds []*entry
+	isOld := map[*entry]bool{}
+	for _, t := range tombs {
+		if e := t.m.e; e != nil && !e.rec.Deleted {
+			olds = append(olds, e)
+			isOld[e] = true
+		}
+	}
+	slices.SortFunc(olds, func(a, b *entry) int { return strings.Compare(a.name, b.name) })
 	c.mu.Unlock()
 	c.removeAll(victims)
 
+	for _, e := range olds {
+		e.persistMu.Lock()
+	}
+	unlockOlds := func() {
+		for _, e := range olds {
+			e.persistMu.Unlock()
+		}
+	}
 	err = c.j.append(ops...)
 
 	c.mu.Lock()
@@ -455,6 +478,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 			victims = append(victims, c.dropLocked(ne)...)
 		}
 		c.mu.Unlock()
+		unlockOlds()
 		c.removeAll(victims)
 		cleanup()
 		return fmt.Errorf("renaming %s to %s in the cache index: %w", from, to, err)
@@ -466,9 +490,10 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 		}
 	}
 	var detach []uint64
+	written := map[*entry]record{} // what the journal entry says of each old entry
 	for _, t := range tombs {
 		e := t.m.e
-		if e == nil || (e.rec.Deleted && e.rec.Dirty) {
+		if !isOld[e] {
 			continue // a deletion already (or one made above)
 		}
 		gen := e.rec.Generation
@@ -478,9 +503,16 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 		if t.m.linked || e.rec.localContent() {
 			detach = append(detach, e.rec.ID)
 		}
+		attempts := t.rec.Attempts
+		for _, a := range e.rec.Attempts {
+			if !slices.Contains(attempts, a) {
+				attempts = append(slices.Clone(attempts), a) // an upload sent meanwhile
+			}
+		}
 		e.rec = t.rec
 		e.rec.Generation = gen // an upload that ended meanwhile moved it
-		c.orphanLocked(e)      // any handle left (none moved: none was open)
+		e.rec.Attempts = attempts
+		c.orphanLocked(e) // any handle left (none moved: none was open)
 		c.markLocalLocked(e.name)
 		e.dirtiedLocked(now)
 		e.version++
@@ -489,16 +521,43 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 			close(e.dirtying)
 		}
 		e.recSeq++ // what the journal entry wrote
+		written[e] = t.rec
 		c.releaseHoldLocked(e)
 		c.scheduleLocked(e.name, c.opts.WriteBackDelay)
 	}
 	c.mu.Unlock()
+	for e, rec := range written {
+		c.settleDeletion(e, rec)
+	}
+	unlockOlds()
 	for _, id := range detach {
 		if err := c.detachData(id); err != nil {
 			c.log.Warn("giving a renamed file's old name a file of its own failed", "id", id, "err", err)
 		}
 	}
 	return nil
+}
+
+// settleDeletion finishes turning e into a deletion whose record rec a
+// journal entry wrote, with e.persistMu held since before that entry:
+// what changed in e meanwhile (an upload that ended or was sent moved
+// its generation or added an upload ID) is written too, and no snapshot
+// taken before is written after.
+func (c *Cache) settleDeletion(e *entry, rec record) {
+	c.mu.Lock()
+	cur := e.rec
+	same := cur.Generation == rec.Generation && slices.Equal(cur.Attempts, rec.Attempts)
+	seq := e.recSeq
+	if !same {
+		cur, seq = c.snapshotLocked(e)
+	}
+	c.mu.Unlock()
+	if !same {
+		if err := c.j.append(putOp(e.name, cur, cur.ID)); err != nil {
+			c.log.Warn("recording the deletion of a renamed file's old name failed; the next start may leave it in the bucket", "object", e.name, "err", err)
+		}
+	}
+	e.persistedSeq = max(e.persistedSeq, seq)
 }
 
 // listAll lists every object under prefix in the bucket, all pages.

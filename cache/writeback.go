@@ -1445,6 +1445,11 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	c.mu.Unlock()
 	tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
 	tomb.Meta, tomb.CopyFrom, tomb.CopyGen, tomb.CopyType = nil, "", 0, ""
+	// No earlier state of the old name's record may reach the journal
+	// after the entry below (an upload ending now would put one back, and
+	// a crash would then undo the deletion): nothing else writes it until
+	// it is marked.
+	e.persistMu.Lock()
 	err = os.Link(c.dataPath(tomb.ID), c.dataPath(nrec.ID))
 	if err == nil {
 		// Both records in one journal entry: after a crash, both or
@@ -1465,6 +1470,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 		victims = c.dropLocked(ne)
 		ne.rec.Dirty = false
 		c.mu.Unlock()
+		e.persistMu.Unlock()
 		c.removeAll(victims)
 		return fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
 	}
@@ -1487,5 +1493,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	c.scheduleLocked(to, c.opts.WriteBackDelay)
 	c.scheduleLocked(from.Name, c.opts.WriteBackDelay)
 	c.mu.Unlock()
+	c.settleDeletion(e, tomb)
+	e.persistMu.Unlock()
 	return nil
 }

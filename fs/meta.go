@@ -31,14 +31,23 @@ type child struct {
 
 type cachedChild struct {
 	child
+	asked   time.Time // when the bucket was asked
 	expires time.Time
 }
 
 // listing is one directory level, as listed from the bucket.
 type listing struct {
 	children map[string]child
-	names    []string // sorted
+	names    []string  // sorted
+	fetched  time.Time // when the listing was asked for
 	expires  time.Time
+}
+
+// recentChange is a change of this cache to a file, confirmed in the
+// bucket at a time: what the file is now.
+type recentChange struct {
+	child
+	at time.Time
 }
 
 // warnFunc reports an object that cannot be shown, once per name.
@@ -59,7 +68,18 @@ type metaCache struct {
 	// changes counts the confirmed changes per prefix; a listing that ran
 	// while one came in may predate it, so it is fetched again.
 	changes map[string]uint64 // guarded by mu
+	// recent holds the files whose changes were confirmed lately, by
+	// prefix and name: an answer from the bucket asked for before the
+	// confirmation may predate it (a listing or a lookup running while
+	// many uploads end, as after a directory rename), so such answers
+	// are corrected with these. Kept for recentFor.
+	recent      map[string]map[string]recentChange // guarded by mu
+	recentSwept time.Time                          // guarded by mu: when old ones were last dropped
 }
+
+// recentFor is how long confirmed changes are kept in metaCache.recent:
+// longer than any answer asked for before them is used.
+func (m *metaCache) recentFor() time.Duration { return 2*m.ttl + time.Minute }
 
 // localView is the part of the cache the tree needs to show local changes.
 type localView interface {
@@ -71,7 +91,8 @@ type localView interface {
 }
 
 func newMetaCache(b transfer.Bucket, local localView, ttl time.Duration) *metaCache {
-	return &metaCache{b: b, local: local, ttl: ttl, names: map[string]cachedChild{}, dirs: map[string]*listing{}, changes: map[string]uint64{}}
+	return &metaCache{b: b, local: local, ttl: ttl, names: map[string]cachedChild{}, dirs: map[string]*listing{},
+		changes: map[string]uint64{}, recent: map[string]map[string]recentChange{}}
 }
 
 // forget drops what is remembered about name after a local change to it.
@@ -117,6 +138,12 @@ func (m *metaCache) confirmed(name string, a transfer.ObjectAttrs, deleted bool)
 	defer m.mu.Unlock()
 	m.changes[parent]++ // even uncached: a listing running now may predate the change
 	delete(m.names, full)
+	if !isDir {
+		m.noteRecentLocked(parent, seg, child{kind: kindFile, attrs: a}, deleted)
+	}
+	if !deleted {
+		m.ancestorsExistLocked(parent)
+	}
 	l, ok := m.dirs[parent]
 	if !ok {
 		return
@@ -137,7 +164,7 @@ func (m *metaCache) confirmed(name string, a transfer.ObjectAttrs, deleted bool)
 	case !deleted:
 		next = child{kind: kindFile, attrs: a}
 	}
-	nl := &listing{children: make(map[string]child, len(l.children)+1), expires: l.expires}
+	nl := &listing{children: make(map[string]child, len(l.children)+1), fetched: l.fetched, expires: l.expires}
 	for k, v := range l.children {
 		nl.children[k] = v
 	}
@@ -153,6 +180,73 @@ func (m *metaCache) confirmed(name string, a transfer.ObjectAttrs, deleted bool)
 	m.dirs[parent] = nl
 }
 
+// ancestorsExistLocked records that directory prefix dir and those above
+// it exist in the bucket now (an object under them was confirmed): a
+// listing of a level above asked for before may lack them, if they exist
+// only through that object.
+func (m *metaCache) ancestorsExistLocked(dir string) {
+	for dir != "" {
+		up := parentPrefix(strings.TrimSuffix(dir, "/"))
+		seg := dir[len(up) : len(dir)-1]
+		m.changes[up]++
+		m.noteRecentLocked(up, seg, child{kind: kindDir}, false)
+		if l, ok := m.dirs[up]; ok && l.children[seg].kind != kindDir {
+			nl := &listing{children: make(map[string]child, len(l.children)+1), fetched: l.fetched, expires: l.expires}
+			for k, v := range l.children {
+				nl.children[k] = v
+			}
+			nl.children[seg] = child{kind: kindDir}
+			for k := range nl.children {
+				nl.names = append(nl.names, k)
+			}
+			sort.Strings(nl.names)
+			m.dirs[up] = nl
+		}
+		dir = up
+	}
+}
+
+// noteRecentLocked records a confirmed change of name parent+seg (what it
+// is now: c, or nothing if deleted), and forgets changes old enough that
+// no answer predating them is used.
+func (m *metaCache) noteRecentLocked(parent, seg string, c child, deleted bool) {
+	now := time.Now()
+	if deleted {
+		c = child{kind: kindNone}
+	}
+	set := m.recent[parent]
+	if set == nil {
+		set = map[string]recentChange{}
+		m.recent[parent] = set
+	}
+	set[seg] = recentChange{child: c, at: now}
+	if now.Sub(m.recentSwept) > m.recentFor()/2 {
+		m.recentSwept = now
+		old := now.Add(-m.recentFor())
+		for p, set := range m.recent {
+			for k, rc := range set {
+				if rc.at.Before(old) {
+					delete(set, k)
+				}
+			}
+			if len(set) == 0 {
+				delete(m.recent, p)
+			}
+		}
+	}
+}
+
+// recentSince returns the confirmed change of file name made at or
+// after t, if any.
+func (m *metaCache) recentSinceLocked(name string, t time.Time) (child, bool) {
+	parent := parentPrefix(name)
+	rc, ok := m.recent[parent][name[len(parent):]]
+	if !ok || rc.at.Before(t) {
+		return child{}, false
+	}
+	return rc.child, true
+}
+
 // madeEmpty records that the directory prefix was just made here and is
 // empty in the bucket, so that looking up new names in it needs no request
 // for the TTL.
@@ -161,7 +255,8 @@ func (m *metaCache) madeEmpty(prefix string) {
 		return
 	}
 	m.mu.Lock()
-	m.dirs[prefix] = &listing{children: map[string]child{}, expires: time.Now().Add(m.ttl)}
+	now := time.Now()
+	m.dirs[prefix] = &listing{children: map[string]child{}, fetched: now, expires: now.Add(m.ttl)}
 	m.mu.Unlock()
 }
 
@@ -183,12 +278,32 @@ func (m *metaCache) resolveLocal(name string) (child, bool) {
 // withLocal returns l with the local changes under prefix shown over it.
 func (m *metaCache) withLocal(prefix string, l *listing) *listing {
 	names, removed := m.local.LocalNames(prefix)
-	if len(names) == 0 && len(removed) == 0 {
+	m.mu.Lock()
+	var newer map[string]child // confirmed since the listing was asked for
+	for seg, rc := range m.recent[prefix] {
+		if !rc.at.Before(l.fetched) {
+			if newer == nil {
+				newer = map[string]child{}
+			}
+			newer[seg] = rc.child
+		}
+	}
+	m.mu.Unlock()
+	if len(names) == 0 && len(removed) == 0 && len(newer) == 0 {
 		return l
 	}
-	out := &listing{children: make(map[string]child, len(l.children)+len(names)), expires: l.expires}
+	out := &listing{children: make(map[string]child, len(l.children)+len(names)), fetched: l.fetched, expires: l.expires}
 	for k, v := range l.children {
 		out.children[k] = v
+	}
+	for seg, c := range newer {
+		switch {
+		case out.children[seg].kind == kindDir:
+		case c.kind == kindNone:
+			delete(out.children, seg)
+		default:
+			out.children[seg] = c
+		}
 	}
 	for _, name := range removed {
 		rest := name[len(prefix):]
@@ -260,11 +375,17 @@ func (m *metaCache) resolve(ctx context.Context, name string, warn warnFunc) (ch
 	now := time.Now()
 	m.mu.Lock()
 	if c, ok := m.names[name]; ok && now.Before(c.expires) {
+		if rc, ok := m.recentSinceLocked(name, c.asked); ok && c.kind != kindDir {
+			c.child = rc // confirmed since the bucket was asked
+		}
 		m.mu.Unlock()
 		return c.child, nil
 	}
 	if l, ok := m.dirs[parentPrefix(name)]; ok && now.Before(l.expires) {
 		c := l.children[name[len(parentPrefix(name)):]]
+		if rc, ok := m.recentSinceLocked(name, l.fetched); ok && c.kind != kindDir {
+			c = rc
+		}
 		m.mu.Unlock()
 		return c, nil
 	}
@@ -301,6 +422,11 @@ func (m *metaCache) resolve(ctx context.Context, name string, warn warnFunc) (ch
 	case st.err == nil:
 		c = child{kind: kindFile, attrs: st.a}
 	}
+	m.mu.Lock()
+	if rc, ok := m.recentSinceLocked(name, now); ok && c.kind != kindDir {
+		c = rc // confirmed while the bucket was asked
+	}
+	m.mu.Unlock()
 	m.put(name, c, now)
 	return c, nil
 }
@@ -318,7 +444,7 @@ func (m *metaCache) put(name string, c child, now time.Time) {
 			}
 		}
 	}
-	m.names[name] = cachedChild{child: c, expires: now.Add(m.ttl)}
+	m.names[name] = cachedChild{child: c, asked: now, expires: now.Add(m.ttl)}
 }
 
 // list returns the directory level under prefix, from the cache while
@@ -429,6 +555,7 @@ func (m *metaCache) listRemoteOnce(ctx context.Context, prefix string, warn warn
 	if before != ^uint64(0) && m.changes[prefix] != before {
 		return nil, nil // checked and stored under one lock: no change slips between
 	}
+	l.fetched = now
 	if m.ttl > 0 {
 		l.expires = now.Add(m.ttl)
 		if len(m.dirs) > sweepLimit/64 {

@@ -2,8 +2,11 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -248,46 +251,73 @@ func errnoOf(err error) syscall.Errno {
 	return 0
 }
 
-// TestRenameDirectoryCrash kills the mount right after directory renames
-// and checks, after a restart and a flush, that the bucket has the
-// renamed trees and nothing of the old names.
+// TestRenameDirectoryCrash renames a tree over and over, writing into it
+// between renames, and kills the mount at a random moment, round after
+// round (with uploads, copies and deletions in flight). What was
+// acknowledged before each kill is on the mount after the restart, and
+// in the bucket after the final flush, under the last name only.
 func TestRenameDirectoryCrash(t *testing.T) {
+	rounds := 6
+	if os.Getenv("BUCKETFS_LONG") != "" {
+		rounds = 60
+	}
 	emu := startEmulator(t, nil)
-	want := map[string][]byte{}
-	for i, n := range []string{"t0/a", "t0/b/c", "t0/b/d/e", "t0/f"} {
-		data := randomBytes(1000*(i+1), uint64(i))
-		put(t, emu, n, data)
+	files := map[string][]byte{} // relative to the tree's current name
+	for i, n := range []string{"a", "b/c", "b/d/e", "f"} {
+		files[n] = randomBytes(1000*(i+1), uint64(i))
+		put(t, emu, "t0/"+n, files[n])
 	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 13))
 	cacheDir := t.TempDir()
-	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: []string{"--write-back-delay", "0"}})
-	if err := os.WriteFile(m.path("t0/b/dirty"), []byte("dirty"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	readFile(t, m.path("t0/a"))
-	for i := 1; i <= 5; i++ {
-		from, to := "t"+string(rune('0'+i-1)), "t"+string(rune('0'+i))
-		if err := os.Rename(m.path(from), m.path(to)); err != nil {
-			t.Fatalf("rename %s %s: %v", from, to, err)
+	cur, next := "t0", 1
+	for round := range rounds {
+		m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: []string{"--write-back-delay", "0"}})
+		got := filesUnder(t, m.path(cur))
+		for n := range got {
+			if strings.HasSuffix(n, "/") {
+				delete(got, n)
+			}
+		}
+		compareFiles(t, fmt.Sprintf("round %d: the mount after the restart", round), got, files)
+		if t.Failed() {
+			t.Fatalf("seed %d", seed)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.IntN(200))*time.Millisecond)
+		for i := 0; ctx.Err() == nil; i++ {
+			if rng.IntN(3) == 0 {
+				to := fmt.Sprintf("t%d", next)
+				if err := os.Rename(m.path(cur), m.path(to)); err != nil {
+					t.Fatalf("round %d: rename %s %s: %v", round, cur, to, err)
+				}
+				cur, next = to, next+1
+				continue
+			}
+			name := fmt.Sprintf("b/r%d-%d", round, i)
+			data := randomBytes(rng.IntN(20000), rng.Uint64())
+			if err := os.WriteFile(m.path(cur+"/"+name), data, 0o644); err != nil {
+				t.Fatalf("round %d: write %s: %v", round, name, err)
+			}
+			files[name] = data
+		}
+		cancel()
+		m.cmd.Process.Kill()
+		<-m.exited
+		if out, err := exec.Command("fusermount3", "-uz", m.dir).CombinedOutput(); err != nil && mounted(m.dir) {
+			t.Fatalf("clearing the dead mount: %v: %s", err, out)
 		}
 	}
-	before := filesUnder(t, m.path("t5"))
-	m.cmd.Process.Kill()
-	<-m.exited
-	if out, err := exec.Command("fusermount3", "-uz", m.dir).CombinedOutput(); err != nil && mounted(m.dir) {
-		t.Fatalf("clearing the dead mount: %v: %s", err, out)
-	}
-	m = mount(t, emu, mountOpts{cacheDir: cacheDir})
-	compareFiles(t, "the mount after the crash", filesUnder(t, m.path("t5")), before)
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir})
 	m.unmount(t)
-	for n, b := range before {
-		if !strings.HasSuffix(n, "/") {
-			want[n] = b
+	compareFiles(t, "the bucket", bucketTree(t, emu, cur+"/"), files)
+	for _, name := range listObjects(t, emu, "") {
+		if !strings.HasPrefix(name, cur+"/") {
+			t.Errorf("the bucket still holds %s (the tree is %s now)", name, cur)
 		}
 	}
-	compareFiles(t, "the bucket", bucketTree(t, emu, "t5/"), want)
-	for i := 0; i < 5; i++ {
-		if left := listObjects(t, emu, "t"+string(rune('0'+i))+"/"); len(left) > 0 {
-			t.Errorf("the bucket still holds %q", left)
-		}
+	if t.Failed() {
+		t.Logf("seed %d", seed)
 	}
+	t.Logf("%d renames over %d rounds, %d files", next-1, rounds, len(files))
 }
