@@ -108,6 +108,7 @@ type Cache struct {
 	nextDue    time.Time            // guarded by mu: when the uploader wakes by itself
 	localIdx   []string             // guarded by mu: sorted names that may be dirty (see LocalNames)
 	holds      map[string]int       // guarded by mu: name -> pending copies of its bucket version (rename.go)
+	quiet      map[string]int       // guarded by mu: prefixes whose transfers wait for a directory rename
 	stopUpload context.CancelFunc   // ends the uploader and its uploads
 
 	confirmedFn  func(name string, a transfer.ObjectAttrs, deleted bool) // guarded by mu: see OnConfirmed
@@ -182,6 +183,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		queue:    map[string]time.Time{},
 		inFlight: map[string]bool{},
 		holds:    map[string]int{},
+		quiet:    map[string]int{},
 		changed:  make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 

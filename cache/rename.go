@@ -184,6 +184,15 @@ func (c *Cache) RenameDir(ctx context.Context, from, to string) error {
 var errReplan = errors.New("replan")
 
 func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
+	// No transfer under either prefix starts, and no deletion ends,
+	// while the rename lists and plans: the listing then agrees with the
+	// entries (a name whose deletion ended after the listing would come
+	// back as a copy of a version that is gone). Uploads running go on:
+	// their entries stay, with the generation they reach.
+	if err := c.quiesce(ctx, from, to); err != nil {
+		return err
+	}
+	defer c.unquiesce(from, to)
 	remote, err := c.listAll(ctx, from)
 	if err != nil {
 		return fmt.Errorf("listing %s to rename it: %w", from, err)
@@ -558,6 +567,61 @@ func (c *Cache) settleDeletion(e *entry, rec record) {
 		}
 	}
 	e.persistedSeq = max(e.persistedSeq, seq)
+}
+
+// quiesce stops new transfers of names under the prefixes and waits for
+// the deletions running there to end. unquiesce lets them go again.
+func (c *Cache) quiesce(ctx context.Context, prefixes ...string) error {
+	c.mu.Lock()
+	for _, p := range prefixes {
+		c.quiet[p]++
+	}
+	for {
+		busy := false
+		for name := range c.inFlight {
+			if e := c.entries[name]; e != nil && e.uploading && !e.rec.Deleted && !e.rec.pendingCopy() {
+				continue // an upload of content: its entry stays whatever happens
+			}
+			for _, p := range prefixes {
+				busy = busy || strings.HasPrefix(name, p)
+			}
+		}
+		if !busy {
+			c.mu.Unlock()
+			return nil
+		}
+		wake := c.changed
+		c.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			c.unquiesce(prefixes...)
+			return ctx.Err()
+		}
+		c.mu.Lock()
+	}
+}
+
+func (c *Cache) unquiesce(prefixes ...string) {
+	c.mu.Lock()
+	for _, p := range prefixes {
+		if c.quiet[p]--; c.quiet[p] <= 0 {
+			delete(c.quiet, p)
+		}
+	}
+	c.notifyLocked()
+	c.mu.Unlock()
+}
+
+// quietLocked reports whether transfers of name wait for a directory
+// rename (quiesce).
+func (c *Cache) quietLocked(name string) bool {
+	for p := range c.quiet {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // listAll lists every object under prefix in the bucket, all pages.

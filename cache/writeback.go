@@ -685,6 +685,9 @@ func (c *Cache) takeDue() (due []string, next time.Time) {
 			// entry's, or one of an entry a rename replaced): wait for
 			// it to end, so that the bucket sees the name's changes in
 			// order.
+		case len(c.quiet) > 0 && c.quietLocked(name):
+			// A directory rename is listing and planning: it goes on
+			// when the rename is made.
 		case c.heldLocked(e):
 			// A pending copy of this name's bucket version is not made
 			// yet: changing the name would destroy its source. Its end
