@@ -152,6 +152,7 @@ type entry struct {
 	uploadedHere bool                      // rec.Generation was written by this cache's upload
 	charged      int64                     // bytes this entry counts in Cache.used (see record.cost)
 	holding      string                    // the name whose version this entry's pending copy holds (rename.go)
+	dlHold       string                    // the name whose version dl reads for a pending copy, held while it runs
 
 	// Persisting snapshots of rec in order (persistEntry).
 	recSeq       uint64     // guarded by Cache.mu: number of the last snapshot taken
@@ -559,6 +560,10 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 	src, gen := e.name, e.rec.Generation
 	if e.rec.pendingCopy() {
 		src, gen = e.rec.CopyFrom, e.rec.CopyGen // the content is that version's
+		// The download reads that version: it is held while it runs,
+		// even if the copy is made meanwhile.
+		e.dlHold = src
+		c.holds[src]++
 	}
 	dl := transfer.NewDownload(c.b, src, gen, e.rec.Size, f, present,
 		transfer.DownloadOptions{ChunkSize: c.opts.ChunkSize, Parallelism: c.opts.Parallelism})
@@ -607,6 +612,7 @@ func isClosed(ch <-chan struct{}) bool {
 func (c *Cache) takeDownloadLocked(e *entry) (*transfer.Download, *os.File) {
 	dl, f := e.dl, e.dlFile
 	e.dl, e.dlFile = nil, nil
+	c.releaseDownloadHoldLocked(e)
 	if dl != nil && !e.rec.localContent() {
 		e.rec.setPresent(dl.Present())
 	}
@@ -737,6 +743,7 @@ func (c *Cache) removeAll(victims []*entry) {
 		c.mu.Lock()
 		dl, f := e.dl, e.dlFile
 		e.dl, e.dlFile = nil, nil
+		c.releaseDownloadHoldLocked(e)
 		c.mu.Unlock()
 		if dl != nil {
 			dl.Stop()

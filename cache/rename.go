@@ -28,9 +28,9 @@ import (
 //     then on the file is the truth.
 //   - Every old name becomes a deletion, based on the generation it had.
 //
-// The copy must find its source: while a pending copy reads OLD#G, OLD
-// is held (Cache.holds): no change of OLD (its deletion above all) is
-// sent. The hold ends once the journal no longer records the copy as
+// The copy must find its source: while a pending copy reads OLD#G (and
+// while a download fills a pending copy's cache file from it), OLD is
+// held (Cache.holds): no change of OLD (its deletion above all) is sent. The hold ends once the journal no longer records the copy as
 // pending (made, completed locally, or dropped), never before, so that
 // after a crash the journal never names a source that is gone. Holds
 // are counted again from the records at start.
@@ -67,16 +67,28 @@ func (c *Cache) holdLocked(e *entry) {
 // releaseHoldLocked ends e's hold on its source, if it has one, and lets
 // the source's own changes go.
 func (c *Cache) releaseHoldLocked(e *entry) {
-	if e.holding == "" {
-		return
+	if e.holding != "" {
+		c.unholdLocked(e.holding)
+		e.holding = ""
 	}
-	name := e.holding
-	e.holding = ""
+}
+
+// unholdLocked ends one hold on name.
+func (c *Cache) unholdLocked(name string) {
 	if c.holds[name]--; c.holds[name] <= 0 {
 		delete(c.holds, name)
 		if _, queued := c.queue[name]; queued {
 			c.notifyLocked() // takeDue passed it over
 		}
+	}
+}
+
+// releaseDownloadHoldLocked ends the hold of e's download, once it is
+// detached from e, on the source it read.
+func (c *Cache) releaseDownloadHoldLocked(e *entry) {
+	if e.dlHold != "" {
+		c.unholdLocked(e.dlHold)
+		e.dlHold = ""
 	}
 }
 
