@@ -630,7 +630,7 @@ func (c *Cache) startUploader() {
 					defer func() {
 						c.mu.Lock()
 						delete(c.inFlight, name)
-						c.kickLocked() // a successor of the name may wait for it
+						c.notifyLocked() // a successor of the name, or a directory rename, may wait for it
 						c.mu.Unlock()
 					}()
 					select {

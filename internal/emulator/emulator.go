@@ -53,6 +53,7 @@ type Server struct {
 	serveDone  chan struct{}
 	inflight   sync.WaitGroup
 	closeOnce  sync.Once
+	patchMu    sync.RWMutex // a PATCH runs alone (patchMiddleware)
 
 	requests   atomic.Int64
 	mediaTotal atomic.Int64
@@ -146,7 +147,7 @@ func Start(opts Options) (*Server, error) {
 	}
 
 	s.http = &http.Server{
-		Handler:           s.countMiddleware(s.wanMiddleware(s.faultMiddleware(s.preconditionMiddleware(fake.HTTPHandler())))),
+		Handler:           s.countMiddleware(s.wanMiddleware(s.faultMiddleware(s.preconditionMiddleware(s.patchMiddleware(fake.HTTPHandler()))))),
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
@@ -367,6 +368,22 @@ func (s *Server) SetWAN(p *WANProfile) {
 		return
 	}
 	s.shaper.Store(newShaper(*p))
+}
+
+// patchMiddleware runs metadata updates (PATCH) alone: the fake's memory
+// backend changes the object's metadata map in place, which races with a
+// listing or a read encoding it (seen by the race detector).
+func (s *Server) patchMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPatch {
+			s.patchMu.Lock()
+			defer s.patchMu.Unlock()
+		} else {
+			s.patchMu.RLock()
+			defer s.patchMu.RUnlock()
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // countMiddleware counts every request and every media read, then passes
