@@ -188,7 +188,8 @@ func (m *metaCache) ancestorsExistLocked(dir string) {
 	for dir != "" {
 		up := parentPrefix(strings.TrimSuffix(dir, "/"))
 		seg := dir[len(up) : len(dir)-1]
-		m.changes[up]++
+		// Not counted in m.changes: listings of every level above would
+		// be fetched again for each upload below; recent corrects them.
 		m.noteRecentLocked(up, seg, child{kind: kindDir}, false)
 		if l, ok := m.dirs[up]; ok && l.children[seg].kind != kindDir {
 			nl := &listing{children: make(map[string]child, len(l.children)+1), fetched: l.fetched, expires: l.expires}

@@ -87,3 +87,40 @@ func TestListingDoesNotLoseAFileConfirmedMeanwhile(t *testing.T) {
 		t.Errorf("d/ lists %v: the file confirmed while the listing was made is missing", l.names)
 	}
 }
+
+// noLocal has no local changes.
+type noLocal struct{}
+
+func (noLocal) Local(string) (transfer.ObjectAttrs, bool)     { return transfer.ObjectAttrs{}, false }
+func (noLocal) LocalNames(string) (present, removed []string) { return nil, nil }
+
+// A listing fetched before a file was confirmed under a new (implicit)
+// directory, and cached, must show that directory, and a lookup of the
+// directory must find it, for as long as the listing is used (found by the
+// crash test of directory renames: many copies ending while the tree
+// was walked left a directory missing for the TTL).
+func TestCachedListingsShowWhatWasConfirmedSince(t *testing.T) {
+	b := &listOnlyBucket{} // empty when listed
+	m := newMetaCache(b, noLocal{}, time.Minute)
+	warn := func(string, string, ...any) {}
+	ctx := context.Background()
+	for _, p := range []string{"", "t/", "t/d/"} {
+		if _, err := m.list(ctx, p, warn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := transfer.ObjectAttrs{Name: "t/d/sub/f", Size: 3, Generation: 9}
+	m.confirmed(a.Name, a, false) // the listings above stay cached
+	for p, seg := range map[string]string{"": "t", "t/": "d", "t/d/": "sub"} {
+		l, err := m.list(ctx, p, warn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.children[seg].kind != kindDir {
+			t.Errorf("%q lists %v, want directory %s", p, l.names, seg)
+		}
+	}
+	if c, err := m.resolve(ctx, "t/d/sub", warn); err != nil || c.kind != kindDir {
+		t.Errorf("resolve(t/d/sub) = %v, %v; want a directory", c.kind, err)
+	}
+}
