@@ -223,7 +223,9 @@ func TestRenameDirectoryErrors(t *testing.T) {
 	for _, c := range cases {
 		var errs [2]error
 		for i, root := range []string{m.dir, local} {
-			errs[i] = os.Rename(filepath.Join(root, c.from), filepath.Join(root, c.to))
+			// rename(2) itself: os.Rename refuses a directory target
+			// before asking the kernel.
+			errs[i] = syscall.Rename(filepath.Join(root, c.from), filepath.Join(root, c.to))
 		}
 		if errnoOf(errs[0]) != errnoOf(errs[1]) {
 			t.Errorf("rename %s %s: mount says %v, local directory %v", c.from, c.to, errs[0], errs[1])

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,12 +139,16 @@ func TestMetricsMove(t *testing.T) {
 	if err := os.WriteFile(m.path("out-2.txt"), []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Renaming a directory is refused (a documented limit): a FUSE error.
-	if err := os.Mkdir(m.path("d1"), 0o755); err != nil {
-		t.Fatal(err)
+	// Renaming a directory over a non-empty one fails: a FUSE error.
+	for _, d := range []string{"d1", "d2/inner"} {
+		if err := os.MkdirAll(m.path(d), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.Rename(m.path("d1"), m.path("d2")); err == nil {
-		t.Fatal("renaming a directory worked; this test needs a FUSE request that fails")
+	// (Not os.Rename: it refuses a directory target itself, with no
+	// request.)
+	if err := syscall.Rename(m.path("d1"), m.path("d2")); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Fatalf("renaming a directory over a non-empty one: %v, want ENOTEMPTY; this test needs a FUSE request that fails", err)
 	}
 
 	after := scrape(t, url)
@@ -176,14 +182,14 @@ func TestMetricsMove(t *testing.T) {
 	grew(`bucketfs_cache_misses_total`, 1)
 	grew(`bucketfs_cache_hits_total`, 1)
 	grew(`bucketfs_cache_used_bytes`, float64(len(data)))
-	if got := after[`bucketfs_dirty_files`]; got != 3 {
-		t.Errorf("dirty files %v after writing 2 files and a directory (uploads wait an hour)", got)
+	if got := after[`bucketfs_dirty_files`]; got != 5 {
+		t.Errorf("dirty files %v after writing 2 files and 3 directories (uploads wait an hour)", got)
 	}
 	if got := after[`bucketfs_dirty_bytes`]; got != float64(len(newData)+5) {
 		t.Errorf("dirty bytes %v, want %d", got, len(newData)+5)
 	}
-	if got := after[`bucketfs_upload_queue_length`]; got != 3 {
-		t.Errorf("upload queue %v, want 3", got)
+	if got := after[`bucketfs_upload_queue_length`]; got != 5 {
+		t.Errorf("upload queue %v, want 5", got)
 	}
 	if got := after[`bucketfs_dirty_oldest_age_seconds`]; got <= 0 {
 		t.Errorf("oldest dirty age %v, want > 0", got)
@@ -194,8 +200,8 @@ func TestMetricsMove(t *testing.T) {
 		t.Fatalf("bucketfs flush exited %d:\n%s", code, out)
 	}
 	final := scrape(t, url)
-	if d := final[`bucketfs_uploads_total`] - after[`bucketfs_uploads_total`]; d != 3 {
-		t.Errorf("uploads_total grew by %v, want 3", d)
+	if d := final[`bucketfs_uploads_total`] - after[`bucketfs_uploads_total`]; d != 5 {
+		t.Errorf("uploads_total grew by %v, want 5", d)
 	}
 	if d := final[`bucketfs_bucket_bytes_total{method="put"}`] - after[`bucketfs_bucket_bytes_total{method="put"}`]; d != float64(len(newData)+5) {
 		t.Errorf("put bytes grew by %v, want %d", d, len(newData)+5)
