@@ -35,6 +35,21 @@ func (l *requestLog) list() []string {
 // index returns where s is in the log (-1: not there).
 func (l *requestLog) index(s string) int { return slices.Index(l.list(), s) }
 
+// watchCopiesAndDeletes logs the copies and deletions the emulator of e
+// answers from now on.
+func watchCopiesAndDeletes(e *env) *requestLog {
+	log := &requestLog{}
+	e.emu.SetAfterHook(func(r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/rewriteTo/"):
+			log.add("copy " + objectOf(r))
+		case r.Method == http.MethodDelete:
+			log.add("delete " + objectOf(r))
+		}
+	})
+	return log
+}
+
 func objectOf(r *http.Request) string {
 	p := r.URL.Path
 	if _, dst, ok := strings.Cut(p, "/rewriteTo/b/"); ok {
@@ -54,7 +69,7 @@ func TestRenameDirCopiesBeforeDeleting(t *testing.T) {
 	e.put("d/a", pattern(3000, 1))
 	e.put("d/sub/b", pattern(5000, 2))
 	e.put("dx", []byte("not under d/"))
-	var log requestLog
+	log := watchCopiesAndDeletes(e)
 	var failed sync.Map
 	e.emu.SetHook(func(r *http.Request) (int, bool) {
 		if r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/rewriteTo/") {
@@ -66,14 +81,6 @@ func TestRenameDirCopiesBeforeDeleting(t *testing.T) {
 			}
 		}
 		return 0, false
-	})
-	e.emu.SetAfterHook(func(r *http.Request) {
-		switch {
-		case r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/rewriteTo/"):
-			log.add("copy " + objectOf(r))
-		case r.Method == http.MethodDelete:
-			log.add("delete " + objectOf(r))
-		}
 	})
 	c := e.openWB(0)
 	if err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
@@ -233,15 +240,7 @@ func TestRenameDirAndBack(t *testing.T) {
 	e := newEnv(t)
 	a := e.put("d/a", pattern(3000, 30))
 	e.put("d/sub/b", pattern(3000, 31))
-	var log requestLog
-	e.emu.SetAfterHook(func(r *http.Request) {
-		switch {
-		case r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/rewriteTo/"):
-			log.add("copy " + objectOf(r))
-		case r.Method == http.MethodDelete:
-			log.add("delete " + objectOf(r))
-		}
-	})
+	log := watchCopiesAndDeletes(e)
 	c := e.openWB(time.Hour)
 	if err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -304,11 +303,7 @@ func TestRenameDirectoryCrash(t *testing.T) {
 			files[name] = data
 		}
 		cancel()
-		m.cmd.Process.Kill()
-		<-m.exited
-		if out, err := exec.Command("fusermount3", "-uz", m.dir).CombinedOutput(); err != nil && mounted(m.dir) {
-			t.Fatalf("clearing the dead mount: %v: %s", err, out)
-		}
+		m.crash(t)
 	}
 	m := mount(t, emu, mountOpts{cacheDir: cacheDir})
 	m.unmount(t)

@@ -253,6 +253,17 @@ func (m *mountProc) unmount(t testing.TB) {
 	}
 }
 
+// crash kills the mount as a power cut or kill -9 would (SIGKILL, no
+// flush) and clears the dead mount.
+func (m *mountProc) crash(t testing.TB) {
+	t.Helper()
+	m.cmd.Process.Kill()
+	<-m.exited
+	if out, err := exec.Command("fusermount3", "-uz", m.dir).CombinedOutput(); err != nil && mounted(m.dir) {
+		t.Fatalf("clearing the dead mount: %v: %s", err, out)
+	}
+}
+
 // stop takes the mount down whatever state it is in.
 func (m *mountProc) stop() {
 	select {

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -369,11 +368,7 @@ func TestCrashDuringWriteBack(t *testing.T) {
 			acked[name] = data
 		}
 		cancel()
-		m.cmd.Process.Kill()
-		<-m.exited
-		if out, err := exec.Command("fusermount3", "-uz", m.dir).CombinedOutput(); err != nil && mounted(m.dir) {
-			t.Fatalf("clearing the dead mount: %v: %s", err, out)
-		}
+		m.crash(t)
 	}
 	m := mount(t, emu, mountOpts{cacheDir: cacheDir})
 	m.unmount(t)
