@@ -330,6 +330,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 		rec record
 	}
 	var tombs []tombPlan
+	sizes := map[uint64]int64{}  // cache files of copies not cached, to be sized
 	var fresh []*entry           // entries made here
 	moved := map[*entry]*entry{} // old entry -> the new name's entry its handles moved to
 	remoteGen := map[string]int64{}
@@ -417,11 +418,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 			}
 		}
 		if !nrec.Complete && nrec.Size > 0 {
-			if err := os.Truncate(c.dataPath(m.newID), nrec.Size); err != nil {
-				c.mu.Unlock()
-				cleanup()
-				return fmt.Errorf("renaming %s: sizing a cache file: %w", from, err)
-			}
+			sizes[m.newID] = nrec.Size // the empty file gets the copy's size (below)
 		}
 		ne := &entry{name: m.new, rec: nrec, ready: make(chan struct{})}
 		if nrec.Dirty {
@@ -477,12 +474,21 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 	for _, e := range olds {
 		e.persistMu.Lock()
 	}
+	// The new entries are not ready: nothing uses their files yet.
+	for id, size := range sizes {
+		if err = os.Truncate(c.dataPath(id), size); err != nil {
+			err = fmt.Errorf("sizing a cache file: %w", err)
+			break
+		}
+	}
 	unlockOlds := func() {
 		for _, e := range olds {
 			e.persistMu.Unlock()
 		}
 	}
-	err = c.j.append(ops...)
+	if err == nil {
+		err = c.j.append(ops...)
+	}
 
 	c.mu.Lock()
 	if err != nil {
