@@ -154,9 +154,10 @@ func (d *dirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 // entries lists d: ".", "..", and its children.
 func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) {
 	f := d.fsys
-	l, err := f.meta.list(ctx, d.prefix(), f.warnOnce)
+	prefix := d.prefix() // one value for the whole listing, even if a rename moves d meanwhile
+	l, err := f.meta.list(ctx, prefix, f.warnOnce)
 	if err != nil {
-		return nil, f.errno(ctx, "readdir", d.prefix(), err)
+		return nil, f.errno(ctx, "readdir", prefix, err)
 	}
 	self := d.StableAttr().Ino
 	parent := self
@@ -172,7 +173,7 @@ func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) 
 		e := fuse.DirEntry{Name: n}
 		if c.kind == kindDir {
 			e.Mode = syscall.S_IFDIR
-			e.Ino = f.ino(kindDir, d.prefix()+n+"/")
+			e.Ino = f.ino(kindDir, prefix+n+"/")
 		} else if isSymlink(c.attrs) {
 			e.Mode = syscall.S_IFLNK
 			e.Ino = f.fileIno(c.attrs)
