@@ -750,6 +750,10 @@ func (b *s3Bucket) SetMetadata(ctx context.Context, name string, gen int64, md m
 	return transfer.ObjectAttrs{}, b.opErr("setmetadata", name, errors.New("not supported by this test bucket"))
 }
 
+func (b *s3Bucket) RenameFolder(ctx context.Context, from, to string) error {
+	return b.opErr("rename folder", from, transfer.ErrNotSupported)
+}
+
 func (b *s3Bucket) Delete(ctx context.Context, name string, gen int64) error {
 	resp, err := b.do(ctx, "delete", http.MethodDelete, name, "", nil, nil)
 	if err != nil {

@@ -17,6 +17,25 @@ type ObjectAttrs struct {
 	Updated        time.Time
 	ContentType    string
 	Metadata       map[string]string // custom metadata (x-goog-meta-*)
+	// Checksums of the content, as the store reports them: the same bytes
+	// have the same ones under any name and generation. MD5 is nil where
+	// the store has none (composite objects).
+	CRC32C uint32
+	MD5    []byte
+}
+
+// SameContent reports whether a and b have the same bytes, by size and
+// checksums (both must have a CRC32C; MD5 counts where both have one). A
+// server-side rename gives an object a new generation: this is how a
+// cached copy of the old one is known to still be the content.
+func SameContent(a, b ObjectAttrs) bool {
+	if a.Size != b.Size || a.CRC32C != b.CRC32C || (a.CRC32C == 0 && a.Size > 0) {
+		return false
+	}
+	if a.MD5 != nil && b.MD5 != nil {
+		return string(a.MD5) == string(b.MD5)
+	}
+	return true
 }
 
 // ListQuery selects one page of a listing.
@@ -107,6 +126,16 @@ type Bucket interface {
 	// ErrNotExist.
 	Delete(ctx context.Context, name string, gen int64) error
 
+	// RenameFolder renames folder from to to (both end in '/'), with every
+	// object under it, in one atomic step of the store, and returns once it
+	// is done. Only buckets with a hierarchical namespace can; the objects
+	// get new generations. An error that matches ErrNotRenamed means the
+	// store did not and will not rename anything (ErrNotSupported: the
+	// bucket cannot; the store refused, for example because to exists or
+	// from does not); any other error leaves it unknown whether the folder
+	// was renamed, now or later. It is not retried.
+	RenameFolder(ctx context.Context, from, to string) error
+
 	// CheckAccess verifies, with one cheap call, that the bucket exists and
 	// that the credentials may list it. It returns ErrBucketNotExist,
 	// ErrPermission, ErrUnauthenticated or another error.
@@ -124,6 +153,9 @@ var (
 	ErrPermission      = errors.New("permission denied by the bucket")
 	ErrUnauthenticated = errors.New("credentials missing or not accepted")
 	ErrPrecondition    = errors.New("precondition failed: the object changed")
+	ErrNotRenamed      = errors.New("folder not renamed")
+	// ErrNotSupported also matches ErrNotRenamed.
+	ErrNotSupported = fmt.Errorf("%w: the bucket has no hierarchical namespace", ErrNotRenamed)
 )
 
 // OpError records which call on which object failed.

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
+	rawstorage "google.golang.org/api/storage/v1"
 )
 
 // GCSOptions configure a GCS bucket client.
@@ -42,8 +43,10 @@ type GCS struct {
 	name   string
 	client *storage.Client
 	h      *storage.BucketHandle
-	http   *http.Client // the client's transport, with credentials
-	xmlURL string       // base URL of the XML API, for Multipart
+	http   *http.Client        // the client's transport, with credentials
+	xmlURL string              // base URL of the XML API, for Multipart
+	raw    *rawstorage.Service // the JSON API itself, for folders (folder.go)
+	hns    hnsState
 }
 
 var _ Bucket = (*GCS)(nil)
@@ -91,9 +94,10 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 		option.WithHTTPClient(hc),
 		storage.WithJSONReads(),
 	}
+	ep := ""
 	if o.Endpoint != "" {
-		ep, err := normalizeEndpoint(o.Endpoint)
-		if err != nil {
+		var err error
+		if ep, err = normalizeEndpoint(o.Endpoint); err != nil {
 			return nil, err
 		}
 		opts = append(opts, option.WithEndpoint(ep))
@@ -114,7 +118,12 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 		storage.WithBackoff(gax.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2}),
 		storage.WithMaxRetryDuration(2*time.Minute),
 	)
-	return &GCS{name: bucket, client: c, h: c.Bucket(bucket), http: hc, xmlURL: xmlURL}, nil
+	raw, err := newRawService(ctx, hc, ep, o.UserAgent)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &GCS{name: bucket, client: c, h: c.Bucket(bucket), http: hc, xmlURL: xmlURL, raw: raw}, nil
 }
 
 // Multipart returns a client of the bucket's XML multipart API with the
@@ -188,7 +197,7 @@ func (g *GCS) Stat(ctx context.Context, name string) (ObjectAttrs, error) {
 }
 
 // listAttrs are the fields a listing asks for; fewer fields, smaller pages.
-var listAttrs = []string{"Name", "Size", "Generation", "Metageneration", "Updated", "ContentType", "Metadata"}
+var listAttrs = []string{"Name", "Size", "Generation", "Metageneration", "Updated", "ContentType", "Metadata", "CRC32C", "MD5"}
 
 // List implements Bucket.
 func (g *GCS) List(ctx context.Context, q ListQuery) (ListPage, error) {
@@ -374,6 +383,8 @@ func fromGCS(a *storage.ObjectAttrs) ObjectAttrs {
 		Updated:        a.Updated,
 		ContentType:    a.ContentType,
 		Metadata:       a.Metadata,
+		CRC32C:         a.CRC32C,
+		MD5:            a.MD5,
 	}
 }
 

@@ -90,6 +90,15 @@ func (l *Limited) Copy(ctx context.Context, src string, srcGen int64, dst string
 	return l.b.Copy(ctx, src, srcGen, dst, o)
 }
 
+// RenameFolder implements Bucket.
+func (l *Limited) RenameFolder(ctx context.Context, from, to string) error {
+	if err := l.acquire(ctx); err != nil {
+		return err
+	}
+	defer l.release()
+	return l.b.RenameFolder(ctx, from, to)
+}
+
 // SetMetadata implements Bucket.
 func (l *Limited) SetMetadata(ctx context.Context, name string, gen int64, md map[string]string) (ObjectAttrs, error) {
 	if err := l.acquire(ctx); err != nil {

@@ -146,6 +146,14 @@ func (m *Metered) Copy(ctx context.Context, src string, srcGen int64, dst string
 	return a, err
 }
 
+// RenameFolder implements Bucket.
+func (m *Metered) RenameFolder(ctx context.Context, from, to string) error {
+	ctx, t := m.begin(ctx, "renamefolder")
+	err := m.b.RenameFolder(ctx, from, to)
+	m.end("renamefolder", t, 0, err)
+	return err
+}
+
 // SetMetadata implements Bucket.
 func (m *Metered) SetMetadata(ctx context.Context, name string, gen int64, md map[string]string) (ObjectAttrs, error) {
 	ctx, t := m.begin(ctx, "setmetadata")

@@ -21,10 +21,13 @@
 //     an S3-compatible server, to time the XML multipart upload path);
 //   - preconditions: the fake ignores ifGenerationMatch on compose and on
 //     delete; the emulator checks it itself and answers 412 as GCS does
-//     (serialised against other guarded calls, not against uploads).
+//     (serialised against other guarded calls, not against uploads);
+//   - hierarchical namespace: SetHierarchical makes a bucket say it has
+//     one, and the emulator answers folders.rename and operations.get for
+//     it (folder.go; written from GCS's documentation).
 //
 // Middleware order, outermost first: counting, WAN shaping, hook and fault
-// injection, precondition checks, the fake. Counters therefore see every request, including
+// injection, folders, precondition checks, metadata patches run alone, the fake. Counters therefore see every request, including
 // shaped, hooked and faulted ones.
 //
 // # Using the official client

@@ -53,7 +53,7 @@ type Server struct {
 	serveDone  chan struct{}
 	inflight   sync.WaitGroup
 	closeOnce  sync.Once
-	patchMu    sync.RWMutex // a PATCH runs alone (patchMiddleware)
+	patchMu    sync.RWMutex // a PATCH or a folder rename runs alone (patchMiddleware, folder.go)
 
 	requests   atomic.Int64
 	mediaTotal atomic.Int64
@@ -75,8 +75,17 @@ type Server struct {
 	lastGen int64
 
 	// guardMu serialises the calls whose preconditions the emulator checks
-	// itself (see preconditionMiddleware).
+	// itself (see preconditionMiddleware), and folder renames. Lock order:
+	// guardMu before patchMu.
 	guardMu sync.Mutex
+
+	// Hierarchical namespace (folder.go).
+	hnsMu         sync.Mutex
+	hns           map[string]bool // buckets with one
+	opsMu         sync.Mutex
+	ops           map[string]folderOp
+	opSeq         atomic.Int64
+	folderRenames atomic.Int64
 }
 
 // hookFunc is the type stored by SetHook.
@@ -138,6 +147,8 @@ func Start(opts Options) (*Server, error) {
 		serveDone:  make(chan struct{}),
 		media:      make(map[objectKey]*atomic.Int64),
 		faults:     make(map[string]int),
+		hns:        make(map[string]bool),
+		ops:        make(map[string]folderOp),
 	}
 	if opts.WAN != nil {
 		s.SetWAN(opts.WAN)
@@ -147,7 +158,7 @@ func Start(opts Options) (*Server, error) {
 	}
 
 	s.http = &http.Server{
-		Handler:           s.countMiddleware(s.wanMiddleware(s.faultMiddleware(s.preconditionMiddleware(s.patchMiddleware(fake.HTTPHandler()))))),
+		Handler:           s.countMiddleware(s.wanMiddleware(s.faultMiddleware(s.folderMiddleware(s.preconditionMiddleware(s.patchMiddleware(fake.HTTPHandler())))))),
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
@@ -223,13 +234,8 @@ func (s *Server) Put(bucket, name string, data []byte) (generation int64, err er
 	}
 	s.putMu.Lock()
 	defer s.putMu.Unlock()
-
-	// The fake's own generations are wall-clock microseconds; follow that
-	// scale but never repeat or go back.
-	gen := max(time.Now().UnixMicro(), s.lastGen+1)
-	if cur, err := s.Generation(bucket, name); err == nil && cur >= gen {
-		gen = cur + 1
-	}
+	cur, _ := s.Generation(bucket, name)
+	gen := s.nextGenerationLocked(cur)
 	obj := fakestorage.Object{
 		ObjectAttrs: fakestorage.ObjectAttrs{
 			BucketName: bucket,
@@ -241,8 +247,18 @@ func (s *Server) Put(bucket, name string, data []byte) (generation int64, err er
 	if err := s.fake.CreateObjectStreaming(obj.StreamingObject()); err != nil {
 		return 0, fmt.Errorf("put %s/%s: %w", bucket, name, err)
 	}
-	s.lastGen = gen
 	return gen, nil
+}
+
+// nextGenerationLocked chooses a generation for a new version of an
+// object whose live one is cur (0: none): greater than cur and than any
+// chosen before. The fake's own generations are wall-clock microseconds;
+// this follows that scale but never repeats or goes back. The caller holds
+// putMu until the version is stored.
+func (s *Server) nextGenerationLocked(cur int64) int64 {
+	gen := max(time.Now().UnixMicro(), s.lastGen+1, cur+1)
+	s.lastGen = gen
+	return gen
 }
 
 // Delete removes the live version of an object directly in the fake (no
