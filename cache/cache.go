@@ -24,6 +24,7 @@ import (
 // in name order; nothing else holds two). journal.mu is a leaf, taken
 // under persistMu or nothing, never under Cache.mu (the journal writes to
 // disk).
+// waitLocked (folder.go) releases Cache.mu while it waits.
 // No disk or network I/O happens under Cache.mu: decisions are made under
 // it, and the I/O they imply runs after it is released, on entries
 // already taken out of the index or marked busy.
@@ -101,15 +102,19 @@ type Cache struct {
 	recentErrs []ErrorEvent // guarded by mu: see Status
 
 	// Write-back (writeback.go).
-	queue      map[string]time.Time // guarded by mu: dirty names -> when their upload is due
-	inFlight   map[string]bool      // guarded by mu: names with a transfer running (whatever entry)
-	changed    chan struct{}        // guarded by mu: closed and replaced when write-back state changes
-	kick       chan struct{}        // buffered 1: wakes the uploader
-	nextDue    time.Time            // guarded by mu: when the uploader wakes by itself
-	localIdx   []string             // guarded by mu: sorted names that may be dirty (see LocalNames)
-	holds      map[string]int       // guarded by mu: name -> pending copies of its bucket version (rename.go)
-	quiet      map[string]int       // guarded by mu: prefixes whose transfers wait for a directory rename
-	stopUpload context.CancelFunc   // ends the uploader and its uploads
+	queue    map[string]time.Time // guarded by mu: dirty names -> when their upload is due
+	inFlight map[string]bool      // guarded by mu: names with a transfer running (whatever entry)
+	changed  chan struct{}        // guarded by mu: closed and replaced when write-back state changes
+	kick     chan struct{}        // buffered 1: wakes the uploader
+	nextDue  time.Time            // guarded by mu: when the uploader wakes by itself
+	localIdx []string             // guarded by mu: sorted names that may be dirty (see LocalNames)
+	holds    map[string]int       // guarded by mu: name -> pending copies of its bucket version (rename.go)
+	quiet    prefixSet            // guarded by mu: prefixes whose transfers wait for a directory rename
+	frozen   prefixSet            // guarded by mu: prefixes the bucket is renaming; their names wait (folder.go)
+	waiters  int                  // guarded by mu: calls waiting in waitLocked (folder.go)
+
+	folderRenameOff atomic.Bool        // the bucket cannot rename folders (folder.go)
+	stopUpload      context.CancelFunc // ends the uploader and its uploads
 
 	confirmedFn  func(name string, a transfer.ObjectAttrs, deleted bool) // guarded by mu: see OnConfirmed
 	writeHandles map[*WriteHandle]struct{}                               // guarded by mu: every WriteHandle not yet closed
@@ -184,7 +189,8 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		queue:    map[string]time.Time{},
 		inFlight: map[string]bool{},
 		holds:    map[string]int{},
-		quiet:    map[string]int{},
+		quiet:    prefixSet{},
+		frozen:   prefixSet{},
 		changed:  make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 
@@ -386,6 +392,10 @@ func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, erro
 // recorded as changed in the same commit that creates it.
 func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs, newFile bool) (*entry, error) {
 	c.mu.Lock()
+	if err := c.waitThawedLocked(ctx, a.Name); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	if c.closed {
 		c.mu.Unlock()
 		return nil, errors.New("cache is closed")

@@ -178,40 +178,55 @@ type dirMove struct {
 // the target directory is empty). It is one atomic change of the index;
 // the bucket follows (see the top of this file). Handles open for writing
 // on a file under from follow it to its new name.
-func (c *Cache) RenameDir(ctx context.Context, from, to string) error {
+//
+// If the bucket renamed the folder itself (folder.go), RenameDir returns
+// the objects under to as the bucket has them now, by name; otherwise
+// nil, and the bucket follows with copies.
+func (c *Cache) RenameDir(ctx context.Context, from, to string) (map[string]transfer.ObjectAttrs, error) {
 	if !strings.HasSuffix(from, "/") || !strings.HasSuffix(to, "/") || strings.HasPrefix(to, from) {
-		return fmt.Errorf("renaming directory %q to %q: %w", from, to, os.ErrInvalid)
+		return nil, fmt.Errorf("renaming directory %q to %q: %w", from, to, os.ErrInvalid)
 	}
 	for try := 0; try < 5; try++ {
-		err := c.renameDirOnce(ctx, from, to)
+		moved, err := c.renameDirOnce(ctx, from, to)
 		if !errors.Is(err, errReplan) {
-			return err
+			return moved, err
 		}
 	}
-	return fmt.Errorf("renaming %s to %s: %w", from, to, ErrBusy)
+	return nil, fmt.Errorf("renaming %s to %s: %w", from, to, ErrBusy)
 }
 
 // errReplan: something under the directory changed between planning a
 // rename and making it; plan again.
 var errReplan = errors.New("replan")
 
-func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
+func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]transfer.ObjectAttrs, error) {
 	// No transfer under either prefix starts, and no deletion ends,
 	// while the rename lists and plans: the listing then agrees with the
 	// entries (a name whose deletion ended after the listing would come
 	// back as a copy of a version that is gone). Uploads running go on:
 	// their entries stay, with the generation they reach.
+	// Nor does it start while the bucket renames a folder over or under
+	// them (folder.go).
+	c.mu.Lock()
+	err := c.waitLocked(ctx, func() bool { return !c.frozen.overlaps(from) && !c.frozen.overlaps(to) })
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	if err := c.quiesce(ctx, from, to); err != nil {
-		return err
+		return nil, err
 	}
 	defer c.unquiesce(from, to)
 	remote, err := c.listAll(ctx, from)
 	if err != nil {
-		return fmt.Errorf("listing %s to rename it: %w", from, err)
+		return nil, fmt.Errorf("listing %s to rename it: %w", from, err)
 	}
 	remoteTo, err := c.listAll(ctx, to)
 	if err != nil {
-		return fmt.Errorf("listing %s to rename onto it: %w", to, err)
+		return nil, fmt.Errorf("listing %s to rename onto it: %w", to, err)
+	}
+	if moved, done, err := c.tryFolderRename(ctx, from, to, remote, remoteTo); done || err != nil {
+		return moved, err
 	}
 
 	// Plan, under the lock: which names move, and how.
@@ -254,9 +269,9 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 		select {
 		case <-waitFor:
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
-		return errReplan
+		return nil, errReplan
 	}
 
 	// Cache files for the new records (and deletions without an entry),
@@ -286,7 +301,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 	for _, l := range links {
 		if err := os.Link(c.dataPath(l.from), c.dataPath(l.to)); err != nil {
 			cleanup()
-			return fmt.Errorf("renaming %s: linking a cache file: %w", from, err)
+			return nil, fmt.Errorf("renaming %s: linking a cache file: %w", from, err)
 		}
 		made = append(made, l.to)
 	}
@@ -297,7 +312,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 		}
 		if err != nil {
 			cleanup()
-			return fmt.Errorf("renaming %s: making a cache file: %w", from, err)
+			return nil, fmt.Errorf("renaming %s: making a cache file: %w", from, err)
 		}
 		made = append(made, id)
 	}
@@ -306,7 +321,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 	// the new entries (not ready: nothing uses them until the journal
 	// has them), write the journal, then change the old entries.
 	c.mu.Lock()
-	stale := false
+	stale := c.frozen.overlaps(from) || c.frozen.overlaps(to)
 	for name, e := range c.entries {
 		if strings.HasPrefix(name, from) && (moves[name] == nil || moves[name].e != e) {
 			stale = true // made, replaced or dropped since the plan
@@ -320,7 +335,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 	if stale {
 		c.mu.Unlock()
 		cleanup()
-		return errReplan
+		return nil, errReplan
 	}
 	now := time.Now()
 	var ops []journalOp
@@ -508,7 +523,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 		unlockOlds()
 		c.removeAll(victims)
 		cleanup()
-		return fmt.Errorf("renaming %s to %s in the cache index: %w", from, to, err)
+		return nil, fmt.Errorf("renaming %s to %s in the cache index: %w", from, to, err)
 	}
 	for _, ne := range fresh {
 		close(ne.ready)
@@ -562,7 +577,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) error {
 			c.log.Warn("giving a renamed file's old name a file of its own failed", "id", id, "err", err)
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // settleDeletion finishes turning e into a deletion whose record rec a
@@ -591,9 +606,7 @@ func (c *Cache) settleDeletion(e *entry, rec record) {
 // the deletions running there to end. unquiesce lets them go again.
 func (c *Cache) quiesce(ctx context.Context, prefixes ...string) error {
 	c.mu.Lock()
-	for _, p := range prefixes {
-		c.quiet[p]++
-	}
+	c.quiet.add(prefixes...)
 	for {
 		busy := false
 		for name := range c.inFlight {
@@ -622,25 +635,51 @@ func (c *Cache) quiesce(ctx context.Context, prefixes ...string) error {
 
 func (c *Cache) unquiesce(prefixes ...string) {
 	c.mu.Lock()
-	for _, p := range prefixes {
-		if c.quiet[p]--; c.quiet[p] <= 0 {
-			delete(c.quiet, p)
-		}
-	}
+	c.quiet.remove(prefixes...)
 	c.notifyLocked()
 	c.mu.Unlock()
 }
 
-// quietLocked reports whether transfers of name wait for a directory
-// rename (quiesce).
-func (c *Cache) quietLocked(name string) bool {
-	for p := range c.quiet {
+// prefixSet counts holds on prefixes (each ends in '/'): the prefixes of
+// directory renames (Cache.quiet, Cache.frozen). Guarded by Cache.mu.
+type prefixSet map[string]int
+
+func (s prefixSet) add(prefixes ...string) {
+	for _, p := range prefixes {
+		s[p]++
+	}
+}
+
+func (s prefixSet) remove(prefixes ...string) {
+	for _, p := range prefixes {
+		if s[p]--; s[p] <= 0 {
+			delete(s, p)
+		}
+	}
+}
+
+// covers reports whether name is under one of the prefixes.
+func (s prefixSet) covers(name string) bool {
+	for p := range s {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
 	}
 	return false
 }
+
+// overlaps reports whether one of the prefixes is over or under p.
+func (s prefixSet) overlaps(p string) bool {
+	for q := range s {
+		if overlaps(p, q) {
+			return true
+		}
+	}
+	return false
+}
+
+// overlaps reports whether one of prefixes a and b holds the other.
+func overlaps(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
 
 // listAll lists every object under prefix in the bucket, all pages.
 func (c *Cache) listAll(ctx context.Context, prefix string) ([]transfer.ObjectAttrs, error) {

@@ -83,7 +83,7 @@ func TestRenameDirCopiesBeforeDeleting(t *testing.T) {
 		return 0, false
 	})
 	c := e.openWB(0)
-	if err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+	if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
 		t.Fatal(err)
 	}
 	if a, ok := c.Local("e/sub/b"); !ok || a.Size != 5000 {
@@ -127,7 +127,7 @@ func TestRenameDirSurvivesCrash(t *testing.T) {
 	e.mustReadAll(h, pattern(2000, 4))
 	h.Close() // cached: its bytes move along
 	e.write(c, transfer.ObjectAttrs{Name: "d/new"}, true, 0, []byte("dirty"))
-	if err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+	if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
 		t.Fatal(err)
 	}
 	c.crash()
@@ -175,7 +175,7 @@ func TestRenameDirSourceChangedElsewhere(t *testing.T) {
 	h := e.openHandle(c, cached)
 	e.mustReadAll(h, pattern(3000, 5))
 	h.Close() // complete in the cache from now on
-	if err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+	if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"d/cached", "d/uncached"} {
@@ -215,7 +215,7 @@ func TestRenameDirBiggerThanCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.RenameDir(e.ctx, "big/", "moved/"); err != nil {
+	if _, err := c.RenameDir(e.ctx, "big/", "moved/"); err != nil {
 		t.Fatal(err)
 	}
 	if used := c.Stats().UsedBytes; used != 0 {
@@ -242,10 +242,10 @@ func TestRenameDirAndBack(t *testing.T) {
 	e.put("d/sub/b", pattern(3000, 31))
 	log := watchCopiesAndDeletes(e)
 	c := e.openWB(time.Hour)
-	if err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+	if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.RenameDir(e.ctx, "e/", "d/"); err != nil {
+	if _, err := c.RenameDir(e.ctx, "e/", "d/"); err != nil {
 		t.Fatal(err)
 	}
 	h := e.openHandle(c, a)

@@ -685,7 +685,7 @@ func (c *Cache) takeDue() (due []string, next time.Time) {
 			// entry's, or one of an entry a rename replaced): wait for
 			// it to end, so that the bucket sees the name's changes in
 			// order.
-		case len(c.quiet) > 0 && c.quietLocked(name):
+		case c.quiet.covers(name):
 			// A directory rename is listing and planning: it goes on
 			// when the rename is made.
 		case c.heldLocked(e):
@@ -1408,6 +1408,10 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 
 	newID := c.j.newID() // before the entry is visible: an upload must never see ID 0
 	c.mu.Lock()
+	if err := c.waitThawedLocked(ctx, to); err != nil {
+		c.mu.Unlock()
+		return err
+	}
 	var victims []*entry
 	var attempts []string // unconfirmed uploads of to: the bucket may hold one
 	if old := c.entries[to]; old != nil {

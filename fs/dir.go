@@ -480,17 +480,21 @@ func (d *dirNode) renameDir(ctx context.Context, name string, np *dirNode, newNa
 			return syscall.ENOTEMPTY
 		}
 	}
-	if err := f.cache.RenameDir(ctx, from+"/", to+"/"); err != nil {
+	moved, err := f.cache.RenameDir(ctx, from+"/", to+"/")
+	if err != nil {
+		f.meta.dirMoved(from+"/", to+"/") // the bucket may have renamed it
 		return f.errno(ctx, "rename", from, err)
 	}
-	f.moveTree(d, name, from+"/", to+"/")
+	f.moveTree(d, name, from+"/", to+"/", moved)
 	return 0
 }
 
 // moveTree makes what the file system knows under prefix from (the
 // directory name of d) known under prefix to: inode numbers, the prefixes
-// of directory nodes, the names of file nodes, remembered lookups.
-func (f *FS) moveTree(d *dirNode, name, from, to string) {
+// of directory nodes, the names of file nodes, remembered lookups. moved,
+// if not nil, holds the objects under to: the bucket renamed the folder
+// (cache.RenameDir).
+func (f *FS) moveTree(d *dirNode, name, from, to string, moved map[string]transfer.ObjectAttrs) {
 	f.mu.Lock()
 	dirKey := string(rune('0' + kindDir))
 	for k, ino := range f.inos {
@@ -512,8 +516,20 @@ func (f *FS) moveTree(d *dirNode, name, from, to string) {
 	}
 	f.nodesMu.Unlock()
 	for _, n := range files {
-		if rest, ok := strings.CutPrefix(n.objName(), from); ok {
+		rest, ok := strings.CutPrefix(n.objName(), from)
+		if !ok {
+			continue
+		}
+		a, found := moved[to+rest]
+		switch {
+		case moved == nil:
 			n.renamed(to+rest, 0) // the new names are new objects
+		case found && transfer.SameContent(n.getAttrs(), a):
+			n.movedTo(a)
+		default:
+			// The bucket moved a version other than the node's: the node
+			// has no name now; the kernel's next lookup finds the object.
+			n.markUnlinked(n.getAttrs())
 		}
 	}
 
@@ -539,8 +555,7 @@ func (f *FS) moveTree(d *dirNode, name, from, to string) {
 	}
 	f.meta.forgetUnder(from)
 	f.meta.forgetUnder(to)
-	f.meta.forget(strings.TrimSuffix(from, "/"))
-	f.meta.forget(strings.TrimSuffix(to, "/"))
+	f.meta.dirMoved(from, to)
 }
 
 // nodeSnapshots are file nodes with what they looked like before a

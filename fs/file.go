@@ -53,11 +53,22 @@ func (n *fileNode) setAttrs(a transfer.ObjectAttrs) {
 // renamed points the node at its new name; base is the generation of
 // the new name that its content will replace.
 func (n *fileNode) renamed(name string, base int64) {
+	n.repoint(func(a *transfer.ObjectAttrs) { a.Name, a.Generation = name, base })
+}
+
+// movedTo points the node at a: its content, under a new name and
+// generation (the bucket renamed the folder it was in).
+func (n *fileNode) movedTo(a transfer.ObjectAttrs) {
+	n.repoint(func(cur *transfer.ObjectAttrs) { *cur = a })
+}
+
+// repoint changes the node's name and version with change.
+func (n *fileNode) repoint(change func(*transfer.ObjectAttrs)) {
 	n.mu.Lock()
 	n.fsys.releaseFileIno(n.attrs)
 	old := n.name
-	n.name = name
-	n.attrs.Name, n.attrs.Generation = name, base
+	change(&n.attrs)
+	n.name = n.attrs.Name
 	n.mu.Unlock()
 	n.fsys.untrack(n, old)
 	n.fsys.track(n)

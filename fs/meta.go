@@ -120,6 +120,22 @@ func (m *metaCache) forgetUnder(prefix string) {
 	m.mu.Unlock()
 }
 
+// dirMoved records that directory prefix from is now prefix to: the
+// listings that hold either name are dropped, with what is remembered of
+// the names. A bucket that renames folders did it in one step, with no
+// local change to show over a listing that predates it.
+func (m *metaCache) dirMoved(from, to string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range []string{from, to} {
+		full := strings.TrimSuffix(p, "/")
+		parent := parentPrefix(full)
+		m.changes[parent]++ // a listing running now may predate the move
+		delete(m.dirs, parent)
+		delete(m.names, full)
+	}
+}
+
 // confirmed records that a local change of name reached the bucket: the
 // object a is there now, or (deleted) it is gone. The change then leaves
 // the local overlay, so the cached listing of its directory must say what

@@ -318,3 +318,80 @@ func TestRenameDirectoryCrash(t *testing.T) {
 	}
 	t.Logf("%d renames over %d rounds, %d files", next-1, rounds, len(files))
 }
+
+// TestRenameDirectoryHierarchical: in a bucket with a hierarchical
+// namespace, a directory with no local changes is renamed by the bucket
+// in one atomic step: no copies, nothing downloaded, the cached files
+// keep their bytes. A directory holding a file not yet uploaded is renamed
+// with copies, as anywhere. The bucket's folder rename is the emulator's
+// (internal/emulator/folder.go), written from GCS's documentation.
+func TestRenameDirectoryHierarchical(t *testing.T) {
+	emu := startEmulator(t, nil)
+	emu.SetHierarchical(testBucket, true)
+	put(t, emu, "d/", nil)
+	put(t, emu, "d/cached", randomBytes(40<<10, 1))
+	put(t, emu, "d/sub/big", randomBytes(300<<10, 2))
+	put(t, emu, "other", []byte("outside"))
+	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "1h"}})
+	if names, err := os.ReadDir(m.dir); err != nil || len(names) != 2 {
+		t.Fatalf("root lists %v (%v)", names, err) // and remembers the listing
+	}
+	want := filesUnder(t, m.path("d"))
+	emu.ResetCounters()
+
+	if err := os.Rename(m.path("d"), m.path("e")); err != nil {
+		t.Fatalf("rename d e: %v", err)
+	}
+	if n := emu.FolderRenames(); n != 1 {
+		t.Fatalf("%d folder renames in the bucket, want 1", n)
+	}
+	// The bucket has it already, before any flush.
+	compareFiles(t, "the bucket right after the rename", bucketTree(t, emu, "e/"), map[string][]byte{
+		"cached": want["cached"], "sub/big": want["sub/big"]})
+	if left := listObjects(t, emu, "d/"); len(left) != 0 {
+		t.Errorf("under d/ the bucket holds %q", left)
+	}
+	var root []string
+	entries, err := os.ReadDir(m.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range entries {
+		root = append(root, de.Name())
+	}
+	if !slices.Equal(root, []string{"e", "other"}) {
+		t.Errorf("root lists %q after the rename, want e and other", root)
+	}
+	compareFiles(t, "the mount after the rename", filesUnder(t, m.path("e")), want)
+	if n := emu.TotalMediaReads(); n != 0 {
+		// Both files were read (cached) before the rename.
+		t.Errorf("%d downloads after the rename; the cached files should have kept their bytes", n)
+	}
+
+	// A file not yet uploaded: copies.
+	if err := os.WriteFile(m.path("e/dirty"), []byte("local"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want["dirty"] = []byte("local")
+	if err := os.Rename(m.path("e"), m.path("f")); err != nil {
+		t.Fatalf("rename e f: %v", err)
+	}
+	if n := emu.FolderRenames(); n != 1 {
+		t.Errorf("%d folder renames, want still 1: e held a local change", n)
+	}
+	compareFiles(t, "the mount after the second rename", filesUnder(t, m.path("f")), want)
+	m.unmount(t)
+	files := map[string][]byte{}
+	for n, b := range want {
+		if !strings.HasSuffix(n, "/") {
+			files[n] = b
+		}
+	}
+	compareFiles(t, "the bucket after the flush", bucketTree(t, emu, "f/"), files)
+	if left := listObjects(t, emu, "e/"); len(left) != 0 {
+		t.Errorf("under e/ the bucket holds %q", left)
+	}
+	m2 := mount(t, emu, mountOpts{})
+	compareFiles(t, "a new mount", filesUnder(t, m2.path("f")), want)
+	m2.unmount(t)
+}

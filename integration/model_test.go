@@ -25,10 +25,11 @@ import (
 // same names and bytes; at the end, after the unmount's flush, the bucket
 // must hold exactly the reference's files.
 //
-// make test runs 1500 steps; BUCKETFS_SEED=N replays a seed (the failing
-// seed is printed, but uploads run in the background, so a replay takes
-// the same steps and not always the same timing); BUCKETFS_LONG=1 runs
-// more steps. Modes and symbolic links are compared too; left out,
+// make test runs 1500 steps, and 600 more in a bucket with a hierarchical
+// namespace (where a directory with no local changes is renamed by the
+// bucket); BUCKETFS_SEED=N replays a seed (the failing seed is printed,
+// but uploads run in the background, so a replay takes the same steps and
+// not always the same timing); BUCKETFS_LONG=1 runs more steps. Modes and symbolic links are compared too; left out,
 // because the mount does not support them (README, limits): hard links,
 // and times (a local directory's times move with every access).
 
@@ -149,10 +150,15 @@ func modelName(rng *rand.Rand) string {
 	}
 }
 
-func TestModelRandomOps(t *testing.T) {
-	steps := 1500
+func TestModelRandomOps(t *testing.T) { runModel(t, false, 1500, 20000) }
+
+func TestModelRandomOpsHierarchical(t *testing.T) { runModel(t, true, 600, 8000) }
+
+// runModel runs the random tester for steps steps (long in long mode), in
+// a flat bucket or a hierarchical one.
+func runModel(t *testing.T, hierarchical bool, steps, long int) {
 	if os.Getenv("BUCKETFS_LONG") != "" {
-		steps = 20000
+		steps = long
 	}
 	if v := os.Getenv("BUCKETFS_STEPS"); v != "" { // a replay that stops early
 		n, err := strconv.Atoi(v)
@@ -172,6 +178,7 @@ func TestModelRandomOps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 11))
 
 	emu := startEmulator(t, nil)
+	emu.SetHierarchical(testBucket, hierarchical)
 	cacheDir := t.TempDir()
 	ref := t.TempDir()
 	args := []string{"--write-back-delay", "20ms", "--metadata-ttl", "1m"}
@@ -444,6 +451,9 @@ func TestModelRandomOps(t *testing.T) {
 		return o.Content, o.Metadata
 	})
 	t.Logf("%d steps, %d files and %d directories at the end, all alike on the mount, the reference and in the bucket", steps, len(st.files), len(st.dirs)-1)
+	if hierarchical {
+		t.Logf("%d directory renames made by the bucket's folder rename", emu.FolderRenames())
+	}
 }
 
 // modelSize is a file size: mostly small, sometimes empty or a few
