@@ -116,6 +116,27 @@ func (e *env) openHandle(c *Cache, a transfer.ObjectAttrs) *Handle {
 	return h
 }
 
+// cacheAll reads all of a through c, so that c holds a complete copy.
+func (e *env) cacheAll(c *Cache, a transfer.ObjectAttrs, want []byte) {
+	e.t.Helper()
+	h := e.openHandle(c, a)
+	defer h.Close()
+	e.mustReadAll(h, want)
+}
+
+// mustHaveLocal checks that each name of want is a local change of c
+// with that content.
+func (e *env) mustHaveLocal(c *Cache, want map[string][]byte) {
+	e.t.Helper()
+	for name, data := range want {
+		a, ok := c.Local(name)
+		if !ok {
+			e.t.Fatalf("%s is not a local change", name)
+		}
+		e.cacheAll(c, a, data)
+	}
+}
+
 // pattern returns n deterministic bytes; different seeds differ.
 func pattern(n int, seed uint32) []byte {
 	b := make([]byte, n)

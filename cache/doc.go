@@ -22,10 +22,14 @@
 // metadata (meta.go): with the next upload of its content, or alone as a
 // conditional metadata patch.
 //
+// Cache.Exchange swaps the contents of two names (RENAME_EXCHANGE) in
+// one journal entry (exchange.go).
+//
 // Cache.RenameDir renames every object under a prefix in one journal
 // entry (rename.go): local changes move with their cache files; the rest
 // become pending server-side copies whose sources are held until they
-// are made.
+// are made. In a bucket with a hierarchical namespace, a directory with no
+// local changes is renamed by the bucket itself, atomically (folder.go).
 //
 // Space: every cached version counts with its full size against
 // Options.MaxSize from the moment it is admitted, so the cache never

@@ -23,14 +23,6 @@ func newHierarchicalEnv(t *testing.T) *env {
 	return e
 }
 
-// cacheAll reads all of a through c, so that c holds a complete copy.
-func (e *env) cacheAll(c *Cache, a transfer.ObjectAttrs, want []byte) {
-	e.t.Helper()
-	h := e.openHandle(c, a)
-	defer h.Close()
-	e.mustReadAll(h, want)
-}
-
 func isFolderRename(r *http.Request) bool {
 	return r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/folders/")
 }

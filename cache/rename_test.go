@@ -140,15 +140,7 @@ func TestRenameDirSurvivesCrash(t *testing.T) {
 		return 0, false
 	})
 	c2 := e.openWB(time.Hour)
-	for name, want := range map[string][]byte{"e/a": pattern(4000, 3), "e/b": pattern(2000, 4), "e/new": []byte("dirty")} {
-		a, ok := c2.Local(name)
-		if !ok {
-			t.Fatalf("%s is not a local change after the restart", name)
-		}
-		h := e.openHandle(c2, a)
-		e.mustReadAll(h, want)
-		h.Close()
-	}
+	e.mustHaveLocal(c2, map[string][]byte{"e/a": pattern(4000, 3), "e/b": pattern(2000, 4), "e/new": []byte("dirty")})
 	e.emu.SetHook(nil)
 	e.flush(c2)
 	for name, want := range map[string][]byte{"e/a": pattern(4000, 3), "e/b": pattern(2000, 4), "e/new": []byte("dirty")} {

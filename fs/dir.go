@@ -398,15 +398,15 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 // Rename implements gofs.NodeRenamer: the content takes the new name in
 // the cache at once (replacing a file there), and the bucket follows (the
 // new object uploaded, the old one deleted). A directory is renamed with
-// everything under it (renameDir). RENAME_EXCHANGE is not supported
-// (EINVAL, README).
+// everything under it (renameDir). RENAME_EXCHANGE swaps two files
+// (exchange); with a directory it is not supported (EINVAL, README).
 func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	ctx = uninterrupted(ctx)
 	f := d.fsys
 	if f.opts.ReadOnly {
 		return syscall.EROFS
 	}
-	if flags&^uint32(renameNoReplace) != 0 {
+	if flags&^uint32(renameNoReplace|renameExchange) != 0 || flags == renameNoReplace|renameExchange {
 		return syscall.EINVAL
 	}
 	np, ok := newParent.(*dirNode)
@@ -424,10 +424,12 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	if err != nil {
 		return f.errno(ctx, "rename", from, err)
 	}
-	switch src.kind {
-	case kindNone:
+	switch {
+	case src.kind == kindNone:
 		return syscall.ENOENT
-	case kindDir:
+	case flags&renameExchange != 0:
+		return f.exchange(ctx, from, src, to)
+	case src.kind == kindDir:
 		return d.renameDir(ctx, name, np, newName, flags)
 	}
 	dst, err := f.meta.resolve(ctx, to, f.warnOnce)
@@ -451,6 +453,37 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	// The kernel moves the inode to the new name: so does the node.
 	for _, n := range moving {
 		n.renamed(to, dst.attrs.Generation)
+	}
+	return 0
+}
+
+// exchange swaps file src and file to (RENAME_EXCHANGE): each name takes
+// the other's content in the cache at once (cache.Exchange), the bucket
+// follows, and the kernel's nodes follow their content, as the kernel
+// swaps its entries. Directories are not exchanged (EINVAL, README): the
+// swap of two trees would have to be one step of the index.
+func (f *FS) exchange(ctx context.Context, from string, src child, to string) syscall.Errno {
+	dst, err := f.meta.resolve(ctx, to, f.warnOnce)
+	if err != nil {
+		return f.errno(ctx, "rename", to, err)
+	}
+	switch {
+	case dst.kind == kindNone:
+		return syscall.ENOENT
+	case src.kind == kindDir || dst.kind == kindDir:
+		return syscall.EINVAL
+	}
+	movingFrom, movingTo := f.nodesNamed(from), f.nodesNamed(to)
+	if err := f.cache.Exchange(ctx, src.attrs, dst.attrs); err != nil {
+		return f.errno(ctx, "rename", from, err)
+	}
+	f.meta.forget(from)
+	f.meta.forget(to)
+	for _, n := range movingFrom {
+		n.renamed(to, dst.attrs.Generation)
+	}
+	for _, n := range movingTo {
+		n.renamed(from, src.attrs.Generation)
 	}
 	return 0
 }
@@ -588,5 +621,9 @@ func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name stri
 	return nil, syscall.EPERM
 }
 
-// renameNoReplace is RENAME_NOREPLACE from renameat2(2).
-const renameNoReplace = 1
+// renameNoReplace and renameExchange are RENAME_NOREPLACE and
+// RENAME_EXCHANGE from renameat2(2).
+const (
+	renameNoReplace = 1
+	renameExchange  = 2
+)

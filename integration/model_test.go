@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The model-based random tester: a seeded random sequence of file system
@@ -29,9 +31,11 @@ import (
 // namespace (where a directory with no local changes is renamed by the
 // bucket); BUCKETFS_SEED=N replays a seed (the failing seed is printed,
 // but uploads run in the background, so a replay takes the same steps and
-// not always the same timing); BUCKETFS_LONG=1 runs more steps. Modes and symbolic links are compared too; left out,
-// because the mount does not support them (README, limits): hard links,
-// and times (a local directory's times move with every access).
+// not always the same timing); BUCKETFS_LONG=1 runs more steps. Modes
+// and symbolic links are compared too; left out, because the mount does
+// not support them (README, limits): hard links, exchanges with a
+// directory, and times (a local directory's times move with every
+// access).
 
 // modelOp is one kind of operation; do applies it under root and returns
 // its error, and describe says what it did, for the failure message.
@@ -45,6 +49,7 @@ var modelOps = []modelOp{
 	{"rename", 10}, {"rename-over", 5}, {"unlink", 8}, {"mkdir", 6}, {"rmdir", 5},
 	{"fsync", 3}, {"read", 8}, {"remount", 1},
 	{"chmod", 4}, {"symlink", 3}, {"write-unlinked", 2}, {"rename-dir", 4},
+	{"exchange", 3},
 }
 
 // modelState is what the test knows of the tree, kept in step with the
@@ -284,6 +289,31 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 				st.addFile(to)
 				if link {
 					st.links[to] = true
+				}
+			}
+		case "exchange":
+			// RENAME_EXCHANGE of two files (or links), or of a file and
+			// a name that may not exist (ENOENT on both sides).
+			a, b := st.pickFile(rng), st.pickFile(rng)
+			if rng.IntN(4) == 0 {
+				b = st.newPath(rng)
+			}
+			if a == "" || b == "" || slices.Contains(st.dirs, b) {
+				continue // with a directory: EINVAL on the mount (README, limits)
+			}
+			what = fmt.Sprintf("exchange %s %s", a, b)
+			both(func(root string) error {
+				return unix.Renameat2(unix.AT_FDCWD, filepath.Join(root, a), unix.AT_FDCWD, filepath.Join(root, b), unix.RENAME_EXCHANGE)
+			})
+			if refErr == nil {
+				la, lb := st.links[a], st.links[b]
+				delete(st.links, a)
+				delete(st.links, b)
+				if la {
+					st.links[b] = true
+				}
+				if lb {
+					st.links[a] = true
 				}
 			}
 		case "rename-dir":

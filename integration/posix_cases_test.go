@@ -581,6 +581,30 @@ var renameCases = []posixCase{
 		o.file("a", pj(root, "a"))
 		o.file("b", pj(root, "b"))
 		o.err("RENAME_EXCHANGE with a missing name", unix.Renameat2(unix.AT_FDCWD, pj(root, "a"), unix.AT_FDCWD, pj(root, "c"), unix.RENAME_EXCHANGE))
+		o.err("RENAME_EXCHANGE from a missing name", unix.Renameat2(unix.AT_FDCWD, pj(root, "c"), unix.AT_FDCWD, pj(root, "a"), unix.RENAME_EXCHANGE))
+		o.err("RENAME_EXCHANGE with RENAME_NOREPLACE", unix.Renameat2(unix.AT_FDCWD, pj(root, "a"), unix.AT_FDCWD, pj(root, "b"), unix.RENAME_EXCHANGE|unix.RENAME_NOREPLACE))
+		return o
+	}},
+	{"rename/exchange-open-and-dirty", func(t *testing.T, root string) *obs {
+		// Open descriptors follow their file to its new name; a file not
+		// yet uploaded and a symbolic link swap too.
+		o := &obs{}
+		o.mkfile(pj(root, "a"), []byte("content a"))
+		o.err("symlink", os.Symlink("target", pj(root, "l")))
+		fd := o.open("open a", pj(root, "a"), unix.O_RDWR, 0)
+		o.err("RENAME_EXCHANGE a l", unix.Renameat2(unix.AT_FDCWD, pj(root, "a"), unix.AT_FDCWD, pj(root, "l"), unix.RENAME_EXCHANGE))
+		o.pwrite("write via the fd", fd, []byte("CONTENT"), 0)
+		o.close("close", fd)
+		o.tree("tree", root)
+		return o
+	}},
+	{"rename/exchange-dirs", func(t *testing.T, root string) *obs {
+		o := &obs{}
+		o.mkdir(pj(root, "d"))
+		o.mkfile(pj(root, "d", "x"), []byte("x"))
+		o.mkdir(pj(root, "e"))
+		o.err("RENAME_EXCHANGE", unix.Renameat2(unix.AT_FDCWD, pj(root, "d"), unix.AT_FDCWD, pj(root, "e"), unix.RENAME_EXCHANGE))
+		o.tree("tree", root)
 		return o
 	}},
 	{"rename/exchange-file-and-dir", func(t *testing.T, root string) *obs {

@@ -95,6 +95,25 @@ func remountCases() []remountCase {
 			o.tree("tree", root)
 			return o
 		}},
+		{"exchanged", func(t *testing.T, root string) *obs {
+			// Contents, modes and a symbolic link swap; the bucket has
+			// them after the remount.
+			o := &obs{}
+			o.mkfile(pj(root, "a"), randomBytes(70000, 23))
+			o.err("chmod a", os.Chmod(pj(root, "a"), 0o600))
+			o.err("symlink", os.Symlink("somewhere", pj(root, "l")))
+			o.mkfile(pj(root, "b"), []byte("b"))
+			o.err("exchange a b", unix.Renameat2(unix.AT_FDCWD, pj(root, "a"), unix.AT_FDCWD, pj(root, "b"), unix.RENAME_EXCHANGE))
+			o.err("exchange b l", unix.Renameat2(unix.AT_FDCWD, pj(root, "b"), unix.AT_FDCWD, pj(root, "l"), unix.RENAME_EXCHANGE))
+			return o
+		}, func(t *testing.T, root string) *obs {
+			o := &obs{}
+			o.tree("tree", root)
+			for _, n := range []string{"a", "b", "l"} {
+				o.stat(n, pj(root, n))
+			}
+			return o
+		}},
 		{"mtime", func(t *testing.T, root string) *obs {
 			o := &obs{}
 			o.mkfile(pj(root, "f"), []byte("x"))

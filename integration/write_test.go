@@ -319,7 +319,7 @@ func TestUnlinkAndRmdir(t *testing.T) {
 }
 
 // Crash test: the mount is killed with SIGKILL at random moments while
-// files are written and uploaded. Every file whose write and close
+// files are written, renamed, exchanged, deleted and uploaded. Every file whose write and close
 // returned must be in the bucket, byte-exact, after a remount and unmount.
 func TestCrashDuringWriteBack(t *testing.T) {
 	rounds := 20
@@ -353,7 +353,14 @@ func TestCrashDuringWriteBack(t *testing.T) {
 				gone[old] = true
 				delete(gone, name)
 				continue
-			case p < 25 && old != "":
+			case p < 20 && old != "":
+				other := pickName(rng, acked)
+				if err := unix.Renameat2(unix.AT_FDCWD, m.path(old), unix.AT_FDCWD, m.path(other), unix.RENAME_EXCHANGE); err != nil {
+					t.Fatalf("round %d: exchange %s %s: %v", round, old, other, err)
+				}
+				acked[old], acked[other] = acked[other], acked[old]
+				continue
+			case p < 28 && old != "":
 				if err := os.Remove(m.path(old)); err != nil {
 					t.Fatalf("round %d: unlink %s: %v", round, old, err)
 				}
