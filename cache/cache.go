@@ -113,8 +113,8 @@ type Cache struct {
 	frozen   prefixSet            // guarded by mu: prefixes the bucket is renaming; their names wait (folder.go)
 	waiters  int                  // guarded by mu: calls waiting in waitLocked (folder.go)
 
-	folderRenameOff atomic.Bool        // the bucket cannot rename folders (folder.go)
-	stopUpload      context.CancelFunc // ends the uploader and its uploads
+	flat       atomic.Bool        // the bucket has no hierarchical namespace: no folder calls (folder.go)
+	stopUpload context.CancelFunc // ends the uploader and its uploads
 
 	confirmedFn  func(name string, a transfer.ObjectAttrs, deleted bool) // guarded by mu: see OnConfirmed
 	writeHandles map[*WriteHandle]struct{}                               // guarded by mu: every WriteHandle not yet closed

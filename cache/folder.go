@@ -33,14 +33,34 @@ import (
 // under the old prefix are dropped and the rename fails (EIO); what the
 // bucket says is shown from then on.
 
+// pruneFolders deletes the folder of a directory whose placeholder was
+// deleted (rmdir, or the old name of a directory renamed with copies),
+// with the empty folders under it, in a bucket with a hierarchical
+// namespace: there folders outlive their objects, and many empty ones
+// slow listings down. Only empty folders go (transfer.Bucket). Best
+// effort: a failure is logged, and the folder stays.
+func (c *Cache) pruneFolders(ctx context.Context, dir string) {
+	if c.flat.Load() {
+		return
+	}
+	err := c.b.DeleteEmptyFolders(ctx, dir)
+	switch {
+	case errors.Is(err, transfer.ErrNotSupported):
+		c.flat.Store(true)
+	case err != nil && ctx.Err() == nil:
+		c.log.Info("deleting an empty folder failed; it stays in the bucket", "folder", dir, "err", err)
+	}
+}
+
 // tryFolderRename renames directory from to to (prefixes, as RenameDir)
 // with the bucket's folder rename, if it can (see above); remote and
 // remoteTo are the bucket's objects under them. done says it did, and
-// moved holds the objects under to after it (nil if they could not be
-// listed); false with no error: nothing changed, copy instead. Once the
+// moved holds, by new name, the objects known to have moved with their
+// content (none if the new folder could not be listed); false with no
+// error: nothing changed, copy instead. Once the
 // bucket said it has no hierarchical namespace, it is not asked again.
-func (c *Cache) tryFolderRename(ctx context.Context, from, to string, remote, remoteTo []transfer.ObjectAttrs) (moved map[string]transfer.ObjectAttrs, done bool, err error) {
-	if c.folderRenameOff.Load() || len(remote) == 0 || len(remoteTo) > 0 {
+func (c *Cache) tryFolderRename(ctx context.Context, from, to string, remote, remoteTo []transfer.ObjectAttrs) (moved map[string]Moved, done bool, err error) {
+	if c.flat.Load() || len(remote) == 0 || len(remoteTo) > 0 {
 		return nil, false, nil
 	}
 	c.mu.Lock()
@@ -81,7 +101,7 @@ func (c *Cache) tryFolderRename(ctx context.Context, from, to string, remote, re
 	err = c.b.RenameFolder(ctx, from, to)
 	switch {
 	case errors.Is(err, transfer.ErrNotSupported):
-		c.folderRenameOff.Store(true)
+		c.flat.Store(true)
 		return nil, false, nil
 	case errors.Is(err, transfer.ErrNotRenamed):
 		c.log.Info("the bucket did not rename the folder; copying its objects instead", "from", from, "to", to, "err", err)
@@ -90,25 +110,33 @@ func (c *Cache) tryFolderRename(ctx context.Context, from, to string, remote, re
 		c.forgetClean(checked, nil, nil)
 		return nil, false, fmt.Errorf("renaming folder %s to %s (the bucket may or may not have done it): %w", from, to, err)
 	}
+	moved = map[string]Moved{}
 	list, lerr := c.listAll(ctx, to)
 	if lerr != nil {
 		c.log.Warn("listing a renamed folder failed; its cached files are dropped", "folder", to, "err", lerr)
 		c.forgetClean(checked, nil, nil)
-		return nil, true, nil
+		return moved, true, nil
 	}
 	before := map[string]transfer.ObjectAttrs{}
 	for _, a := range remote {
 		before[a.Name] = a
 	}
-	moved = map[string]transfer.ObjectAttrs{}
 	for _, a := range list {
-		moved[a.Name] = a
+		old := before[from+a.Name[len(to):]]
+		if old.Name != "" && transfer.SameContent(old, a) {
+			moved[a.Name] = Moved{Old: old, New: a}
+		}
 	}
 	c.forgetClean(checked, func(name string) (transfer.ObjectAttrs, transfer.ObjectAttrs) {
-		return before[name], moved[to+name[len(from):]]
+		m := moved[to+name[len(from):]]
+		return m.Old, m.New
 	}, func(name string) string { return to + name[len(from):] })
 	return moved, true, nil
 }
+
+// Moved is one object a folder rename moved: its version under the old
+// name, and under the new one (a new generation, the same content).
+type Moved struct{ Old, New transfer.ObjectAttrs }
 
 // settledCleanLocked reports whether e is a clean copy of a bucket version
 // that nothing uses: a folder rename may move it.
@@ -120,9 +148,9 @@ func (c *Cache) settledCleanLocked(e *entry) bool {
 }
 
 // forgetClean settles the cached copies checked before a folder rename:
-// with versions (old and new attributes of an entry's name), each copy
-// whose object kept its content takes the new name (rename), the others
-// are dropped; without, all are dropped.
+// with versions (the old and new attributes of an entry's object, if it
+// moved with its content), each copy of the version that moved takes the
+// new name (rename), the others are dropped; without, all are dropped.
 func (c *Cache) forgetClean(checked []*entry, versions func(name string) (old, new transfer.ObjectAttrs), rename func(string) string) {
 	var ops []journalOp
 	var victims []*entry
@@ -133,7 +161,7 @@ func (c *Cache) forgetClean(checked []*entry, versions func(name string) (old, n
 		}
 		if versions != nil {
 			old, now := versions(e.name)
-			if now.Name != "" && old.Generation == e.rec.Generation && transfer.SameContent(old, now) {
+			if now.Name != "" && old.Generation == e.rec.Generation {
 				ops = append(ops, removeOp(e.name, e.rec.ID))
 				delete(c.entries, e.name)
 				e.name = rename(e.name)

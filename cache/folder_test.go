@@ -202,3 +202,31 @@ func TestFolderRenameAnswerLost(t *testing.T) {
 		t.Errorf("d/a: %v, want gone", err)
 	}
 }
+
+// TestEmptyFoldersDeleted: in a hierarchical bucket, folders stay when
+// their objects go; the cache deletes them once a directory's placeholder
+// is deleted (rmdir), and after a directory rename made with copies.
+func TestEmptyFoldersDeleted(t *testing.T) {
+	e := newHierarchicalEnv(t)
+	x := e.put("d/sub/x", []byte("x"))
+	p := e.put("d/", nil)
+	e.put("r/a", []byte("a"))
+	e.put("keep/y", []byte("y"))
+	c := e.openWB(0)
+	for _, rm := range []struct {
+		name string
+		gen  int64
+	}{{"d/sub/x", x.Generation}, {"d/sub/", -1}, {"d/", p.Generation}} {
+		if err := c.Remove(e.ctx, rm.name, rm.gen); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.write(c, transfer.ObjectAttrs{Name: "r/new"}, true, 0, []byte("local")) // renamed with copies
+	if _, err := c.RenameDir(e.ctx, "r/", "s/"); err != nil {
+		t.Fatal(err)
+	}
+	e.flush(c)
+	if got := strings.Join(e.emu.Folders(bucketName), ","); got != "keep/,s/" {
+		t.Errorf("folders after the flush: %s, want keep/ and s/", got)
+	}
+}

@@ -180,9 +180,9 @@ type dirMove struct {
 // on a file under from follow it to its new name.
 //
 // If the bucket renamed the folder itself (folder.go), RenameDir returns
-// the objects under to as the bucket has them now, by name; otherwise
-// nil, and the bucket follows with copies.
-func (c *Cache) RenameDir(ctx context.Context, from, to string) (map[string]transfer.ObjectAttrs, error) {
+// the objects known to have moved with their content, by new name (not
+// nil); otherwise nil, and the bucket follows with copies.
+func (c *Cache) RenameDir(ctx context.Context, from, to string) (map[string]Moved, error) {
 	if !strings.HasSuffix(from, "/") || !strings.HasSuffix(to, "/") || strings.HasPrefix(to, from) {
 		return nil, fmt.Errorf("renaming directory %q to %q: %w", from, to, os.ErrInvalid)
 	}
@@ -199,7 +199,7 @@ func (c *Cache) RenameDir(ctx context.Context, from, to string) (map[string]tran
 // rename and making it; plan again.
 var errReplan = errors.New("replan")
 
-func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]transfer.ObjectAttrs, error) {
+func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]Moved, error) {
 	// No transfer under either prefix starts, and no deletion ends,
 	// while the rename lists and plans: the listing then agrees with the
 	// entries (a name whose deletion ended after the listing would come

@@ -911,6 +911,9 @@ func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base in
 	}
 	if err == nil && gone {
 		c.confirm(name, transfer.ObjectAttrs{}, true) // before the deletion leaves the overlay
+		if strings.HasSuffix(name, "/") {
+			defer c.pruneFolders(ctx, name) // once the entry is settled
+		}
 	}
 	c.mu.Lock()
 	if e.dropped {

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/bucketfs/bucketfs/cache"
 	"github.com/bucketfs/bucketfs/transfer"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -525,9 +526,10 @@ func (d *dirNode) renameDir(ctx context.Context, name string, np *dirNode, newNa
 // moveTree makes what the file system knows under prefix from (the
 // directory name of d) known under prefix to: inode numbers, the prefixes
 // of directory nodes, the names of file nodes, remembered lookups. moved,
-// if not nil, holds the objects under to: the bucket renamed the folder
-// (cache.RenameDir).
-func (f *FS) moveTree(d *dirNode, name, from, to string, moved map[string]transfer.ObjectAttrs) {
+// if not nil, says the bucket renamed the folder itself (cache.RenameDir):
+// a node of an object that moved with its content follows it to its new
+// version; any other has no name any more.
+func (f *FS) moveTree(d *dirNode, name, from, to string, moved map[string]cache.Moved) {
 	f.mu.Lock()
 	dirKey := string(rune('0' + kindDir))
 	for k, ino := range f.inos {
@@ -553,12 +555,17 @@ func (f *FS) moveTree(d *dirNode, name, from, to string, moved map[string]transf
 		if !ok {
 			continue
 		}
-		a, found := moved[to+rest]
+		m, found := moved[to+rest]
 		switch {
 		case moved == nil:
 			n.renamed(to+rest, 0) // the new names are new objects
-		case found && transfer.SameContent(n.getAttrs(), a):
-			n.movedTo(a)
+		case found:
+			// What the node reads now: the name's local copy, or the
+			// bucket's version (a node of an older version of this
+			// mount's reads the newer local copy). With no local change
+			// (the bucket renames the folder only then), both are the
+			// version that moved.
+			n.movedTo(m.New)
 		default:
 			// The bucket moved a version other than the node's: the node
 			// has no name now; the kernel's next lookup finds the object.

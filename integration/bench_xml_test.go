@@ -754,6 +754,10 @@ func (b *s3Bucket) RenameFolder(ctx context.Context, from, to string) error {
 	return b.opErr("rename folder", from, transfer.ErrNotSupported)
 }
 
+func (b *s3Bucket) DeleteEmptyFolders(ctx context.Context, prefix string) error {
+	return b.opErr("delete folders", prefix, transfer.ErrNotSupported)
+}
+
 func (b *s3Bucket) Delete(ctx context.Context, name string, gen int64) error {
 	resp, err := b.do(ctx, "delete", http.MethodDelete, name, "", nil, nil)
 	if err != nil {

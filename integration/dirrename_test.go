@@ -323,8 +323,10 @@ func TestRenameDirectoryCrash(t *testing.T) {
 // namespace, a directory with no local changes is renamed by the bucket
 // in one atomic step: no copies, nothing downloaded, the cached files
 // keep their bytes. A directory holding a file not yet uploaded is renamed
-// with copies, as anywhere. The bucket's folder rename is the emulator's
-// (internal/emulator/folder.go), written from GCS's documentation.
+// with copies, as anywhere; the folders it leaves empty are deleted, as
+// are those of removed directories. The bucket's folders are the
+// emulator's (internal/emulator/folder.go), written from GCS's
+// documentation.
 func TestRenameDirectoryHierarchical(t *testing.T) {
 	emu := startEmulator(t, nil)
 	emu.SetHierarchical(testBucket, true)
@@ -332,7 +334,11 @@ func TestRenameDirectoryHierarchical(t *testing.T) {
 	put(t, emu, "d/cached", randomBytes(40<<10, 1))
 	put(t, emu, "d/sub/big", randomBytes(300<<10, 2))
 	put(t, emu, "other", []byte("outside"))
+	put(t, emu, "gone/deep/er/file", []byte("removed below"))
 	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "1h"}})
+	if err := os.RemoveAll(m.path("gone")); err != nil {
+		t.Fatal(err)
+	}
 	if names, err := os.ReadDir(m.dir); err != nil || len(names) != 2 {
 		t.Fatalf("root lists %v (%v)", names, err) // and remembers the listing
 	}
@@ -390,6 +396,12 @@ func TestRenameDirectoryHierarchical(t *testing.T) {
 	compareFiles(t, "the bucket after the flush", bucketTree(t, emu, "f/"), files)
 	if left := listObjects(t, emu, "e/"); len(left) != 0 {
 		t.Errorf("under e/ the bucket holds %q", left)
+	}
+	// Folders outlive their objects in such a bucket: the empty ones
+	// (the old name of the copied directory, the directories removed)
+	// were deleted.
+	if got := strings.Join(emu.Folders(testBucket), ","); got != "f/,f/sub/" {
+		t.Errorf("folders in the bucket: %s, want f/ and f/sub/", got)
 	}
 	m2 := mount(t, emu, mountOpts{})
 	compareFiles(t, "a new mount", filesUnder(t, m2.path("f")), want)

@@ -196,7 +196,7 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 	var history []string // the operations so far, for the failure message
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("seed %d; the last operations:\n%s", seed, strings.Join(history[max(0, len(history)-40):], "\n"))
+			t.Logf("seed %d; the last operations:\n%s", seed, strings.Join(history[max(0, len(history)-modelHistory()):], "\n"))
 		}
 	})
 	fail := func(step int, what string, f string, a ...any) {
@@ -482,8 +482,27 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 	})
 	t.Logf("%d steps, %d files and %d directories at the end, all alike on the mount, the reference and in the bucket", steps, len(st.files), len(st.dirs)-1)
 	if hierarchical {
-		t.Logf("%d directory renames made by the bucket's folder rename", emu.FolderRenames())
+		// No folder left behind: those of the bucket are the reference's
+		// directories.
+		var dirs []string
+		for _, d := range st.dirs[1:] {
+			dirs = append(dirs, d+"/")
+		}
+		sort.Strings(dirs)
+		if got := emu.Folders(testBucket); !slices.Equal(got, dirs) {
+			t.Errorf("seed %d: the bucket's folders differ from the reference's directories:\n bucket: %q\n reference: %q", seed, got, dirs)
+		}
+		t.Logf("%d directory renames made by the bucket's folder rename; %d folders, no empty one left", emu.FolderRenames(), len(dirs))
 	}
+}
+
+// modelHistory is how many operations a failure prints
+// (BUCKETFS_HISTORY=N; 40 by default).
+func modelHistory() int {
+	if n, err := strconv.Atoi(os.Getenv("BUCKETFS_HISTORY")); err == nil && n > 0 {
+		return n
+	}
+	return 40
 }
 
 // modelSize is a file size: mostly small, sometimes empty or a few

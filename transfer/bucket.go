@@ -136,6 +136,15 @@ type Bucket interface {
 	// was renamed, now or later. It is not retried.
 	RenameFolder(ctx context.Context, from, to string) error
 
+	// DeleteEmptyFolders deletes folder prefix (ending in '/') and the
+	// folders under it, deepest first, in a bucket with a hierarchical
+	// namespace, where a folder stays when its last object goes. Only
+	// empty folders go: one that holds an object (or a folder that does)
+	// stays, and so do the folders above it; a folder that is not there
+	// is no error. Objects are never deleted. In a flat bucket it returns
+	// ErrNotSupported and sends nothing.
+	DeleteEmptyFolders(ctx context.Context, prefix string) error
+
 	// CheckAccess verifies, with one cheap call, that the bucket exists and
 	// that the credentials may list it. It returns ErrBucketNotExist,
 	// ErrPermission, ErrUnauthenticated or another error.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -106,6 +107,88 @@ func (g *GCS) RenameFolder(ctx context.Context, from, to string) error {
 		return wrap(fmt.Errorf("%w: operation %s failed: %s (code %d)", ErrNotRenamed, op.Name, op.Error.Message, op.Error.Code))
 	}
 	return nil
+}
+
+// DeleteEmptyFolders implements Bucket with folders.delete, which GCS
+// refuses for a folder that is not empty. The folder itself is tried
+// first (after an rmdir, the usual case, it is all there is); if it is
+// not empty, the folders under it (folders.list) are deleted deepest
+// first, then it again.
+func (g *GCS) DeleteEmptyFolders(ctx context.Context, prefix string) error {
+	wrap := func(err error) error { return &OpError{Op: "delete folders", Bucket: g.name, Object: prefix, Err: err} }
+	if !strings.HasSuffix(prefix, "/") || prefix == "/" {
+		return wrap(fmt.Errorf("folder names end in '/' (%q)", prefix))
+	}
+	on, err := g.hierarchical(ctx)
+	if err != nil && !errors.Is(err, ErrPermission) {
+		return wrap(err)
+	}
+	if !on {
+		return wrap(ErrNotSupported)
+	}
+	empty, err := g.deleteFolder(ctx, prefix)
+	if err != nil || empty {
+		return err
+	}
+	var under []string
+	err = g.raw.Folders.List(g.name).Prefix(prefix).Context(ctx).Pages(ctx, func(page *rawstorage.Folders) error {
+		for _, f := range page.Items {
+			if f.Name != prefix && strings.HasPrefix(f.Name, prefix) {
+				under = append(under, f.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return wrap(classify(err))
+	}
+	// Deepest first; a folder that stays keeps those above it.
+	sort.Slice(under, func(i, j int) bool {
+		di, dj := strings.Count(under[i], "/"), strings.Count(under[j], "/")
+		if di != dj {
+			return di > dj
+		}
+		return under[i] > under[j]
+	})
+	stays := map[string]bool{}
+	for _, f := range append(under, prefix) {
+		if stays[f] {
+			continue
+		}
+		empty, err := g.deleteFolder(ctx, f)
+		if err != nil {
+			return err
+		}
+		if !empty {
+			for p := parentFolder(f); strings.HasPrefix(p, prefix); p = parentFolder(p) {
+				stays[p] = true
+			}
+		}
+	}
+	return nil
+}
+
+// deleteFolder deletes folder name if it is empty; empty reports whether
+// it is gone (deleted, or not there).
+func (g *GCS) deleteFolder(ctx context.Context, name string) (empty bool, err error) {
+	err = g.raw.Folders.Delete(g.name, name).Context(ctx).Do()
+	var ge *googleapi.Error
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &ge) && ge.Code == http.StatusNotFound:
+		return true, nil
+	case errors.As(err, &ge) && (ge.Code == http.StatusConflict || ge.Code == http.StatusPreconditionFailed || ge.Code == http.StatusBadRequest):
+		return false, nil // not empty
+	}
+	return false, &OpError{Op: "delete folder", Bucket: g.name, Object: name, Err: classify(err)}
+}
+
+// parentFolder returns the folder holding folder f ("a/b/" -> "a/"; "" at
+// the top).
+func parentFolder(f string) string {
+	i := strings.LastIndex(strings.TrimSuffix(f, "/"), "/")
+	return f[:i+1]
 }
 
 // newRawService makes a client of the JSON API itself, for the calls the

@@ -126,3 +126,57 @@ func TestRenameFolderRefused(t *testing.T) {
 	}
 	emu.SetHook(nil)
 }
+
+func TestDeleteEmptyFolders(t *testing.T) {
+	emu := startEmulator(t)
+	emu.SetHierarchical(bucketName, true)
+	g := newTestGCS(t, emu)
+	ctx := testCtx(t, time.Minute)
+	for _, n := range []string{"a/", "a/b/c/x", "a/b/y", "a/keep/z", "a/b/d/e/f"} {
+		put(t, emu, n, []byte(n))
+	}
+	for _, n := range []string{"a/b/c/x", "a/b/y", "a/b/d/e/f"} {
+		if err := g.Delete(ctx, n, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "a/,a/b/,a/b/c/,a/b/d/,a/b/d/e/,a/keep/"
+	if got := strings.Join(emu.Folders(bucketName), ","); got != want {
+		t.Fatalf("folders before: %s, want %s (they stay when their objects go)", got, want)
+	}
+	if err := g.DeleteEmptyFolders(ctx, "a/b/"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(emu.Folders(bucketName), ","); got != "a/,a/keep/" {
+		t.Errorf("folders after deleting a/b/: %s, want a/ and a/keep/", got)
+	}
+	// a/ holds objects: it stays, and so does everything in it.
+	if err := g.DeleteEmptyFolders(ctx, "a/"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(emu.Folders(bucketName), ","); got != "a/,a/keep/" {
+		t.Errorf("folders after deleting a/: %s, want them all kept", got)
+	}
+	for _, n := range []string{"a/", "a/keep/z"} {
+		if _, err := g.Stat(ctx, n); err != nil {
+			t.Errorf("%s: %v; objects are never deleted", n, err)
+		}
+	}
+	// Not there: no error.
+	if err := g.DeleteEmptyFolders(ctx, "nothing/"); err != nil {
+		t.Errorf("a folder that is not there: %v", err)
+	}
+}
+
+func TestDeleteEmptyFoldersFlat(t *testing.T) {
+	emu := startEmulator(t)
+	g := newTestGCS(t, emu)
+	before := emu.Requests()
+	err := g.DeleteEmptyFolders(testCtx(t, time.Minute), "a/")
+	if !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("flat bucket: %v, want ErrNotSupported", err)
+	}
+	if n := emu.Requests() - before; n != 1 {
+		t.Errorf("%d requests; want the one that asks whether the bucket is hierarchical", n)
+	}
+}

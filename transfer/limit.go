@@ -99,6 +99,15 @@ func (l *Limited) RenameFolder(ctx context.Context, from, to string) error {
 	return l.b.RenameFolder(ctx, from, to)
 }
 
+// DeleteEmptyFolders implements Bucket.
+func (l *Limited) DeleteEmptyFolders(ctx context.Context, prefix string) error {
+	if err := l.acquire(ctx); err != nil {
+		return err
+	}
+	defer l.release()
+	return l.b.DeleteEmptyFolders(ctx, prefix)
+}
+
 // SetMetadata implements Bucket.
 func (l *Limited) SetMetadata(ctx context.Context, name string, gen int64, md map[string]string) (ObjectAttrs, error) {
 	if err := l.acquire(ctx); err != nil {

@@ -154,6 +154,14 @@ func (m *Metered) RenameFolder(ctx context.Context, from, to string) error {
 	return err
 }
 
+// DeleteEmptyFolders implements Bucket.
+func (m *Metered) DeleteEmptyFolders(ctx context.Context, prefix string) error {
+	ctx, t := m.begin(ctx, "deletefolders")
+	err := m.b.DeleteEmptyFolders(ctx, prefix)
+	m.end("deletefolders", t, 0, err)
+	return err
+}
+
 // SetMetadata implements Bucket.
 func (m *Metered) SetMetadata(ctx context.Context, name string, gen int64, md map[string]string) (ObjectAttrs, error) {
 	ctx, t := m.begin(ctx, "setmetadata")

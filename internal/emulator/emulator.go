@@ -81,7 +81,8 @@ type Server struct {
 
 	// Hierarchical namespace (folder.go).
 	hnsMu         sync.Mutex
-	hns           map[string]bool // buckets with one
+	hns           map[string]bool            // buckets with one
+	kept          map[string]map[string]bool // bucket -> folders that stay with no object under them
 	opsMu         sync.Mutex
 	ops           map[string]folderOp
 	opSeq         atomic.Int64
@@ -148,6 +149,7 @@ func Start(opts Options) (*Server, error) {
 		media:      make(map[objectKey]*atomic.Int64),
 		faults:     make(map[string]int),
 		hns:        make(map[string]bool),
+		kept:       make(map[string]map[string]bool),
 		ops:        make(map[string]folderOp),
 	}
 	if opts.WAN != nil {
@@ -270,6 +272,7 @@ func (s *Server) Delete(bucket, name string) error {
 	if err := s.fake.Backend().DeleteObject(bucket, name); err != nil {
 		return fmt.Errorf("delete %s/%s: %w (%v)", bucket, name, ErrObjectNotFound, err)
 	}
+	s.keepFolders(bucket, name)
 	return nil
 }
 

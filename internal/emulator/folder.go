@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"time"
 
@@ -26,11 +27,17 @@ import (
 //     that is not done yet, so that a client polls;
 //   - operations.get (GET .../b/B/operations/ID) answers it done.
 //
-// Differences from GCS, where a test could care: a folder exists here
-// only while objects are under it (GCS keeps empty folders as resources),
-// so renaming a folder with no object answers 404, and a destination with
-// objects under it answers 409. A bucket that is not hierarchical answers
-// folders.rename with 400.
+//   - folders are resources: every folder above an object exists, and
+//     stays, empty, when its last object is deleted (through the JSON API
+//     or Server.Delete); folders.list lists them, folders.delete deletes
+//     an empty one (409 if it holds an object or a folder), and
+//     Server.Folders shows them to a test.
+//
+// Differences from GCS, where a test could care: folders.insert is not
+// there (folders come from objects); a folder's metadata is its name;
+// listings are one page; folders.rename to a destination that exists
+// answers 409. A bucket that is not hierarchical answers the folder calls
+// with 400.
 
 // SetHierarchical makes bucket one with a hierarchical namespace (on), or
 // a flat one.
@@ -67,6 +74,16 @@ func (s *Server) folderMiddleware(next http.Handler) http.Handler {
 		switch {
 		case r.Method == http.MethodGet && call == "" && s.hierarchical(bucket):
 			s.bucketWithHNS(w, r, next)
+		case r.Method == http.MethodDelete && strings.HasPrefix(call, "o/") && s.hierarchical(bucket):
+			rec := &statusRecorder{ResponseWriter: w}
+			next.ServeHTTP(rec, r)
+			if rec.status/100 == 2 || rec.status == 0 {
+				s.keepFolders(bucket, unescape(strings.TrimPrefix(call, "o/")))
+			}
+		case r.Method == http.MethodGet && call == "folders":
+			s.listFolders(w, bucket, r.URL.Query().Get("prefix"))
+		case r.Method == http.MethodDelete && strings.HasPrefix(call, "folders/"):
+			s.deleteFolder(w, bucket, unescape(strings.TrimPrefix(call, "folders/")))
 		case r.Method == http.MethodPost && strings.HasPrefix(call, "folders/"):
 			src, dst, ok := strings.Cut(strings.TrimPrefix(call, "folders/"), "/renameTo/folders/")
 			if !ok {
@@ -100,6 +117,119 @@ func (s *Server) bucketWithHNS(w http.ResponseWriter, r *http.Request, next http
 	writeJSON(w, body)
 }
 
+// statusRecorder remembers the status a handler answered with.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// folderNames returns the folders that object name is in: every prefix of
+// it that ends in '/' (a name ending in '/' is in the folder of that name).
+func folderNames(name string) []string {
+	var out []string
+	for i := 0; i < len(name); i++ {
+		if name[i] == '/' {
+			out = append(out, name[:i+1])
+		}
+	}
+	return out
+}
+
+// keepFolders records that the folders object name was in stay, now that
+// it is gone.
+func (s *Server) keepFolders(bucket, name string) {
+	s.hnsMu.Lock()
+	defer s.hnsMu.Unlock()
+	if !s.hns[bucket] {
+		return
+	}
+	set := s.kept[bucket]
+	if set == nil {
+		set = map[string]bool{}
+		s.kept[bucket] = set
+	}
+	for _, f := range folderNames(name) {
+		set[f] = true
+	}
+}
+
+// Folders returns every folder of bucket (if it is hierarchical), sorted.
+func (s *Server) Folders(bucket string) []string {
+	s.patchMu.RLock()
+	defer s.patchMu.RUnlock()
+	return s.foldersLocked(bucket, "")
+}
+
+// foldersLocked lists the folders under prefix (itself included): those
+// kept and those of objects. The caller holds patchMu.
+func (s *Server) foldersLocked(bucket, prefix string) []string {
+	set := map[string]bool{}
+	s.hnsMu.Lock()
+	for f := range s.kept[bucket] {
+		set[f] = true
+	}
+	s.hnsMu.Unlock()
+	objs, _, _ := s.fake.ListObjectsWithOptions(bucket, fakestorage.ListOptions{Prefix: prefix})
+	for _, o := range objs {
+		for _, f := range folderNames(o.Name) {
+			set[f] = true
+		}
+	}
+	var out []string
+	for f := range set {
+		if strings.HasPrefix(f, prefix) {
+			out = append(out, f)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *Server) listFolders(w http.ResponseWriter, bucket, prefix string) {
+	if !s.hierarchical(bucket) {
+		writeError(w, http.StatusBadRequest, "The bucket does not have hierarchical namespace enabled.")
+		return
+	}
+	s.patchMu.RLock()
+	names := s.foldersLocked(bucket, prefix)
+	s.patchMu.RUnlock()
+	items := []map[string]any{}
+	for _, f := range names {
+		items = append(items, map[string]any{"kind": "storage#folder", "bucket": bucket, "name": f, "id": bucket + "/" + f})
+	}
+	writeJSON(w, map[string]any{"kind": "storage#folders", "items": items})
+}
+
+func (s *Server) deleteFolder(w http.ResponseWriter, bucket, name string) {
+	if !s.hierarchical(bucket) {
+		writeError(w, http.StatusBadRequest, "The bucket does not have hierarchical namespace enabled.")
+		return
+	}
+	s.guardMu.Lock()
+	defer s.guardMu.Unlock()
+	s.patchMu.Lock()
+	defer s.patchMu.Unlock()
+	under := s.foldersLocked(bucket, name)
+	if len(under) == 0 || under[0] != name {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("folder %q not found", name))
+		return
+	}
+	objs, _, _ := s.fake.ListObjectsWithOptions(bucket, fakestorage.ListOptions{Prefix: name, MaxResults: 1})
+	if len(objs) > 0 || len(under) > 1 {
+		writeError(w, http.StatusConflict, fmt.Sprintf("folder %q is not empty", name))
+		return
+	}
+	s.hnsMu.Lock()
+	delete(s.kept[bucket], name)
+	s.hnsMu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // folderOp is the long-running operation of a folder rename.
 type folderOp struct {
 	bucket, src, dst string
@@ -127,11 +257,11 @@ func (s *Server) renameFolder(w http.ResponseWriter, bucket, src, dst string) {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	if len(objs) == 0 {
+	if f := s.foldersLocked(bucket, src); len(f) == 0 || f[0] != src {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("folder %q not found", src))
 		return
 	}
-	if there, _, err := s.fake.ListObjectsWithOptions(bucket, fakestorage.ListOptions{Prefix: dst, MaxResults: 1}); err != nil || len(there) > 0 {
+	if f := s.foldersLocked(bucket, dst); len(f) > 0 && f[0] == dst {
 		writeError(w, http.StatusConflict, fmt.Sprintf("folder %q already exists", dst))
 		return
 	}
@@ -157,6 +287,25 @@ func (s *Server) renameFolder(w http.ResponseWriter, bucket, src, dst string) {
 			return
 		}
 	}
+	// The folders under src move with it; those above it stay.
+	s.hnsMu.Lock()
+	set := s.kept[bucket]
+	if set == nil {
+		set = map[string]bool{}
+		s.kept[bucket] = set
+	}
+	for f := range set {
+		if strings.HasPrefix(f, src) {
+			delete(set, f)
+			set[dst+f[len(src):]] = true
+		}
+	}
+	for _, f := range folderNames(src) {
+		if f != src {
+			set[f] = true
+		}
+	}
+	s.hnsMu.Unlock()
 	s.folderRenames.Add(1)
 	id := fmt.Sprintf("rename-%d", s.opSeq.Add(1))
 	s.opsMu.Lock()

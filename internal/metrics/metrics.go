@@ -46,7 +46,7 @@ type Metrics struct {
 // BucketMethods are the method labels of the bucket series, created at
 // zero so that rates start from the first scrape.
 var BucketMethods = []string{
-	"stat", "list", "read", "put", "compose", "copy", "setmetadata", "delete", "renamefolder", "check",
+	"stat", "list", "read", "put", "compose", "copy", "setmetadata", "delete", "renamefolder", "deletefolders", "check",
 	"multipart_initiate", "multipart_upload_part", "multipart_complete", "multipart_abort", "multipart_list",
 }
 
