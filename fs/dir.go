@@ -450,6 +450,11 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	}
 	f.meta.forget(from)
 	f.meta.forget(to)
+	// Both names hold other files now: a lookup must not find the inode
+	// of either version by its name and generation (symbolic links have
+	// no node index to find theirs by).
+	f.releaseFileIno(src.attrs)
+	f.releaseFileIno(dst.attrs)
 	victims.unlinked()
 	// The kernel moves the inode to the new name: so does the node.
 	for _, n := range moving {
@@ -480,6 +485,8 @@ func (f *FS) exchange(ctx context.Context, from string, src child, to string) sy
 	}
 	f.meta.forget(from)
 	f.meta.forget(to)
+	f.releaseFileIno(src.attrs) // as in Rename
+	f.releaseFileIno(dst.attrs)
 	for _, n := range movingFrom {
 		n.renamed(to, dst.attrs.Generation)
 	}
@@ -530,6 +537,8 @@ func (d *dirNode) renameDir(ctx context.Context, name string, np *dirNode, newNa
 // a node of an object that moved with its content follows it to its new
 // version; any other has no name any more.
 func (f *FS) moveTree(d *dirNode, name, from, to string, moved map[string]cache.Moved) {
+	f.releaseFileInosUnder(from) // as in Rename
+	f.releaseFileInosUnder(to)
 	f.mu.Lock()
 	dirKey := string(rune('0' + kindDir))
 	for k, ino := range f.inos {

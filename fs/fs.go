@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -150,6 +151,19 @@ func (f *FS) releaseFileIno(a transfer.ObjectAttrs) {
 	}
 	f.mu.Lock()
 	delete(f.inos, string(rune('0'+kindFile))+fileKey(a))
+	f.mu.Unlock()
+}
+
+// releaseFileInosUnder forgets the inode numbers of every file version
+// under prefix (a directory renamed): those names are other files now.
+func (f *FS) releaseFileInosUnder(prefix string) {
+	key := string(rune('0'+kindFile)) + prefix
+	f.mu.Lock()
+	for k := range f.inos {
+		if strings.HasPrefix(k, key) {
+			delete(f.inos, k)
+		}
+	}
 	f.mu.Unlock()
 }
 

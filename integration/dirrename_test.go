@@ -257,12 +257,20 @@ func errnoOf(err error) syscall.Errno {
 // round (with uploads, copies and deletions in flight). What was
 // acknowledged before each kill is on the mount after the restart, and
 // in the bucket after the final flush, under the last name only.
-func TestRenameDirectoryCrash(t *testing.T) {
+func TestRenameDirectoryCrash(t *testing.T) { renameDirectoryCrash(t, false) }
+
+// TestRenameDirectoryCrashHierarchical is TestRenameDirectoryCrash in a
+// bucket with a hierarchical namespace: a tree with nothing left to send
+// is renamed by the bucket, any other with copies; no empty folder stays.
+func TestRenameDirectoryCrashHierarchical(t *testing.T) { renameDirectoryCrash(t, true) }
+
+func renameDirectoryCrash(t *testing.T, hierarchical bool) {
 	rounds := 6
 	if os.Getenv("BUCKETFS_LONG") != "" {
 		rounds = 60
 	}
 	emu := startEmulator(t, nil)
+	emu.SetHierarchical(testBucket, hierarchical)
 	files := map[string][]byte{} // relative to the tree's current name
 	for i, n := range []string{"a", "b/c", "b/d/e", "f"} {
 		files[n] = randomBytes(1000*(i+1), uint64(i))
@@ -312,6 +320,13 @@ func TestRenameDirectoryCrash(t *testing.T) {
 		if !strings.HasPrefix(name, cur+"/") {
 			t.Errorf("the bucket still holds %s (the tree is %s now)", name, cur)
 		}
+	}
+	if hierarchical {
+		want := []string{cur + "/", cur + "/b/", cur + "/b/d/"}
+		if got := emu.Folders(testBucket); !slices.Equal(got, want) {
+			t.Errorf("folders %q, want %q", got, want)
+		}
+		t.Logf("%d of the renames made by the bucket's folder rename", emu.FolderRenames())
 	}
 	if t.Failed() {
 		t.Logf("seed %d", seed)

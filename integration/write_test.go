@@ -708,3 +708,35 @@ func TestRenameAfterUploadAndLookupAgain(t *testing.T) {
 		t.Errorf("y in the bucket lacks the write made after the rename")
 	}
 }
+
+// TestExchangeUploadedLinks swaps two symbolic links already in the
+// bucket, and renames one over another, then looks the names up again (a
+// metadata TTL of 0 makes the kernel ask every time): each shows the
+// target it has now. A lookup once found the inode of the name's old
+// version (same name, same base generation) and showed the old target.
+func TestExchangeUploadedLinks(t *testing.T) {
+	emu := startEmulator(t, nil)
+	m := mount(t, emu, mountOpts{args: []string{"--metadata-ttl", "0"}})
+	for link, target := range map[string]string{"x": "to-x", "y": "to-y", "v": "to-v", "w": "to-w"} {
+		if err := os.Symlink(target, m.path(link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out := runBucketfs(t, nil, "flush", m.dir); code != 0 {
+		t.Fatalf("bucketfs flush: %d %s", code, out)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, m.path("x"), unix.AT_FDCWD, m.path("y"), unix.RENAME_EXCHANGE); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m.path("v"), m.path("w")); err != nil {
+		t.Fatal(err)
+	}
+	for _, round := range []string{"right after", "again"} {
+		for link, want := range map[string]string{"x": "to-y", "y": "to-x", "w": "to-v"} {
+			if got, err := os.Readlink(m.path(link)); err != nil || got != want {
+				t.Errorf("%s: readlink %s = %q, %v; want %q", round, link, got, err, want)
+			}
+		}
+	}
+	m.unmount(t)
+}
