@@ -32,33 +32,17 @@ import (
 // is lost, it is unknown whether the folder moved: the cached copies
 // under the old prefix are dropped and the rename fails (EIO); what the
 // bucket says is shown from then on.
-
-// pruneFolders deletes the folder of a directory whose placeholder was
-// deleted (rmdir, or the old name of a directory renamed with copies),
-// with the empty folders under it, in a bucket with a hierarchical
-// namespace: there folders outlive their objects, and many empty ones
-// slow listings down. Only empty folders go (transfer.Bucket). Best
-// effort: a failure is logged, and the folder stays.
-func (c *Cache) pruneFolders(ctx context.Context, dir string) {
-	if c.flat.Load() {
-		return
-	}
-	err := c.b.DeleteEmptyFolders(ctx, dir)
-	switch {
-	case errors.Is(err, transfer.ErrNotSupported):
-		c.flat.Store(true)
-	case err != nil && ctx.Err() == nil:
-		c.log.Info("deleting an empty folder failed; it stays in the bucket", "folder", dir, "err", err)
-	}
-}
+//
+// Folders outlive their objects in such a bucket: pruneFolders deletes
+// the empty ones a directory leaves behind.
 
 // tryFolderRename renames directory from to to (prefixes, as RenameDir)
 // with the bucket's folder rename, if it can (see above); remote and
 // remoteTo are the bucket's objects under them. done says it did, and
 // moved holds, by new name, the objects known to have moved with their
 // content (none if the new folder could not be listed); false with no
-// error: nothing changed, copy instead. Once the
-// bucket said it has no hierarchical namespace, it is not asked again.
+// error: nothing changed, copy instead. Once the bucket said it has no
+// hierarchical namespace, it is not asked again.
 func (c *Cache) tryFolderRename(ctx context.Context, from, to string, remote, remoteTo []transfer.ObjectAttrs) (moved map[string]Moved, done bool, err error) {
 	if c.flat.Load() || len(remote) == 0 || len(remoteTo) > 0 {
 		return nil, false, nil
@@ -216,4 +200,23 @@ func (c *Cache) thaw(prefixes ...string) {
 	c.frozen.remove(prefixes...)
 	c.notifyLocked()
 	c.mu.Unlock()
+}
+
+// pruneFolders deletes the folder of a directory whose placeholder was
+// deleted (rmdir, or the old name of a directory renamed with copies),
+// with the empty folders under it, in a bucket with a hierarchical
+// namespace: there folders outlive their objects, and many empty ones
+// slow listings down. Only empty folders go (transfer.Bucket). Best
+// effort: a failure is logged, and the folder stays.
+func (c *Cache) pruneFolders(ctx context.Context, dir string) {
+	if c.flat.Load() {
+		return
+	}
+	err := c.b.DeleteEmptyFolders(ctx, dir)
+	switch {
+	case errors.Is(err, transfer.ErrNotSupported):
+		c.flat.Store(true)
+	case err != nil && ctx.Err() == nil:
+		c.log.Info("deleting an empty folder failed; it stays in the bucket", "folder", dir, "err", err)
+	}
 }
