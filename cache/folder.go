@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -82,7 +83,9 @@ func (c *Cache) tryFolderRename(ctx context.Context, from, to string, remote, re
 	c.mu.Unlock()
 	defer c.thaw(from, to)
 
-	err = c.b.RenameFolder(ctx, from, to)
+	rctx, cancel := context.WithTimeout(ctx, folderRenameWait)
+	err = c.b.RenameFolder(rctx, from, to)
+	cancel()
 	switch {
 	case errors.Is(err, transfer.ErrNotSupported):
 		c.flat.Store(true)
@@ -117,6 +120,11 @@ func (c *Cache) tryFolderRename(ctx context.Context, from, to string, remote, re
 	}, func(name string) string { return to + name[len(from):] })
 	return moved, true, nil
 }
+
+// folderRenameWait bounds the wait for the bucket's folder rename, while
+// names under both prefixes wait too. Past it, the rename fails (EIO)
+// and the bucket may still make it.
+const folderRenameWait = 5 * time.Minute
 
 // Moved is one object a folder rename moved: its version under the old
 // name, and under the new one (a new generation, the same content).
