@@ -16,7 +16,7 @@ if ! command -v fusermount3 >/dev/null; then
 fi
 
 fifo=$(mktemp -u); mkfifo "$fifo"
-bin/bucketfs-emulator --addr "$addr" --bucket "$bucket" --seed ${DEMO_WAN:+--wan} >"$fifo" 2>"$state/emulator.log" &
+bin/bucketfs-emulator --addr "$addr" --bucket "$bucket" --seed ${DEMO_WAN:+--wan} ${DEMO_HNS:+--hierarchical} >"$fifo" 2>"$state/emulator.log" &
 emu=$!
 trap 'kill $emu 2>/dev/null; wait $emu 2>/dev/null; rm -f "$fifo"' EXIT
 # Wait for the emulator's "listening" line (or its exit).

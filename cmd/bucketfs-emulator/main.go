@@ -58,6 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	bucket := fs.String("bucket", "demo", "`name` of the bucket to create")
 	seed := fs.Bool("seed", false, "fill the bucket with sample files (text, nested and implicit\ndirectories, empty files, 1 KiB/1 MiB/64 MiB binaries, one bad name)")
 	wan := fs.Bool("wan", false, "shape traffic like a WAN link (30ms latency, 25 MiB/s per\nrequest, 200 MiB/s in total)")
+	hns := fs.Bool("hierarchical", false, "give the bucket a hierarchical namespace: folders, and atomic\nfolder renames (as GCS documents them; see internal/emulator)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -87,6 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer s.Close()
+	s.SetHierarchical(*bucket, *hns)
 
 	if *seed {
 		if err := seedBucket(s, *bucket, log); err != nil {
