@@ -332,11 +332,13 @@ func withUmask(t *testing.T, mask int) {
 // default: the kernel reads and writes complete cache files itself) and
 // without (every read and write goes through bucketfs).
 var posixVariants = []struct {
-	name string
-	args []string
+	name         string
+	args         []string
+	hierarchical bool // a bucket with a hierarchical namespace (folders, atomic folder rename)
 }{
-	{"passthrough", nil},
-	{"fuse", []string{"--passthrough=false"}},
+	{"passthrough", nil, false},
+	{"fuse", []string{"--passthrough=false"}, false},
+	{"hierarchical", nil, true},
 }
 
 func TestPOSIX(t *testing.T) {
@@ -344,6 +346,7 @@ func TestPOSIX(t *testing.T) {
 	emu := startEmulator(t, nil)
 	for _, v := range posixVariants {
 		t.Run(v.name, func(t *testing.T) {
+			emu.SetHierarchical(testBucket, v.hierarchical)
 			m := mount(t, emu, mountOpts{args: v.args})
 			local := t.TempDir()
 			for _, c := range posixCases() {
