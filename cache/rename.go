@@ -697,3 +697,97 @@ func (c *Cache) listAll(ctx context.Context, prefix string) ([]transfer.ObjectAt
 		q.PageToken = page.NextPageToken
 	}
 }
+
+// renamePendingCopy is Rename for a file whose content is still a pending
+// copy (its directory was renamed and the copy is not made yet) and that
+// nothing uses: the new name takes the pending copy over (same source,
+// same cached chunks), so nothing is downloaded; the old name becomes a
+// deletion. done is false if the file is not such a copy (or its source
+// is to itself): Rename then completes the local copy first.
+func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase int64) (done bool, err error) {
+	newID := c.j.newID()
+	c.mu.Lock()
+	e := c.entries[from.Name]
+	if e == nil || !isClosed(e.ready) || e.err != nil || e.dropped || !e.rec.pendingCopy() || e.rec.Deleted ||
+		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.dl != nil || e.uploading || c.inFlight[from.Name] ||
+		c.frozen.covers(from.Name) || c.frozen.covers(to) {
+		c.mu.Unlock()
+		return false, nil
+	}
+	// Until the journal has the rename, no transfer of the old name
+	// starts (its copy would be made under the old name).
+	e.uploading = true
+	var victims []*entry
+	var attempts []string // unconfirmed uploads of to: the bucket may hold one
+	if old := c.entries[to]; old != nil {
+		if old.rec.Dirty || old.rec.Generation > toBase {
+			toBase = max(toBase, old.rec.Generation)
+		}
+		attempts = old.rec.Attempts
+		c.orphanLocked(old) // replaced: handles open on it keep their copy
+		old.rec.Dirty = false
+		victims = c.dropLocked(old)
+	}
+	nrec := e.rec
+	nrec.ID, nrec.Generation, nrec.Attempts = newID, toBase, attempts
+	nrec.Present = slices.Clone(e.rec.Present)
+	ne := &entry{name: to, rec: nrec, ready: make(chan struct{}), dirtying: make(chan struct{})}
+	close(ne.dirtying)
+	ne.dirtySince = e.dirtySince
+	if ne.dirtySince.IsZero() {
+		ne.dirtySince = time.Now()
+	}
+	ne.elem = c.lru.PushFront(ne)
+	c.entries[to] = ne
+	c.markLocalLocked(to)
+	c.chargeLocked(ne, nrec.cost())
+	c.holdLocked(ne) // before e lets go of the source
+	tomb := e.rec
+	tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
+	tomb.Meta, tomb.CopyFrom, tomb.CopyGen, tomb.CopyType = nil, "", 0, ""
+	c.mu.Unlock()
+	c.removeAll(victims)
+
+	// As in Rename: nothing else writes the old name's record until the
+	// journal entry has both, and the new name shares the cached chunks.
+	e.persistMu.Lock()
+	err = os.Link(c.dataPath(e.rec.ID), c.dataPath(newID))
+	if err == nil {
+		if err = c.j.append(putOp(to, nrec, 0), putOp(from.Name, tomb, 0)); err != nil {
+			os.Remove(c.dataPath(newID))
+		}
+	}
+	c.mu.Lock()
+	e.uploading = false
+	if err != nil {
+		ne.err = err
+		close(ne.ready)
+		ne.rec.Dirty = false
+		c.releaseHoldLocked(ne)
+		victims = c.dropLocked(ne)
+		c.notifyLocked()
+		c.mu.Unlock()
+		e.persistMu.Unlock()
+		c.removeAll(victims)
+		return true, fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
+	}
+	close(ne.ready)
+	oldID := e.rec.ID
+	e.rec = tomb
+	c.releaseHoldLocked(e) // the journal no longer says it is a copy
+	c.chargeLocked(e, 0)
+	c.markLocalLocked(from.Name)
+	e.dirtiedLocked(time.Now())
+	e.version++
+	ne.recSeq, e.recSeq = ne.recSeq+1, e.recSeq+1 // what the transaction wrote
+	c.scheduleLocked(to, c.opts.WriteBackDelay)
+	c.scheduleLocked(from.Name, c.opts.WriteBackDelay)
+	c.notifyLocked()
+	c.mu.Unlock()
+	c.settleDeletion(e, tomb)
+	e.persistMu.Unlock()
+	if derr := c.detachData(oldID); derr != nil {
+		c.log.Warn("giving a renamed file's old name a file of its own failed", "object", from.Name, "err", derr)
+	}
+	return true, nil
+}

@@ -258,3 +258,50 @@ func TestRenameDirAndBack(t *testing.T) {
 		}
 	}
 }
+
+// TestRenamePendingCopy renames a file of a renamed directory before its
+// copy is made: the pending copy moves to the new name (nothing is
+// downloaded), survives a crash, and the flush copies the original
+// straight to the file's last name.
+func TestRenamePendingCopy(t *testing.T) {
+	e := newEnv(t)
+	e.put("d/big", pattern(300<<10, 7))
+	c := e.openWB(time.Hour)
+	if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+		t.Fatal(err)
+	}
+	a, ok := c.Local("e/big")
+	if !ok {
+		t.Fatal("e/big is not a local change after the directory rename")
+	}
+	if err := c.Rename(e.ctx, a, "f/big", 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.mediaReads("d/big"); n != 0 {
+		t.Fatalf("d/big was downloaded %d times to rename a pending copy", n)
+	}
+	if l, ok := c.Local("f/big"); !ok || l.Size != 300<<10 {
+		t.Fatalf("Local(f/big) = %+v, %v", l, ok)
+	}
+	if _, ok := c.Local("e/big"); ok {
+		t.Fatal("e/big is still there")
+	}
+	c.crash()
+	c2 := e.openWB(time.Hour)
+	log := watchCopiesAndDeletes(e)
+	e.flush(c2)
+	if n := e.mediaReads("d/big"); n != 0 {
+		t.Errorf("d/big was downloaded %d times", n)
+	}
+	if log.index("copy f/big") < 0 {
+		t.Errorf("requests %q, want a copy to f/big", log.list())
+	}
+	if !bytes.Equal(e.object("f/big"), pattern(300<<10, 7)) {
+		t.Error("f/big in the bucket is wrong")
+	}
+	for _, n := range []string{"d/big", "e/big"} {
+		if _, err := e.b.Stat(e.ctx, n); !errors.Is(err, transfer.ErrNotExist) {
+			t.Errorf("%s after the flush: %v, want gone", n, err)
+		}
+	}
+}

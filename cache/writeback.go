@@ -1387,11 +1387,15 @@ func (c *Cache) FlushName(ctx context.Context, name string) error {
 // application replaced, 0 if none). It is one atomic index change: after
 // it, to is a changed file and from a deletion, each sent to the bucket
 // in order with its name's other changes. A copy that is not complete
-// locally is fetched first. Handles open on from for writing follow the
+// locally is fetched first, unless it is a pending copy nothing uses
+// (renamePendingCopy): that one moves as it is. Handles open on from for writing follow the
 // file to its new name; handles open on to are orphaned (see WriteHandle).
 func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string, toBase int64) error {
 	if from.Name == to {
 		return nil
+	}
+	if done, err := c.renamePendingCopy(from, to, toBase); done {
+		return err
 	}
 	src, err := c.OpenWrite(ctx, from, false, false)
 	if err != nil {
