@@ -717,17 +717,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	// Until the journal has the rename, no transfer of the old name
 	// starts (its copy would be made under the old name).
 	e.uploading = true
-	var victims []*entry
-	var attempts []string // unconfirmed uploads of to: the bucket may hold one
-	if old := c.entries[to]; old != nil {
-		if old.rec.Dirty || old.rec.Generation > toBase {
-			toBase = max(toBase, old.rec.Generation)
-		}
-		attempts = old.rec.Attempts
-		c.orphanLocked(old) // replaced: handles open on it keep their copy
-		old.rec.Dirty = false
-		victims = c.dropLocked(old)
-	}
+	toBase, attempts, victims := c.replaceTargetLocked(to, toBase)
 	nrec := e.rec
 	nrec.ID, nrec.Generation, nrec.Attempts = newID, toBase, attempts
 	nrec.Present = slices.Clone(e.rec.Present)

@@ -1382,6 +1382,26 @@ func (c *Cache) FlushName(ctx context.Context, name string) error {
 	}
 }
 
+// replaceTargetLocked takes the entry of to, if any, out of the index: a
+// rename's source replaces it. It returns the generation the rename's
+// new record is based on (toBase, or the entry's, if newer or changed
+// here), the entry's uploads not yet confirmed (the bucket may hold one
+// of them), and what to remove. Replaced, not lost: the application
+// renamed over it; handles open on it keep their copy, as on a local
+// disk.
+func (c *Cache) replaceTargetLocked(to string, toBase int64) (base int64, attempts []string, victims []*entry) {
+	old := c.entries[to]
+	if old == nil {
+		return toBase, nil, nil
+	}
+	if old.rec.Dirty || old.rec.Generation > toBase {
+		toBase = max(toBase, old.rec.Generation)
+	}
+	c.orphanLocked(old)
+	old.rec.Dirty = false
+	return toBase, old.rec.Attempts, c.dropLocked(old)
+}
+
 // Rename gives the content of version from (its local changes included)
 // the name to, replacing what to held (toBase: the generation of to the
 // application replaced, 0 if none). It is one atomic index change: after
@@ -1419,19 +1439,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 		c.mu.Unlock()
 		return err
 	}
-	var victims []*entry
-	var attempts []string // unconfirmed uploads of to: the bucket may hold one
-	if old := c.entries[to]; old != nil {
-		if old.rec.Dirty || old.rec.Generation > toBase {
-			toBase = max(toBase, old.rec.Generation)
-		}
-		attempts = old.rec.Attempts
-		// Replaced, not lost: the application renamed over it. Handles
-		// open on it keep their copy, as on a local disk.
-		c.orphanLocked(old)
-		old.rec.Dirty = false
-		victims = c.dropLocked(old)
-	}
+	toBase, attempts, victims := c.replaceTargetLocked(to, toBase)
 	size := st.Size()
 	meta := e.rec.Meta // set by OpenWrite above from the object's, if it had none
 	ne := &entry{
