@@ -205,7 +205,8 @@ func TestFolderRenameAnswerLost(t *testing.T) {
 
 // TestEmptyFoldersDeleted: in a hierarchical bucket, folders stay when
 // their objects go; the cache deletes them once a directory's placeholder
-// is deleted (rmdir), and after a directory rename made with copies.
+// is deleted (rmdir), and after a directory rename made with copies,
+// before the flush returns.
 func TestEmptyFoldersDeleted(t *testing.T) {
 	e := newHierarchicalEnv(t)
 	x := e.put("d/sub/x", []byte("x"))
@@ -226,6 +227,7 @@ func TestEmptyFoldersDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.flush(c)
+	c.Close() // as at unmount: the flush must have waited for the folders too
 	if got := strings.Join(e.emu.Folders(bucketName), ","); got != "keep/,s/" {
 		t.Errorf("folders after the flush: %s, want keep/ and s/", got)
 	}

@@ -912,7 +912,9 @@ func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base in
 	if err == nil && gone {
 		c.confirm(name, transfer.ObjectAttrs{}, true) // before the deletion leaves the overlay
 		if strings.HasSuffix(name, "/") {
-			defer c.pruneFolders(ctx, name) // once the entry is settled
+			// While the deletion is still recorded: a flush waits for
+			// it, and after a crash the next start does it again.
+			c.pruneFolders(ctx, name)
 		}
 	}
 	c.mu.Lock()
