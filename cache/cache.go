@@ -112,6 +112,7 @@ type Cache struct {
 	quiet    prefixSet            // guarded by mu: prefixes whose transfers wait for a directory rename
 	frozen   prefixSet            // guarded by mu: prefixes the bucket is renaming; their names wait (folder.go)
 	waiters  int                  // guarded by mu: calls waiting in waitLocked (folder.go)
+	waited   chan struct{}        // guarded by mu: closed and replaced when a call starts waiting there (a test watches it)
 
 	flat       atomic.Bool        // the bucket has no hierarchical namespace: no folder calls (folder.go)
 	stopUpload context.CancelFunc // ends the uploader and its uploads
@@ -191,6 +192,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		holds:    map[string]int{},
 		quiet:    prefixSet{},
 		frozen:   prefixSet{},
+		waited:   make(chan struct{}),
 		changed:  make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 

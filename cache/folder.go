@@ -187,7 +187,9 @@ func (c *Cache) waitThawedLocked(ctx context.Context, name string) error {
 func (c *Cache) waitLocked(ctx context.Context, ok func() bool) error {
 	for !ok() {
 		c.waiters++
-		c.notifyLocked() // a test watches waiters
+		// Not c.changed: the waiters would wake one another for ever.
+		close(c.waited)
+		c.waited = make(chan struct{})
 		wake := c.changed
 		c.mu.Unlock()
 		select {

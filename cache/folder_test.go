@@ -141,7 +141,7 @@ func TestFolderRenameFreezesNames(t *testing.T) {
 	// Let the rename go once the open waits for it.
 	c.mu.Lock()
 	for c.waiters == 0 {
-		wake := c.changed
+		wake := c.waited
 		c.mu.Unlock()
 		select {
 		case <-wake:
