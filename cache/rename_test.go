@@ -287,8 +287,8 @@ func TestRenamePendingCopy(t *testing.T) {
 		t.Fatal("e/big is still there")
 	}
 	c.crash()
+	log := watchCopiesAndDeletes(e) // before the restart, which sends them at once
 	c2 := e.openWB(time.Hour)
-	log := watchCopiesAndDeletes(e)
 	e.flush(c2)
 	if n := e.mediaReads("d/big"); n != 0 {
 		t.Errorf("d/big was downloaded %d times", n)
