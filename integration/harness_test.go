@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,6 +34,7 @@ func TestMain(m *testing.M) {
 		binPath = bin
 		os.Exit(m.Run())
 	}
+	sweepDeadMounts()
 	dir, err := os.MkdirTemp("", "bucketfs-bin-")
 	if err != nil {
 		panic(err)
@@ -283,6 +285,55 @@ func (m *mountProc) stop() {
 	}
 }
 
+// sweepDeadMounts lazily unmounts the bucketfs mounts under the temporary
+// directory whose process is gone (statfs answers ENOTCONN). A test binary
+// killed by its -timeout runs no cleanup, and leaves such mounts behind:
+// anything that walks the temporary directory later fails on them.
+// Mounts that answer, or do not answer at once, belong to a run still
+// going on and are left alone.
+func sweepDeadMounts() {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	tmp := filepath.Clean(os.TempDir()) + "/"
+	for _, line := range strings.Split(string(data), "\n") {
+		mp, fstype, ok := mountOf(line)
+		if !ok || fstype != "fuse.bucketfs" || !strings.HasPrefix(mp, tmp) {
+			continue
+		}
+		dead := make(chan bool, 1)
+		go func() {
+			// statfs always goes to the file system (stat of the root
+			// may be answered from the kernel's cache).
+			var st syscall.Statfs_t
+			dead <- syscall.Statfs(mp, &st) == syscall.ENOTCONN
+		}()
+		select {
+		case d := <-dead:
+			if !d {
+				continue
+			}
+		case <-time.After(2 * time.Second): // a hung mount: not ours to judge
+			continue
+		}
+		fmt.Fprintln(os.Stderr, "integration: unmounting a dead bucketfs mount (its process is gone):", mp)
+		exec.Command("fusermount3", "-uz", mp).Run()
+	}
+}
+
+// mountOf returns the mount point and file system type of a line of
+// /proc/self/mountinfo ("ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS
+// [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS"; spaces escaped as \040).
+func mountOf(line string) (mountPoint, fsType string, ok bool) {
+	f := strings.Fields(line)
+	sep := slices.Index(f, "-")
+	if len(f) < 5 || sep < 0 || sep+1 >= len(f) {
+		return "", "", false
+	}
+	return strings.ReplaceAll(f[4], `\040`, " "), f[sep+1], true
+}
+
 // mounted reports whether dir is a mount point now.
 func mounted(dir string) bool {
 	data, err := os.ReadFile("/proc/self/mountinfo")
@@ -363,4 +414,28 @@ func giveTo(dir string, uid int) error {
 		return err
 	}
 	return os.Chown(dir, uid, uid)
+}
+
+// TestSweepDeadMounts: a mount whose process was killed, as a test
+// binary killed by its -timeout leaves its mounts, is cleared by the next
+// run's sweep; a live mount beside it is left alone.
+func TestSweepDeadMounts(t *testing.T) {
+	emu := startEmulator(t, nil)
+	live := mount(t, emu, mountOpts{})
+	dead := mount(t, emu, mountOpts{})
+	dead.cmd.Process.Kill()
+	<-dead.exited
+	if !mounted(dead.dir) {
+		t.Fatal("the killed mount is gone already: nothing to sweep")
+	}
+	sweepDeadMounts()
+	if mounted(dead.dir) {
+		t.Error("the dead mount is still there after the sweep")
+	}
+	if !mounted(live.dir) {
+		t.Error("the sweep unmounted a live mount")
+	}
+	if _, err := os.ReadDir(live.dir); err != nil {
+		t.Errorf("the live mount after the sweep: %v", err)
+	}
 }
