@@ -204,7 +204,13 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 		t.Logf("the bucket holds: %q", listObjects(t, emu, ""))
 		t.Fatalf("seed %d, step %d (%s): %s", seed, step, what, fmt.Sprintf(f, a...))
 	}
+	deadline, hasDeadline := t.Deadline()
 	for step := range steps {
+		if hasDeadline && time.Until(deadline) < 2*time.Minute {
+			// Killed at the deadline, the binary would leave the mount
+			// behind: stop while the cleanup still runs.
+			t.Fatalf("seed %d: stopped at step %d of %d, the test's -timeout is near; give a longer one", seed, step, steps)
+		}
 		k := rng.IntN(total)
 		var op string
 		for _, o := range modelOps {
