@@ -22,7 +22,9 @@ import (
 //	gcsfuse_symlink_target  a symbolic link's target (an empty object; gcsfuse's convention)
 //
 // An object without them shows --file-mode, --uid, --gid and its update
-// time. Directories keep the flags' values (a prefix has no metadata).
+// time. A directory keeps the first three and gcsfuse_mtime in its
+// placeholder object ("dir/"); without one, or without a key, it shows
+// --dir-mode, --uid, --gid and the mount's start time.
 const (
 	modeKey    = "bucketfs-mode"
 	uidKey     = "bucketfs-uid"

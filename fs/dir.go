@@ -103,7 +103,11 @@ func (d *dirNode) child(ctx context.Context, name string, c child, out *fuse.Ent
 	full := d.prefix() + name
 	switch c.kind {
 	case kindDir:
-		f.fillDir(&out.Attr, full+"/")
+		ph, _, err := f.meta.dirAttrs(ctx, full+"/")
+		if err != nil {
+			return nil, f.errno(ctx, "lookup", full, err)
+		}
+		f.fillDir(&out.Attr, full+"/", ph)
 		in := d.NewInode(ctx, &dirNode{fsys: f, pfx: full + "/"},
 			gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: out.Attr.Ino})
 		return in, 0
@@ -246,22 +250,63 @@ func (d *dirNode) Fsync(ctx context.Context, fh gofs.FileHandle, flags uint32) s
 	return 0
 }
 
-// Getattr implements gofs.NodeGetattrer.
+// Getattr implements gofs.NodeGetattrer: a directory's mode, owner and
+// time are kept in its placeholder object's metadata.
 func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	d.fsys.fillDir(&out.Attr, d.prefix())
+	ctx = uninterrupted(ctx)
+	prefix := d.prefix()
+	ph, _, err := d.fsys.meta.dirAttrs(ctx, prefix)
+	if err != nil {
+		return d.fsys.errno(ctx, "getattr", prefix, err)
+	}
+	d.fsys.fillDir(&out.Attr, prefix, ph)
 	out.SetTimeout(d.fsys.opts.MetadataTTL)
 	return 0
 }
 
-// Setattr implements gofs.NodeSetattrer: directories show the flags'
-// mode and owner and the mount's start time; changes are accepted and
-// not kept (a prefix has no metadata of its own; README, limits), so
-// that tools which copy trees (tar, rsync -a, cp -a) do not fail.
+// Setattr implements gofs.NodeSetattrer: chmod, chown and utimes of a
+// directory are kept in the metadata of its placeholder object ("dir/"),
+// made for them if the directory exists only through objects under it.
+// The root has no object: its changes are accepted and not kept (README,
+// limits), so that tools which copy trees (tar, rsync -a, cp -a) do not
+// fail.
 func (d *dirNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if d.fsys.opts.ReadOnly {
+	ctx = uninterrupted(ctx)
+	f := d.fsys
+	if f.opts.ReadOnly {
 		return syscall.EROFS
 	}
+	prefix := d.prefix()
+	if md := setattrMeta(in); md != nil && prefix != "" {
+		if err := d.setMeta(ctx, prefix, md); err != nil {
+			return f.errno(ctx, "setattr", prefix, err)
+		}
+	}
 	return d.Getattr(ctx, fh, out)
+}
+
+// setMeta sets metadata keys md on the placeholder of directory prefix,
+// through the cache (in order with the placeholder's other changes),
+// making the placeholder if there is none.
+func (d *dirNode) setMeta(ctx context.Context, prefix string, md map[string]string) error {
+	f := d.fsys
+	ph, exists, err := f.meta.dirAttrs(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	if exists {
+		return f.cache.SetMeta(ctx, ph, md)
+	}
+	ph = transfer.ObjectAttrs{Name: prefix}
+	wh, err := f.cache.OpenWrite(ctx, ph, true, false)
+	if err != nil {
+		return err
+	}
+	err = f.cache.SetMeta(ctx, ph, md)
+	if cerr := wh.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Statfs implements gofs.NodeStatfser.
@@ -323,11 +368,18 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if c.kind != kindNone {
 		return nil, syscall.EEXIST
 	}
-	wh, err := f.cache.OpenWrite(ctx, transfer.ObjectAttrs{Name: full + "/"}, true, false)
+	ph := transfer.ObjectAttrs{Name: full + "/"}
+	wh, err := f.cache.OpenWrite(ctx, ph, true, false)
 	if err != nil {
 		return nil, f.errno(ctx, "mkdir", full, err)
 	}
-	if err := wh.Close(); err != nil {
+	if perm := mode & 0o7777; perm != f.opts.DirMode {
+		err = f.cache.SetMeta(ctx, ph, map[string]string{modeKey: strconv.FormatUint(uint64(perm), 8)})
+	}
+	if cerr := wh.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return nil, f.errno(ctx, "mkdir", full, err)
 	}
 	f.meta.forget(full)

@@ -201,17 +201,28 @@ func (f *FS) fillFile(out *fuse.Attr, a transfer.ObjectAttrs, ino uint64) {
 	out.SetTimes(&t, &t, &t)
 }
 
-// fillDir sets out to the attributes of a directory.
-func (f *FS) fillDir(out *fuse.Attr, prefix string) {
+// fillDir sets out to the attributes of directory prefix, whose
+// placeholder object is ph (Name "" if it has none): the mode and owner
+// kept in its metadata and its time (as for a file), else the flags'
+// and the mount's start time.
+func (f *FS) fillDir(out *fuse.Attr, prefix string, ph transfer.ObjectAttrs) {
 	out.Ino = f.ino(kindDir, prefix)
 	if prefix == "" {
 		out.Ino = 1
 	}
-	out.Mode = syscall.S_IFDIR | f.opts.DirMode
+	md := ph.Metadata
+	out.Mode = syscall.S_IFDIR | metaUint(md, modeKey, 8, f.opts.DirMode)&0o7777
 	out.Nlink = 2
 	out.Blksize = 4096
-	out.Uid, out.Gid = f.opts.UID, f.opts.GID
-	out.SetTimes(&f.start, &f.start, &f.start)
+	out.Uid = metaUint(md, uidKey, 10, f.opts.UID)
+	out.Gid = metaUint(md, gidKey, 10, f.opts.GID)
+	t := f.start
+	if ph.Name != "" {
+		if pt := cache.ObjectMtime(ph); !pt.IsZero() {
+			t = pt
+		}
+	}
+	out.SetTimes(&t, &t, &t)
 }
 
 // statfs reports a large, mostly free filesystem: a bucket has no fixed

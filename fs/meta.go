@@ -75,6 +75,19 @@ type metaCache struct {
 	// are corrected with these. Kept for recentFor.
 	recent      map[string]map[string]recentChange // guarded by mu
 	recentSwept time.Time                          // guarded by mu: when old ones were last dropped
+	// placeholders holds what the bucket said of directories'
+	// placeholder objects ("dir/", which keep their mode, owner and
+	// time), by prefix. Newer news wins: an answer asked for before a
+	// confirmed change of the placeholder never replaces it.
+	placeholders map[string]placeholder // guarded by mu
+}
+
+// placeholder is what the bucket holds at a directory's "dir/" name.
+type placeholder struct {
+	a       transfer.ObjectAttrs
+	exists  bool
+	asked   time.Time // when the bucket was asked (or confirmed the change)
+	expires time.Time
 }
 
 // recentFor is how long confirmed changes are kept in metaCache.recent:
@@ -92,7 +105,7 @@ type localView interface {
 
 func newMetaCache(b transfer.Bucket, local localView, ttl time.Duration) *metaCache {
 	return &metaCache{b: b, local: local, ttl: ttl, names: map[string]cachedChild{}, dirs: map[string]*listing{},
-		changes: map[string]uint64{}, recent: map[string]map[string]recentChange{}}
+		changes: map[string]uint64{}, recent: map[string]map[string]recentChange{}, placeholders: map[string]placeholder{}}
 }
 
 // forget drops what is remembered about name after a local change to it.
@@ -117,6 +130,11 @@ func (m *metaCache) forgetUnder(prefix string) {
 			delete(m.dirs, k)
 		}
 	}
+	for k := range m.placeholders {
+		if strings.HasPrefix(k, prefix) {
+			delete(m.placeholders, k)
+		}
+	}
 	m.mu.Unlock()
 }
 
@@ -133,6 +151,11 @@ func (m *metaCache) dirMoved(from, to string) {
 		m.changes[parent]++ // a listing running now may predate the move
 		delete(m.dirs, parent)
 		delete(m.names, full)
+		for k := range m.placeholders {
+			if strings.HasPrefix(k, p) {
+				delete(m.placeholders, k)
+			}
+		}
 	}
 }
 
@@ -154,6 +177,9 @@ func (m *metaCache) confirmed(name string, a transfer.ObjectAttrs, deleted bool)
 	defer m.mu.Unlock()
 	m.changes[parent]++ // even uncached: a listing running now may predate the change
 	delete(m.names, full)
+	if isDir {
+		m.notePlaceholderLocked(name, a, !deleted, time.Now())
+	}
 	if !isDir {
 		m.noteRecentLocked(parent, seg, child{kind: kindFile, attrs: a}, deleted)
 	}
@@ -420,7 +446,7 @@ func (m *metaCache) resolve(ctx context.Context, name string, warn warnFunc) (ch
 		a, err := m.b.Stat(ctx, name)
 		sc <- statResult{a, err}
 	}()
-	page, lerr := m.b.List(ctx, transfer.ListQuery{Prefix: name + "/", Delimiter: "/", PageSize: 1})
+	page, lerr := m.b.List(ctx, transfer.ListQuery{Prefix: name + "/", Delimiter: "/", PageSize: 1, Placeholders: true})
 	st := <-sc
 	if lerr != nil {
 		return child{}, lerr
@@ -436,6 +462,16 @@ func (m *metaCache) resolve(ctx context.Context, name string, warn warnFunc) (ch
 			warn(name, "object hidden: a directory has the same name", "shown_as", name+"/")
 		}
 		c = child{kind: kindDir}
+		// "name/" comes before any other name under it: the first one
+		// says whether the directory has a placeholder.
+		ph := len(page.Objects) > 0 && page.Objects[0].Name == name+"/"
+		var a transfer.ObjectAttrs
+		if ph {
+			a = page.Objects[0]
+		}
+		m.mu.Lock()
+		m.notePlaceholderLocked(name+"/", a, ph, now)
+		m.mu.Unlock()
 	case st.err == nil:
 		c = child{kind: kindFile, attrs: st.a}
 	}
@@ -527,7 +563,8 @@ func (m *metaCache) listRemoteOnce(ctx context.Context, prefix string, warn warn
 
 	l := &listing{children: map[string]child{}}
 	var files []transfer.ObjectAttrs
-	q := transfer.ListQuery{Prefix: prefix, Delimiter: "/"}
+	q := transfer.ListQuery{Prefix: prefix, Delimiter: "/", Placeholders: true}
+	phs := map[string]transfer.ObjectAttrs{} // placeholders seen: of prefix and of its subdirectories
 	for {
 		page, err := m.b.List(ctx, q)
 		if err != nil {
@@ -553,8 +590,10 @@ func (m *metaCache) listRemoteOnce(ctx context.Context, prefix string, warn warn
 	for _, a := range files {
 		seg := a.Name[len(prefix):]
 		switch {
-		case seg == "":
-			// The directory's own placeholder object.
+		case seg == "" || strings.IndexByte(seg, '/') == len(seg)-1:
+			// The directory's own placeholder object, or a
+			// subdirectory's (listed with Placeholders).
+			phs[a.Name] = a
 		case !validName(seg):
 			warn(a.Name, "object hidden: its name is not a valid file name (empty segment, '.', '..' or longer than 255 bytes)")
 		case l.children[seg].kind == kindDir:
@@ -573,6 +612,17 @@ func (m *metaCache) listRemoteOnce(ctx context.Context, prefix string, warn warn
 		return nil, nil // checked and stored under one lock: no change slips between
 	}
 	l.fetched = now
+	// The listing says which of its directories have a placeholder.
+	if prefix != "" {
+		a, ok := phs[prefix]
+		m.notePlaceholderLocked(prefix, a, ok, now)
+	}
+	for seg, c := range l.children {
+		if c.kind == kindDir {
+			a, ok := phs[prefix+seg+"/"]
+			m.notePlaceholderLocked(prefix+seg+"/", a, ok, now)
+		}
+	}
 	if m.ttl > 0 {
 		l.expires = now.Add(m.ttl)
 		if len(m.dirs) > sweepLimit/64 {
@@ -585,6 +635,69 @@ func (m *metaCache) listRemoteOnce(ctx context.Context, prefix string, warn warn
 		m.dirs[prefix] = l
 	}
 	return l, nil
+}
+
+// notePlaceholderLocked records what the bucket said, at asked, of the
+// placeholder of directory prefix: a, or none (exists false). An older
+// answer than the one held is dropped.
+func (m *metaCache) notePlaceholderLocked(prefix string, a transfer.ObjectAttrs, exists bool, asked time.Time) {
+	if m.ttl <= 0 {
+		return
+	}
+	if cur, ok := m.placeholders[prefix]; ok && cur.asked.After(asked) {
+		return
+	}
+	if !exists {
+		a = transfer.ObjectAttrs{} // what a deletion was confirmed of is gone
+	}
+	if len(m.placeholders) > sweepLimit {
+		for k, v := range m.placeholders {
+			if !asked.Before(v.expires) {
+				delete(m.placeholders, k)
+			}
+		}
+	}
+	m.placeholders[prefix] = placeholder{a: a, exists: exists, asked: asked, expires: asked.Add(m.ttl)}
+}
+
+// dirAttrs returns the placeholder object of directory prefix (not "",
+// ending in '/'), where its mode, owner and time are kept, if it has one:
+// the local version if it has changes not yet in the bucket, else what
+// the bucket said within the TTL, else what it says now.
+func (m *metaCache) dirAttrs(ctx context.Context, prefix string) (transfer.ObjectAttrs, bool, error) {
+	if prefix == "" {
+		return transfer.ObjectAttrs{}, false, nil // the root has no object
+	}
+	if a, ok := m.local.Local(prefix); ok {
+		return a, true, nil
+	}
+	now := time.Now()
+	m.mu.Lock()
+	if p, ok := m.placeholders[prefix]; ok && now.Before(p.expires) {
+		m.mu.Unlock()
+		return p.a, p.exists, nil
+	}
+	m.mu.Unlock()
+	ctx, cancel := askContext(ctx)
+	defer cancel()
+	a, err := m.b.Stat(ctx, prefix)
+	exists := err == nil
+	if err != nil {
+		if !errors.Is(err, transfer.ErrNotExist) {
+			return transfer.ObjectAttrs{}, false, err
+		}
+		a = transfer.ObjectAttrs{}
+	}
+	if a, ok := m.local.Local(prefix); ok {
+		return a, true, nil // made here meanwhile
+	}
+	m.mu.Lock()
+	m.notePlaceholderLocked(prefix, a, exists, now)
+	if p, ok := m.placeholders[prefix]; ok && p.asked.After(now) {
+		a, exists = p.a, p.exists // confirmed while the bucket was asked
+	}
+	m.mu.Unlock()
+	return a, exists, nil
 }
 
 // validName reports whether seg can be a file name on Linux.

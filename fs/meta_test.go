@@ -124,3 +124,46 @@ func TestCachedListingsShowWhatWasConfirmedSince(t *testing.T) {
 		t.Errorf("resolve(t/d/sub) = %v, %v; want a directory", c.kind, err)
 	}
 }
+
+// hookBucket answers List with a fixed page after running onList once.
+type hookBucket struct {
+	transfer.Bucket
+	page   transfer.ListPage
+	onList func()
+}
+
+func (b *hookBucket) List(ctx context.Context, q transfer.ListQuery) (transfer.ListPage, error) {
+	if f := b.onList; f != nil {
+		b.onList = nil
+		f()
+	}
+	return b.page, nil
+}
+
+// A listing of a directory asked for before a change of its placeholder
+// (its mode) was confirmed answers with the old placeholder: the
+// directory must keep showing the confirmed one.
+func TestPlaceholderConfirmedDuringAListingWins(t *testing.T) {
+	old := transfer.ObjectAttrs{Name: "d/", Generation: 1, Metadata: map[string]string{modeKey: "700"}}
+	changed := transfer.ObjectAttrs{Name: "d/", Generation: 2, Metadata: map[string]string{modeKey: "750"}}
+	b := &hookBucket{page: transfer.ListPage{Objects: []transfer.ObjectAttrs{old, {Name: "d/f", Generation: 1}}}}
+	m := newMetaCache(b, noLocal{}, time.Minute)
+	b.onList = func() { m.confirmed("d/", changed, false) }
+	ctx := context.Background()
+	if _, err := m.list(ctx, "d/", func(string, string, ...any) {}); err != nil {
+		t.Fatal(err)
+	}
+	a, ok, err := m.dirAttrs(ctx, "d/")
+	if err != nil || !ok || a.Generation != 2 || a.Metadata[modeKey] != "750" {
+		t.Errorf("dirAttrs(d/) = %+v, %v, %v; want generation 2, mode 750", a, ok, err)
+	}
+	// A listing asked for afterwards is news again.
+	b.page.Objects[0] = transfer.ObjectAttrs{Name: "d/", Generation: 3}
+	m.forgetUnder("d/")
+	if _, err := m.list(ctx, "d/", func(string, string, ...any) {}); err != nil {
+		t.Fatal(err)
+	}
+	if a, ok, _ := m.dirAttrs(ctx, "d/"); !ok || a.Generation != 3 {
+		t.Errorf("after a new listing dirAttrs(d/) = %+v, %v; want generation 3", a, ok)
+	}
+}

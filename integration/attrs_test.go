@@ -213,3 +213,66 @@ func TestChmodOfAFileBiggerThanTheCache(t *testing.T) {
 		t.Errorf("metadata in the bucket %v", md)
 	}
 }
+
+// TestDirectoryAttributesPersist: chmod, chown and utimes of directories
+// are kept in the metadata of their placeholder objects ("dir/"): patched
+// on an existing placeholder (not uploaded again), made for a directory
+// that exists only through its files, and read back by a mount with an
+// empty cache. The root has no object: its changes are accepted.
+func TestDirectoryAttributesPersist(t *testing.T) {
+	emu := startEmulator(t, nil)
+	put(t, emu, "implicit/f", []byte("f"))
+	put(t, emu, "placed/", nil)
+	put(t, emu, "placed/g", []byte("g"))
+	oldGen, _ := emu.Generation(testBucket, "placed/")
+	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "1h"}})
+
+	mtime := time.Date(2003, 4, 5, 6, 7, 8, 0, time.UTC)
+	for _, name := range []string{"implicit", "placed", "."} {
+		if err := os.Chmod(m.path(name), 0o710); err != nil {
+			t.Fatalf("chmod %s: %v", name, err)
+		}
+		if err := os.Chown(m.path(name), 1234, 5678); err != nil {
+			t.Fatalf("chown %s: %v", name, err)
+		}
+		if err := os.Chtimes(m.path(name), mtime, mtime); err != nil {
+			t.Fatalf("utimes %s: %v", name, err)
+		}
+	}
+	check := func(when string, path string) {
+		t.Helper()
+		st := statOf(t, path)
+		if st.Mode&syscall.S_IFMT != syscall.S_IFDIR || st.Mode&0o7777 != 0o710 || st.Uid != 1234 || st.Gid != 5678 {
+			t.Errorf("%s: %s mode %o uid %d gid %d, want a directory, 710 1234 5678", when, path, st.Mode, st.Uid, st.Gid)
+		}
+		if got := time.Unix(st.Mtim.Unix()); !got.Equal(mtime) {
+			t.Errorf("%s: %s mtime %v, want %v", when, path, got, mtime)
+		}
+	}
+	check("before the upload", m.path("implicit"))
+	check("before the upload", m.path("placed"))
+	m.unmount(t)
+
+	if gen, _ := emu.Generation(testBucket, "placed/"); gen != oldGen {
+		t.Errorf("placed/ changed generation %d -> %d: it was uploaded again, not patched", oldGen, gen)
+	}
+	for _, name := range []string{"implicit/", "placed/"} {
+		md := objectMeta(t, name, emu.Fake())
+		if md["bucketfs-mode"] != "710" || md["bucketfs-uid"] != "1234" || md["bucketfs-gid"] != "5678" || md["gcsfuse_mtime"] != "2003-04-05T06:07:08Z" {
+			t.Errorf("%s metadata %v", name, md)
+		}
+	}
+	if got := listObjects(t, emu, ""); len(got) != 4 {
+		t.Errorf("the bucket holds %q, want the two files and two placeholders", got)
+	}
+
+	m2 := mount(t, emu, mountOpts{}) // an empty cache: everything from the bucket
+	check("after a remount", m2.path("implicit"))
+	check("after a remount", m2.path("placed"))
+	for dir, want := range map[string]string{"implicit": "f", "placed": "g"} {
+		des, err := os.ReadDir(m2.path(dir))
+		if err != nil || len(des) != 1 || des[0].Name() != want {
+			t.Errorf("%s lists %v (%v), want only %s", dir, des, err, want)
+		}
+	}
+}

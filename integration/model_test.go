@@ -49,7 +49,7 @@ var modelOps = []modelOp{
 	{"rename", 10}, {"rename-over", 5}, {"unlink", 8}, {"mkdir", 6}, {"rmdir", 5},
 	{"fsync", 3}, {"read", 8}, {"remount", 1},
 	{"chmod", 4}, {"symlink", 3}, {"write-unlinked", 2}, {"rename-dir", 4},
-	{"exchange", 3},
+	{"exchange", 3}, {"chmod-dir", 2},
 }
 
 // modelState is what the test knows of the tree, kept in step with the
@@ -409,6 +409,16 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 			mode := []os.FileMode{0o600, 0o640, 0o644, 0o755, 0o700}[rng.IntN(5)]
 			what = fmt.Sprintf("chmod %s %o", p, mode)
 			both(func(root string) error { return os.Chmod(filepath.Join(root, p), mode) })
+		case "chmod-dir":
+			p := st.pickDir(rng)
+			if p == "" {
+				continue // the root keeps no mode (README, limits)
+			}
+			// Modes that leave the owner every right: the test runs
+			// as root, but a mode is a mode.
+			mode := []os.FileMode{0o700, 0o750, 0o711, 0o755}[rng.IntN(4)]
+			what = fmt.Sprintf("chmod %s/ %o", p, mode)
+			both(func(root string) error { return os.Chmod(filepath.Join(root, p), mode) })
 		case "symlink":
 			p := st.newPath(rng)
 			// No target outside the test's directories: a bug that turned
@@ -550,7 +560,7 @@ type treeEntry struct {
 	dir  bool
 	sum  string
 	size int64
-	mode fs.FileMode // permission bits of a file
+	mode fs.FileMode // permission bits
 	link string      // a symbolic link's target
 }
 
@@ -567,7 +577,11 @@ func readTree(t *testing.T, root string) map[string]treeEntry {
 			return nil
 		}
 		if d.IsDir() {
-			out[rel] = treeEntry{dir: true}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			out[rel] = treeEntry{dir: true, mode: info.Mode().Perm()}
 			return nil
 		}
 		if d.Type()&fs.ModeSymlink != 0 {
@@ -627,6 +641,15 @@ func compareTrees(t *testing.T, ref, mnt string) string {
 	return strings.Join(diffs[:min(len(diffs), 20)], "\n")
 }
 
+// modeKept reports whether metadata md says mode: bucketfs-mode, or the
+// mount's default def without it.
+func modeKept(md map[string]string, mode, def fs.FileMode) bool {
+	if v, ok := md["bucketfs-mode"]; ok {
+		return v == strconv.FormatUint(uint64(mode), 8)
+	}
+	return mode == def
+}
+
 // compareBucket fails unless the bucket holds exactly the reference's
 // files (directories may have a placeholder object "dir/").
 func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read func(string) ([]byte, map[string]string)) {
@@ -637,8 +660,11 @@ func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read
 	for _, name := range objects {
 		seen[name] = true
 		if strings.HasSuffix(name, "/") {
-			if w, ok := want[strings.TrimSuffix(name, "/")]; !ok || !w.dir {
+			w, ok := want[strings.TrimSuffix(name, "/")]
+			if !ok || !w.dir {
 				diffs = append(diffs, fmt.Sprintf("%s: a placeholder of a directory the reference does not have", name))
+			} else if _, md := read(name); !modeKept(md, w.mode, 0o755) {
+				diffs = append(diffs, fmt.Sprintf("%s: mode %o in the reference, the placeholder's metadata says %q", name, w.mode, md["bucketfs-mode"]))
 			}
 			continue
 		}
@@ -658,13 +684,16 @@ func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read
 		if sum != w.sum || n != w.size {
 			diffs = append(diffs, fmt.Sprintf("%s: the bucket has %d bytes, the reference %d (or other bytes)", name, n, w.size))
 		}
-		if mode := md["bucketfs-mode"]; mode != "" && mode != strconv.FormatUint(uint64(w.mode), 8) || mode == "" && w.mode != 0o644 {
-			diffs = append(diffs, fmt.Sprintf("%s: mode %o in the reference, the bucket's metadata says %q", name, w.mode, mode))
+		if !modeKept(md, w.mode, 0o644) {
+			diffs = append(diffs, fmt.Sprintf("%s: mode %o in the reference, the bucket's metadata says %q", name, w.mode, md["bucketfs-mode"]))
 		}
 	}
 	for p, w := range want {
-		if !w.dir && !seen[p] {
+		switch {
+		case !w.dir && !seen[p]:
 			diffs = append(diffs, fmt.Sprintf("%s: missing in the bucket", p))
+		case w.dir && !seen[p+"/"] && w.mode != 0o755:
+			diffs = append(diffs, fmt.Sprintf("%s: a directory of mode %o in the reference, with no placeholder to keep it", p, w.mode))
 		}
 	}
 	if len(diffs) > 0 {

@@ -122,11 +122,17 @@ func remountCases() []remountCase {
 			o.err("utimensat with nanoseconds", unix.UtimesNano(pj(root, "ns"), []unix.Timespec{mtimeNs, mtimeNs}))
 			statMtime(o, "stat f", pj(root, "f"))
 			statMtime(o, "stat ns", pj(root, "ns"))
+			// A directory's time, set last (as tar and rsync -a do).
+			o.mkdir(pj(root, "d"))
+			o.mkfile(pj(root, "d", "f"), []byte("x"))
+			o.err("utimes dir", unix.UtimesNano(pj(root, "d"), []unix.Timespec{mtime, mtime}))
+			statMtime(o, "stat d", pj(root, "d"))
 			return o
 		}, func(t *testing.T, root string) *obs {
 			o := &obs{}
 			statMtime(o, "stat f", pj(root, "f"))
 			statMtime(o, "stat ns", pj(root, "ns"))
+			statMtime(o, "stat d", pj(root, "d"))
 			return o
 		}},
 		{"mode", func(t *testing.T, root string) *obs {
@@ -137,22 +143,35 @@ func remountCases() []remountCase {
 			o.err("chmod 0755", unix.Chmod(pj(root, "exe"), 0o755))
 			o.mkdir(pj(root, "d"))
 			o.err("chmod dir 0700", unix.Chmod(pj(root, "d"), 0o700))
+			o.err("mkdir 0750", unix.Mkdir(pj(root, "m"), 0o750))
+			// A directory's mode moves with it.
+			o.mkdir(pj(root, "r"))
+			o.mkfile(pj(root, "r", "f"), []byte("x"))
+			o.err("chmod r 0711", unix.Chmod(pj(root, "r"), 0o711))
+			o.err("rename r r2", unix.Rename(pj(root, "r"), pj(root, "r2")))
+			o.stat("r2", pj(root, "r2"))
 			return o
 		}, func(t *testing.T, root string) *obs {
 			o := &obs{}
 			o.stat("f", pj(root, "f"))
 			o.stat("exe", pj(root, "exe"))
 			o.stat("d", pj(root, "d"))
+			o.stat("m", pj(root, "m"))
+			o.stat("r2", pj(root, "r2"))
 			return o
 		}},
 		{"owner", func(t *testing.T, root string) *obs {
 			o := &obs{}
 			o.mkfile(pj(root, "f"), []byte("x"))
 			o.err("chown 1234:5678", unix.Chown(pj(root, "f"), 1234, 5678))
+			o.mkdir(pj(root, "d"))
+			o.err("chown dir 4321:8765", unix.Chown(pj(root, "d"), 4321, 8765))
+			owner(o, "d", pj(root, "d"))
 			return o
 		}, func(t *testing.T, root string) *obs {
 			o := &obs{}
 			owner(o, "f", pj(root, "f"))
+			owner(o, "d", pj(root, "d"))
 			return o
 		}},
 		{"mmap", func(t *testing.T, root string) *obs {

@@ -37,11 +37,6 @@ import (
 // of TestPOSIX only ("fuse/rename/open-fd"), "remount/NAME/PHASE" for a
 // remount case, or "programs/PROGRAM/STEP" for a step of TestPrograms.
 var knownDifferences = map[string]string{
-	// Directories keep no metadata (README, limits): their mode, owner
-	// and times are the flags' and the mount's.
-	"stat/mode-at-create": "the mode given to mkdir is not kept: a dir made 0700 shows 0755 (--dir-mode); files keep theirs",
-	"stat/chmod-dir":      "chmod of a directory returns 0 and changes nothing: the mode stays 0755",
-
 	// RENAME_EXCHANGE with a directory is not built (README, limits).
 	"rename/exchange-file-and-dir": "renameat2 RENAME_EXCHANGE of a file and a directory: EINVAL (local: ok)",
 	"rename/exchange-dirs":         "renameat2 RENAME_EXCHANGE of two directories: EINVAL (local: ok, trees swapped)",
@@ -63,8 +58,6 @@ var knownDifferences = map[string]string{
 	// fsync.
 
 	// Persistence across remounts.
-	"remount/mode/same-cache":      "directories keep no mode: a 0700 dir shows 0755 (files keep theirs)",
-	"remount/mode/fresh-cache":     "directories keep no mode: a 0700 dir shows 0755 (files keep theirs)",
 	"remount/xattr/before":         "setxattr: ENOTSUP",
 	"remount/xattr/same-cache":     "getxattr: ENOTSUP",
 	"remount/xattr/fresh-cache":    "getxattr: ENOTSUP",
@@ -73,7 +66,6 @@ var knownDifferences = map[string]string{
 	"remount/hardlink/fresh-cache": "link: EPERM, so one name with nlink 1 after the remount",
 
 	// Real programs (programs_test.go).
-	"programs/rsync/second-run-copies-nothing": "directories keep no times (README, limits), so a second rsync -a lists every directory as changed (.d..t......); no file is copied again",
 }
 
 // intermittentDifferences are differences that show only sometimes (they

@@ -44,6 +44,11 @@ type ListQuery struct {
 	Delimiter string // "/" for one directory level; "" for a flat listing
 	PageToken string // "" for the first page; ListPage.NextPageToken after that
 	PageSize  int    // 0 lets the implementation choose
+	// Placeholders also returns, in Objects, the objects named like a
+	// prefix of the page ("dir/" under Prefix, with a Delimiter "/"),
+	// besides the prefix itself: a directory's placeholder, with its
+	// metadata. GCS: includeTrailingDelimiter.
+	Placeholders bool
 }
 
 // ListPage is one page of a listing. With a delimiter, names that contain it

@@ -201,7 +201,8 @@ var listAttrs = []string{"Name", "Size", "Generation", "Metageneration", "Update
 
 // List implements Bucket.
 func (g *GCS) List(ctx context.Context, q ListQuery) (ListPage, error) {
-	sq := &storage.Query{Prefix: q.Prefix, Delimiter: q.Delimiter, Projection: storage.ProjectionNoACL}
+	sq := &storage.Query{Prefix: q.Prefix, Delimiter: q.Delimiter, Projection: storage.ProjectionNoACL,
+		IncludeTrailingDelimiter: q.Placeholders && q.Delimiter != ""}
 	if err := sq.SetAttrSelection(listAttrs); err != nil {
 		return ListPage{}, err
 	}

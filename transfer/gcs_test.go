@@ -184,6 +184,9 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 			{ListQuery{Prefix: "dir/sub/", Delimiter: "/"}, []string{"dir/sub/c"}, nil},
 			{ListQuery{Prefix: "dir/"}, []string{"dir/", "dir/a", "dir/b", "dir/sub/c"}, nil},
 			{ListQuery{Prefix: "nothing/", Delimiter: "/"}, nil, nil},
+			// Placeholders of the prefixes come along ("other/" has none).
+			{ListQuery{Delimiter: "/", Placeholders: true}, []string{"dir/", "top.txt"}, []string{"dir/", "other/"}},
+			{ListQuery{Prefix: "dir/", Delimiter: "/", Placeholders: true}, []string{"dir/", "dir/a", "dir/b"}, []string{"dir/sub/"}},
 		}
 		ctx := testCtx(t, 30*time.Second)
 		for _, tt := range tests {
