@@ -31,6 +31,20 @@ func statOf(t testing.TB, path string) *syscall.Stat_t {
 	return &st
 }
 
+// setAttrs sets path's mode, its owner to 1234:5678, and its times.
+func setAttrs(t testing.TB, path string, mode os.FileMode, mtime time.Time) {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatalf("chmod %s: %v", path, err)
+	}
+	if err := os.Chown(path, 1234, 5678); err != nil {
+		t.Fatalf("chown %s: %v", path, err)
+	}
+	if err := os.Chtimes(path, mtime, mtime); err != nil {
+		t.Fatalf("utimes %s: %v", path, err)
+	}
+}
+
 // TestAttributesPersist: chmod, chown and utimes of new and existing
 // files are kept in object metadata and read back by a mount with an
 // empty cache; a change of attributes alone patches the metadata and does
@@ -52,15 +66,7 @@ func TestAttributesPersist(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"new.txt", "remote.bin"} {
-		if err := os.Chmod(m.path(name), 0o640); err != nil {
-			t.Fatalf("chmod %s: %v", name, err)
-		}
-		if err := os.Chown(m.path(name), 1234, 5678); err != nil {
-			t.Fatalf("chown %s: %v", name, err)
-		}
-		if err := os.Chtimes(m.path(name), mtime, mtime); err != nil {
-			t.Fatalf("utimes %s: %v", name, err)
-		}
+		setAttrs(t, m.path(name), 0o640, mtime)
 	}
 	check := func(when string, path string) {
 		t.Helper()
@@ -229,15 +235,7 @@ func TestDirectoryAttributesPersist(t *testing.T) {
 
 	mtime := time.Date(2003, 4, 5, 6, 7, 8, 0, time.UTC)
 	for _, name := range []string{"implicit", "placed", "."} {
-		if err := os.Chmod(m.path(name), 0o710); err != nil {
-			t.Fatalf("chmod %s: %v", name, err)
-		}
-		if err := os.Chown(m.path(name), 1234, 5678); err != nil {
-			t.Fatalf("chown %s: %v", name, err)
-		}
-		if err := os.Chtimes(m.path(name), mtime, mtime); err != nil {
-			t.Fatalf("utimes %s: %v", name, err)
-		}
+		setAttrs(t, m.path(name), 0o710, mtime)
 	}
 	check := func(when string, path string) {
 		t.Helper()
