@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -41,6 +42,10 @@ type listing struct {
 	names    []string  // sorted
 	fetched  time.Time // when the listing was asked for
 	expires  time.Time
+	// hidden holds the files of the bucket that a directory of the same
+	// name hides: shown if that directory is removed here while the
+	// bucket still has objects under it (its old name after a rename).
+	hidden map[string]child
 }
 
 // recentChange is a change of this cache to a file, confirmed in the
@@ -201,12 +206,25 @@ func (m *metaCache) confirmed(name string, a transfer.ObjectAttrs, deleted bool)
 		return
 	case isDir:
 		next = child{kind: kindDir}
-	case deleted && cur.kind != kindFile, !deleted && cur.kind == kindDir:
-		return // a directory of that name wins; nothing to change
+	case cur.kind == kindDir:
+		// A directory of that name wins; the file stays hidden behind it.
+		nl := &listing{children: l.children, names: l.names, fetched: l.fetched, expires: l.expires, hidden: maps.Clone(l.hidden)}
+		if nl.hidden == nil {
+			nl.hidden = map[string]child{}
+		}
+		if deleted {
+			delete(nl.hidden, seg)
+		} else {
+			nl.hidden[seg] = child{kind: kindFile, attrs: a}
+		}
+		m.dirs[parent] = nl
+		return
+	case deleted && cur.kind != kindFile:
+		return
 	case !deleted:
 		next = child{kind: kindFile, attrs: a}
 	}
-	nl := &listing{children: make(map[string]child, len(l.children)+1), fetched: l.fetched, expires: l.expires}
+	nl := &listing{children: make(map[string]child, len(l.children)+1), fetched: l.fetched, expires: l.expires, hidden: l.hidden}
 	for k, v := range l.children {
 		nl.children[k] = v
 	}
@@ -234,7 +252,7 @@ func (m *metaCache) ancestorsExistLocked(dir string) {
 		// be fetched again for each upload below; recent corrects them.
 		m.noteRecentLocked(up, seg, child{kind: kindDir}, false)
 		if l, ok := m.dirs[up]; ok && l.children[seg].kind != kindDir {
-			nl := &listing{children: make(map[string]child, len(l.children)+1), fetched: l.fetched, expires: l.expires}
+			nl := &listing{children: make(map[string]child, len(l.children)+1), fetched: l.fetched, expires: l.expires, hidden: l.hidden}
 			for k, v := range l.children {
 				nl.children[k] = v
 			}
@@ -303,19 +321,27 @@ func (m *metaCache) madeEmpty(prefix string) {
 	m.mu.Unlock()
 }
 
-// resolveLocal says what name is from local changes alone, if they decide.
-func (m *metaCache) resolveLocal(name string) (child, bool) {
+// resolveLocal says what name is from local changes alone, if they
+// decide (ok). dirGone says that they decide only that name is no
+// directory (one removed here, whose objects may still be in the bucket).
+func (m *metaCache) resolveLocal(name string) (c child, ok, dirGone bool) {
 	if a, ok := m.local.Local(name); ok {
-		return child{kind: kindFile, attrs: a}, true
+		return child{kind: kindFile, attrs: a}, true, false
 	}
 	if present, _ := m.local.LocalNames(name + "/"); len(present) > 0 {
-		return child{kind: kindDir}, true
+		return child{kind: kindDir}, true, false
 	}
-	if _, removed := m.local.LocalNames(name); slices.Contains(removed, name) || slices.Contains(removed, name+"/") {
-		// Deleted here (a file, or an empty directory's placeholder).
-		return child{kind: kindNone}, true
+	_, removed := m.local.LocalNames(name)
+	if slices.Contains(removed, name) {
+		return child{kind: kindNone}, true, false // a file deleted here
 	}
-	return child{}, false
+	if slices.Contains(removed, name+"/") {
+		// A directory removed here (or renamed away): its placeholder
+		// goes last, and until it is gone the bucket still says it is a
+		// directory. A file made at its name since is all there is.
+		return child{}, false, true
+	}
+	return child{}, false, false
 }
 
 // withLocal returns l with the local changes under prefix shown over it.
@@ -335,13 +361,21 @@ func (m *metaCache) withLocal(prefix string, l *listing) *listing {
 	if len(names) == 0 && len(removed) == 0 && len(newer) == 0 {
 		return l
 	}
-	out := &listing{children: make(map[string]child, len(l.children)+len(names)), fetched: l.fetched, expires: l.expires}
+	out := &listing{children: make(map[string]child, len(l.children)+len(names)), fetched: l.fetched, expires: l.expires, hidden: l.hidden}
 	for k, v := range l.children {
 		out.children[k] = v
 	}
+	hidden := l.hidden // files behind a directory of the same name
 	for seg, c := range newer {
 		switch {
 		case out.children[seg].kind == kindDir:
+			if c.kind != kindDir {
+				hidden = maps.Clone(hidden)
+				if hidden == nil {
+					hidden = map[string]child{}
+				}
+				hidden[seg] = c // kindNone: deleted since
+			}
 		case c.kind == kindNone:
 			delete(out.children, seg)
 		default:
@@ -354,7 +388,13 @@ func (m *metaCache) withLocal(prefix string, l *listing) *listing {
 		case i < 0 && out.children[rest].kind == kindFile:
 			delete(out.children, rest) // a deleted file
 		case i == len(rest)-1 && out.children[rest[:i]].kind == kindDir:
-			delete(out.children, rest[:i]) // a removed (empty) directory
+			// A removed (empty) directory: a file of the same name in
+			// the bucket shows now (made after the directory was
+			// renamed away, while its objects are still being deleted).
+			delete(out.children, rest[:i])
+			if h := hidden[rest[:i]]; h.kind == kindFile && !slices.Contains(removed, prefix+rest[:i]) {
+				out.children[rest[:i]] = h
+			}
 		}
 	}
 	for _, name := range names {
@@ -412,8 +452,10 @@ func parentPrefix(name string) string {
 // a directory (a placeholder object or just a common prefix), or nothing.
 // When both a file and a directory have the name, the directory wins.
 func (m *metaCache) resolve(ctx context.Context, name string, warn warnFunc) (child, error) {
-	if c, ok := m.resolveLocal(name); ok {
-		return c, nil
+	if lc, ok, dirGone := m.resolveLocal(name); ok {
+		return lc, nil
+	} else if dirGone {
+		return m.fileBehind(ctx, name)
 	}
 	now := time.Now()
 	m.mu.Lock()
@@ -598,6 +640,10 @@ func (m *metaCache) listRemoteOnce(ctx context.Context, prefix string, warn warn
 			warn(a.Name, "object hidden: its name is not a valid file name (empty segment, '.', '..' or longer than 255 bytes)")
 		case l.children[seg].kind == kindDir:
 			warn(a.Name, "object hidden: a directory has the same name", "shown_as", a.Name+"/")
+			if l.hidden == nil {
+				l.hidden = map[string]child{}
+			}
+			l.hidden[seg] = child{kind: kindFile, attrs: a}
 		default:
 			l.children[seg] = child{kind: kindFile, attrs: a}
 		}
@@ -635,6 +681,21 @@ func (m *metaCache) listRemoteOnce(ctx context.Context, prefix string, warn warn
 		m.dirs[prefix] = l
 	}
 	return l, nil
+}
+
+// fileBehind says whether the bucket has a file at name, a directory
+// removed here whose objects are still being deleted (resolveLocal).
+func (m *metaCache) fileBehind(ctx context.Context, name string) (child, error) {
+	ctx, cancel := askContext(ctx)
+	defer cancel()
+	a, err := m.b.Stat(ctx, name)
+	switch {
+	case errors.Is(err, transfer.ErrNotExist):
+		return child{kind: kindNone}, nil
+	case err != nil:
+		return child{}, err
+	}
+	return child{kind: kindFile, attrs: a}, nil
 }
 
 // notePlaceholderLocked records what the bucket said, at asked, of the

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -439,4 +440,65 @@ func TestRenameDirectoryHierarchical(t *testing.T) {
 	m2 := mount(t, emu, mountOpts{})
 	compareFiles(t, "a new mount", filesUnder(t, m2.path("f")), want)
 	m2.unmount(t)
+}
+
+// TestFileAtTheOldNameOfARenamedDirectory: a file made at the old name of
+// a renamed directory shows, in listings and lookups, once it is in the
+// bucket, while the old directory's placeholder is still there (it is
+// deleted last; here the bucket refuses its deletion). It vanished from
+// listings until the placeholder was gone (found by the model tester).
+func TestFileAtTheOldNameOfARenamedDirectory(t *testing.T) {
+	emu := startEmulator(t, nil)
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		refuse := r.Method == http.MethodDelete && strings.HasSuffix(r.URL.EscapedPath(), "/o/d%2F")
+		return http.StatusServiceUnavailable, refuse
+	})
+	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "0", "--metadata-ttl", "1m"}})
+	if err := os.Mkdir(m.path("d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m.path("d/f"), []byte("f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m.path("d"), m.path("e")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m.path("d"), []byte("file d"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until only the placeholder's deletion is left: file d is in
+	// the bucket and has left the local changes.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st := m.status(t)
+		if len(st.Dirty) == 1 && st.Dirty[0].Name == "d/" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still dirty after a minute: %+v", st.Dirty)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, bounded above
+	}
+	if objs := listObjects(t, emu, ""); !slices.Equal(objs, []string{"d", "d/", "e/", "e/f"}) {
+		t.Fatalf("the bucket holds %q", objs)
+	}
+	des, err := os.ReadDir(m.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, fmt.Sprintf("%s:%v", de.Name(), de.IsDir()))
+	}
+	if !slices.Equal(names, []string{"d:false", "e:true"}) {
+		t.Errorf("the root lists %q, want file d and directory e", names)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(m.path("d"), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		t.Errorf("lstat d: mode %o, %v; want a file", st.Mode, err)
+	}
+	if got := string(readFile(t, m.path("d"))); got != "file d" {
+		t.Errorf("d reads %q", got)
+	}
+	emu.SetHook(nil) // the placeholder may go now; the unmount waits for it
 }
