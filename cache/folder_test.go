@@ -27,6 +27,27 @@ func isFolderRename(r *http.Request) bool {
 	return r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/folders/")
 }
 
+// waitSettled waits until name's cached copy is settled: read whole, its
+// download detached and its file synced (which ends just after the last
+// read). A folder rename leaves a copy with a download running to copies.
+func (e *env) waitSettled(c *Cache, name string) {
+	e.t.Helper()
+	for {
+		c.mu.Lock()
+		en := c.entries[name]
+		ok := en != nil && c.settledCleanLocked(en)
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-e.ctx.Done():
+			e.t.Fatalf("%s never settled", name)
+		case <-time.After(5 * time.Millisecond): // polling a condition, bounded by e.ctx
+		}
+	}
+}
+
 // TestFolderRenameMovesCachedCopies: in a hierarchical bucket, a directory
 // whose files have no local changes is renamed by the bucket in one step.
 // Nothing is copied or deleted; a cached file keeps its bytes under the
@@ -39,6 +60,7 @@ func TestFolderRenameMovesCachedCopies(t *testing.T) {
 	e.put("dx", []byte("not under d/"))
 	c := e.openWB(0)
 	e.cacheAll(c, a, pattern(3000, 1))
+	e.waitSettled(c, "d/a")
 	log := watchCopiesAndDeletes(e)
 	if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
 		t.Fatal(err)
@@ -174,6 +196,7 @@ func TestFolderRenameAnswerLost(t *testing.T) {
 	a := e.put("d/a", pattern(1000, 5))
 	c := e.openWB(0)
 	e.cacheAll(c, a, pattern(1000, 5))
+	e.waitSettled(c, "d/a")
 	e.emu.SetHook(func(r *http.Request) (int, bool) {
 		return http.StatusServiceUnavailable, isFolderRename(r)
 	})
