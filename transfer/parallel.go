@@ -364,11 +364,18 @@ func (p *Parallel) inParallel(ctx context.Context, n int, f func(ctx context.Con
 		mu.Unlock()
 	}
 	for i := 0; i < n; i++ {
+		took := false
 		select {
 		case p.slots <- struct{}{}:
+			took = true
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
+			// Both may have been ready: a slot taken here must go back,
+			// or the uploader has one slot less for good.
+			if took {
+				<-p.slots
+			}
 			break
 		}
 		wg.Add(1)
