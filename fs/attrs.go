@@ -106,20 +106,29 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 	}
 	full := d.prefix() + name
 	a := transfer.ObjectAttrs{Name: full, Updated: time.Now()}
-	wh, err := f.cache.OpenWrite(ctx, a, true, false)
-	if err != nil {
-		return nil, f.errno(ctx, "symlink", full, err)
-	}
-	err = f.cache.SetMeta(ctx, a, map[string]string{symlinkKey: target})
-	if cerr := wh.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := f.makeEmpty(ctx, a, map[string]string{symlinkKey: target}); err != nil {
 		return nil, f.errno(ctx, "symlink", full, err)
 	}
 	f.meta.forget(full)
 	a.Metadata = map[string]string{symlinkKey: target}
 	return d.child(ctx, name, child{kind: kindFile, attrs: a}, out)
+}
+
+// makeEmpty makes a (a new name) an empty object in the cache, written
+// back like a file, with custom metadata md (none if nil): a symbolic
+// link, or a directory's placeholder.
+func (f *FS) makeEmpty(ctx context.Context, a transfer.ObjectAttrs, md map[string]string) error {
+	wh, err := f.cache.OpenWrite(ctx, a, true, false)
+	if err != nil {
+		return err
+	}
+	if md != nil {
+		err = f.cache.SetMeta(ctx, a, md)
+	}
+	if cerr := wh.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // checkNew checks that name can be made in d: valid, not reserved, not

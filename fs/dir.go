@@ -297,16 +297,7 @@ func (d *dirNode) setMeta(ctx context.Context, prefix string, md map[string]stri
 	if exists {
 		return f.cache.SetMeta(ctx, ph, md)
 	}
-	ph = transfer.ObjectAttrs{Name: prefix}
-	wh, err := f.cache.OpenWrite(ctx, ph, true, false)
-	if err != nil {
-		return err
-	}
-	err = f.cache.SetMeta(ctx, ph, md)
-	if cerr := wh.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return f.makeEmpty(ctx, transfer.ObjectAttrs{Name: prefix}, md)
 }
 
 // Statfs implements gofs.NodeStatfser.
@@ -368,18 +359,11 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if c.kind != kindNone {
 		return nil, syscall.EEXIST
 	}
-	ph := transfer.ObjectAttrs{Name: full + "/"}
-	wh, err := f.cache.OpenWrite(ctx, ph, true, false)
-	if err != nil {
-		return nil, f.errno(ctx, "mkdir", full, err)
-	}
+	var md map[string]string
 	if perm := mode & 0o7777; perm != f.opts.DirMode {
-		err = f.cache.SetMeta(ctx, ph, map[string]string{modeKey: strconv.FormatUint(uint64(perm), 8)})
+		md = map[string]string{modeKey: strconv.FormatUint(uint64(perm), 8)}
 	}
-	if cerr := wh.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := f.makeEmpty(ctx, transfer.ObjectAttrs{Name: full + "/"}, md); err != nil {
 		return nil, f.errno(ctx, "mkdir", full, err)
 	}
 	f.meta.forget(full)

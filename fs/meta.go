@@ -361,7 +361,7 @@ func (m *metaCache) withLocal(prefix string, l *listing) *listing {
 	if len(names) == 0 && len(removed) == 0 && len(newer) == 0 {
 		return l
 	}
-	out := &listing{children: make(map[string]child, len(l.children)+len(names)), fetched: l.fetched, expires: l.expires, hidden: l.hidden}
+	out := &listing{children: make(map[string]child, len(l.children)+len(names)), fetched: l.fetched, expires: l.expires}
 	for k, v := range l.children {
 		out.children[k] = v
 	}
