@@ -173,6 +173,7 @@ func TestFolderRenameFreezesNames(t *testing.T) {
 		c.mu.Lock()
 	}
 	c.mu.Unlock()
+	early := e.mediaReads("d/b") // none while the open waits
 	close(release)
 	if err := <-renamed; err != nil {
 		t.Fatal(err)
@@ -180,8 +181,10 @@ func TestFolderRenameFreezesNames(t *testing.T) {
 	if err := <-opened; err == nil {
 		t.Error("reading d/b after its folder was renamed worked; the object is gone")
 	}
-	if n := e.mediaReads("d/b"); n > 1 {
-		t.Errorf("d/b was read %d times", n)
+	// After the rename the open's download may ask for the gone object
+	// more than once (its chunk, and the read waiting for it).
+	if early != 0 {
+		t.Errorf("d/b was read %d times before the folder rename ended", early)
 	}
 	if !bytes.Equal(e.object("e/b"), pattern(2000, 4)) {
 		t.Error("e/b is wrong")
