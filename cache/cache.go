@@ -67,6 +67,11 @@ type Stats struct {
 	// ReadBytes counts bytes handles read from local cache files. Reads
 	// the kernel serves itself (FUSE passthrough) are not seen.
 	ReadBytes int64
+	// ChecksumMismatches counts cached copies (or downloads) that failed
+	// a checksum or size check (checksum.go); DamagedFiles is how many
+	// changed files are held for it now.
+	ChecksumMismatches int64
+	DamagedFiles       int
 }
 
 // ErrStale means the object version a handle reads is gone from the bucket
@@ -89,6 +94,9 @@ type Cache struct {
 
 	checkpointWG   sync.WaitGroup // the checkpointer
 	stopCheckpoint chan struct{}  // closed by Close
+	closing        chan struct{}  // closed when Close starts: background checks stop
+	verifySlot     chan struct{}  // one background check of a copy at a time (checksum.go)
+	syncVerifyMax  int64          // copies up to this size are checked at open, larger ones in the background
 
 	mu      sync.Mutex
 	entries map[string]*entry // guarded by mu: the cached version of each name
@@ -139,6 +147,9 @@ type entry struct {
 	dlIdle bool               // dl's background walk has ended
 
 	dropped bool // no longer indexed: remove the file when the last handle goes
+
+	checked   []bool // chunks checked against their sums, or fetched, by this process (checksum.go)
+	verifying bool   // a background check of the copy runs
 
 	spare *os.File // the new data file, open read-write, until OpenWrite takes it
 
@@ -200,6 +211,9 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 
 		liveStaging:    map[string]bool{},
 		stopCheckpoint: make(chan struct{}),
+		closing:        make(chan struct{}),
+		verifySlot:     make(chan struct{}, 1),
+		syncVerifyMax:  syncVerifyMax,
 		cleanKick:      make(chan struct{}, 1),
 	}
 	if o.FullWait <= 0 {
@@ -302,11 +316,23 @@ func (c *Cache) load() error {
 				return err
 			}
 		}
-		if r.localContent() {
+		switch {
+		case r.localContent():
 			// The file is the truth about local changes: writes land there
 			// before the record is updated again.
 			r.Size = st.Size()
 			r.Complete, r.Present = true, nil
+			recs[name] = r
+		case !r.Deleted && st.Size() != r.Size:
+			// A copy of a bucket version cut short (or grown) behind the
+			// cache's back: none of it is trusted; it is fetched again.
+			c.log.Warn("a cached copy has the wrong size: it is dropped and fetched again from the bucket",
+				"object", name, "generation", r.Generation, "file_size", st.Size(), "size", r.Size)
+			if err := os.Truncate(c.dataPath(r.ID), r.Size); err != nil {
+				return fmt.Errorf("resizing the damaged cache file of %s: %w", name, err)
+			}
+			r.Complete, r.Present, r.Sums = false, nil, nil
+			c.stats.ChecksumMismatches++
 			recs[name] = r
 		}
 		byID[r.ID] = true
@@ -429,7 +455,7 @@ func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs, newFile boo
 		}
 		e = &entry{
 			name:  a.Name,
-			rec:   record{Generation: a.Generation, Size: a.Size, ChunkSize: c.opts.ChunkSize},
+			rec:   record{Generation: a.Generation, Size: a.Size, ChunkSize: c.opts.ChunkSize, CRC32C: a.CRC32C},
 			ready: make(chan struct{}),
 		}
 		if newFile {
@@ -532,10 +558,16 @@ func (c *Cache) newHandle(e *entry) (*Handle, error) {
 		return nil, fmt.Errorf("opening cache file: %w", err)
 	}
 	h := &Handle{c: c, e: e, f: f, name: e.name, gen: gen, size: size}
+	if e.rec.Damaged != "" {
+		h.Close()
+		return nil, fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, e.rec.Damaged)
+	}
+	pending := c.verifyCopy(e, f)
 	c.mu.Lock()
 	if e.rec.Complete || e.rec.localContent() || (e.dl != nil && isClosed(e.dl.Complete())) {
 		c.stats.Hits++
 		h.complete = true
+		h.verify = pending
 		c.mu.Unlock()
 		return h, nil
 	}
@@ -563,13 +595,16 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 	if err != nil {
 		return fmt.Errorf("opening cache file: %w", err)
 	}
-	present := e.rec.presentBools()
+	present, sums := e.rec.presentBools(), e.rec.allSums()
 	if e.rec.ChunkSize != c.opts.ChunkSize {
 		// Chunk size changed since the last mount: refetch everything.
-		present = nil
+		present, sums = nil, nil
 		e.rec.ChunkSize = c.opts.ChunkSize
+		e.rec.Sums, e.checked = nil, nil
 	}
 	src, gen := e.name, e.rec.Generation
+	do := transfer.DownloadOptions{ChunkSize: c.opts.ChunkSize, Parallelism: c.opts.Parallelism, Sums: sums,
+		CRC32C: e.rec.CRC32C, CheckCRC: e.rec.CRC32C != 0}
 	if e.rec.pendingCopy() {
 		src, gen = e.rec.CopyFrom, e.rec.CopyGen // the content is that version's
 		// The download reads that version: it is held while it runs,
@@ -577,8 +612,7 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 		e.dlHold = src
 		c.holds[src]++
 	}
-	dl := transfer.NewDownload(c.b, src, gen, e.rec.Size, f, present,
-		transfer.DownloadOptions{ChunkSize: c.opts.ChunkSize, Parallelism: c.opts.Parallelism})
+	dl := transfer.NewDownload(c.b, src, gen, e.rec.Size, f, present, do)
 	e.dl, e.dlFile, e.dlIdle = dl, f, false
 	dl.Start()
 	c.wg.Add(1)
@@ -597,6 +631,9 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 			if !isCancel(err) {
 				c.mu.Lock()
 				c.noteErrorLocked("download", e.name, err)
+				if errors.Is(err, transfer.ErrChecksum) {
+					c.stats.ChecksumMismatches++ // nothing of it counts as present: fetched again at the next open
+				}
 				c.mu.Unlock()
 			}
 		}
@@ -626,16 +663,32 @@ func (c *Cache) takeDownloadLocked(e *entry) (*transfer.Download, *os.File) {
 	e.dl, e.dlFile = nil, nil
 	c.releaseDownloadHoldLocked(e)
 	if dl != nil && !e.rec.localContent() {
-		e.rec.setPresent(dl.Present())
+		c.absorbLocked(e, dl)
 	}
 	return dl, f
+}
+
+// absorbLocked records what dl fetched into e's copy: the chunks present
+// and their sums. Chunks it fetched count as checked for this process.
+func (c *Cache) absorbLocked(e *entry, dl *transfer.Download) {
+	present, summed, sums := dl.Snapshot()
+	before := e.rec.presentBools()
+	for i, p := range present {
+		if p && (i >= len(before) || !before[i]) && summed[i] {
+			e.setCheckedLocked(i, true)
+		}
+		if !p {
+			e.setCheckedLocked(i, false)
+		}
+	}
+	e.rec.setPresent(present)
+	e.rec.setSums(summed, sums)
 }
 
 // retire stops dl, syncs its file and records which chunks it holds.
 // Only synced chunks are ever recorded as present.
 func (c *Cache) retire(e *entry, dl *transfer.Download, f *os.File) {
 	dl.Stop()
-	present := dl.Present()
 	syncErr := f.Sync()
 	f.Close()
 	if syncErr != nil {
@@ -648,7 +701,7 @@ func (c *Cache) retire(e *entry, dl *transfer.Download, f *os.File) {
 		return
 	}
 	if !e.rec.localContent() { // a changed copy is complete, whatever its old chunks were
-		e.rec.setPresent(present)
+		c.absorbLocked(e, dl)
 	}
 	rec, seq := c.snapshotLocked(e)
 	c.mu.Unlock()
@@ -812,6 +865,9 @@ func (c *Cache) Stats() Stats {
 			s.DirtyFiles++
 			s.DirtyBytes += e.rec.Size
 		}
+		if e.rec.Damaged != "" {
+			s.DamagedFiles++
+		}
 	}
 	return s
 }
@@ -825,6 +881,7 @@ func (c *Cache) Close() error {
 		return nil
 	}
 	c.closed = true
+	close(c.closing)
 	c.mu.Unlock()
 	// Uploads still running are cancelled: their files stay dirty, and the
 	// next start uploads them. Call Flush first to wait for them.

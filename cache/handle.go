@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 
@@ -23,6 +24,7 @@ type Handle struct {
 	size int64
 
 	complete  bool // the copy was complete when the handle was opened
+	verify    bool // its chunks are being checked: each is checked before it is served (checksum.go)
 	closeOnce sync.Once
 }
 
@@ -33,10 +35,10 @@ func (h *Handle) Size() int64 { return h.size }
 func (h *Handle) Generation() int64 { return h.gen }
 
 // PassthroughFd returns the local file's descriptor when the whole
-// version was cached at open, so that the kernel can read it directly.
-// The descriptor stays valid until Close.
+// version was cached, and checked, at open, so that the kernel can read
+// it directly. The descriptor stays valid until Close.
 func (h *Handle) PassthroughFd() (int, bool) {
-	if !h.complete || h.f == nil {
+	if !h.complete || h.verify || h.f == nil {
 		return -1, false
 	}
 	return int(h.f.Fd()), true
@@ -48,6 +50,11 @@ func (h *Handle) PassthroughFd() (int, bool) {
 // bucket, or the error of the fetch it waited for.
 func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if h.e != nil && h.dl == nil {
+		if h.verify {
+			if n, err, done := h.readChecked(ctx, p, off); done {
+				return n, err
+			}
+		}
 		// A complete local copy, which writers may be changing: the file
 		// itself says where it ends.
 		n, err := h.f.ReadAt(p, off)
@@ -86,6 +93,36 @@ func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		return got, fmt.Errorf("reading cache file: %w", err)
 	}
 	return got, nil
+}
+
+// readChecked serves a read of a copy whose chunks are not all checked
+// yet: it checks the chunks it touches first. If one is bad (or was
+// dropped as bad), the bytes come from the bucket instead, and done is
+// true; otherwise the caller reads the file.
+func (h *Handle) readChecked(ctx context.Context, p []byte, off int64) (int, error, bool) {
+	if off >= h.size || len(p) == 0 {
+		return 0, io.EOF, off >= h.size
+	}
+	n := min(int64(len(p)), h.size-off)
+	h.c.mu.Lock()
+	chunk := h.e.rec.ChunkSize
+	src, gen := h.name, h.gen
+	if h.e.rec.pendingCopy() {
+		src, gen = h.e.rec.CopyFrom, h.e.rec.CopyGen
+	}
+	h.c.mu.Unlock()
+	good := h.c.checkChunks(h.e, h.f, int(off/chunk), int((off+n-1)/chunk))
+	if !slices.Contains(good, false) {
+		return 0, nil, false
+	}
+	got, err := h.c.b.ReadRange(ctx, src, gen, off, n, &sliceWriter{buf: p[:n]})
+	if err != nil {
+		return int(got), staleOr(err), true
+	}
+	if got != n {
+		return int(got), io.ErrUnexpectedEOF, true
+	}
+	return int(n), nil, true
 }
 
 func staleOr(err error) error {

@@ -71,6 +71,18 @@ type record struct {
 	// CopyType is the source's content type: a copy that sets custom
 	// metadata sets the whole object resource, so it is given again.
 	CopyType string `json:"copy_type,omitempty"`
+
+	// Integrity (checksum.go). Sums holds the CRC-32C of each chunk (4
+	// bytes big-endian a chunk) of the version the file was filled
+	// with, valid for present chunks not Written. CRC32C is that
+	// version's checksum as the bucket gave it (0: unknown). Written
+	// (with Dirty) marks the chunks changed here since, set before their
+	// bytes change. Damaged (with Dirty) says why the file is held: a
+	// chunk not written here failed its check.
+	Sums    []byte `json:"sums,omitempty"`
+	CRC32C  uint32 `json:"crc32c,omitempty"`
+	Written []byte `json:"written,omitempty"`
+	Damaged string `json:"damaged,omitempty"`
 }
 
 func (r *record) chunks() int {

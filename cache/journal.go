@@ -43,7 +43,7 @@ const (
 	journalName     = "journal"
 	checkpointEvery = time.Second
 	checkpointOps   = 4096
-	maxJournalEntry = 1 << 20 // longer lengths mean a torn or corrupt entry
+	maxJournalEntry = 64 << 20 // longer lengths mean a torn or corrupt entry (a record of a 5 TiB object with its chunk sums takes about 4 MiB)
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -165,6 +165,10 @@ func (j *journal) append(ops ...journalOp) error {
 	payload, err := json.Marshal(ops)
 	if err != nil {
 		return err
+	}
+	if len(payload) > maxJournalEntry {
+		// The replay would stop here and drop every later change.
+		return fmt.Errorf("cache journal: a change of %d bytes is over the limit of %d", len(payload), maxJournalEntry)
 	}
 	buf := make([]byte, 8+len(payload))
 	binary.LittleEndian.PutUint32(buf[0:4], uint32(len(payload)))

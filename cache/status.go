@@ -31,6 +31,15 @@ type Status struct {
 	// Errors are the most recent write-back and download failures,
 	// oldest first (at most maxRecentErrors).
 	Errors []ErrorEvent
+	// Held lists every changed file held for a failed checksum check
+	// (see Resolve), by name.
+	Held []HeldFile
+}
+
+// HeldFile is a changed file that failed its checksum check.
+type HeldFile struct {
+	Name string
+	Why  string
 }
 
 // DirtyFile is one file with changes not yet in the bucket.
@@ -45,7 +54,7 @@ type DirtyFile struct {
 // ErrorEvent is one failure that the log reported.
 type ErrorEvent struct {
 	Time   time.Time
-	Op     string // "upload", "delete", "download", "conflict", "copy"
+	Op     string // "upload", "delete", "download", "conflict", "copy", "check"
 	Object string
 	Err    string
 }
@@ -59,6 +68,7 @@ func (c *Cache) Status(maxDirty int) Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := Status{Stats: c.stats}
+	defer func() { sort.Slice(s.Held, func(i, j int) bool { return s.Held[i].Name < s.Held[j].Name }) }()
 	s.Entries = len(c.entries)
 	s.UsedBytes = c.used
 	s.ReadBytes = c.readBytes.Load()
@@ -69,6 +79,10 @@ func (c *Cache) Status(maxDirty int) Status {
 		}
 		if !e.rec.Dirty {
 			continue
+		}
+		if e.rec.Damaged != "" {
+			s.DamagedFiles++
+			s.Held = append(s.Held, HeldFile{Name: name, Why: e.rec.Damaged})
 		}
 		s.DirtyFiles++
 		s.DirtyBytes += e.rec.Size

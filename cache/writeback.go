@@ -99,6 +99,10 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	if e == nil {
 		return nil, fmt.Errorf("%s: %w (%d bytes, cache max size %d)", a.Name, ErrNoSpace, a.Size, c.opts.MaxSize)
 	}
+	if err := c.checkBeforeWrite(e, trunc); err != nil {
+		c.release(e)
+		return nil, err
+	}
 	c.mu.Lock()
 	if e.rec.Deleted {
 		// Written again after a deletion not yet sent: a new, empty file
@@ -173,12 +177,16 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	e.handles[h] = struct{}{}
 	c.writeHandles[h] = struct{}{}
 	// Every byte is local now; a dirty copy must never be downloaded over.
+	if e.dl != nil && !e.rec.localContent() {
+		c.absorbLocked(e, e.dl) // the sums of what it fetched, before a change makes the file the truth
+	}
 	e.rec.Complete, e.rec.Present = true, nil
 	c.mu.Unlock()
 	if hidden {
 		// The kernel writes the file directly: one change from now until
-		// Close, which ends it.
-		if err := h.begin(); err != nil {
+		// Close, which ends it. The daemon cannot see which chunks change:
+		// their sums describe the file no longer.
+		if err := h.begin((*record).forgetSums); err != nil {
 			h.hidden = false
 			h.Close()
 			return nil, err
@@ -248,7 +256,8 @@ func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
 			return 0, err
 		}
 	}
-	if err := h.begin(); err != nil {
+	end := off + int64(len(p))
+	if err := h.begin(func(r *record) bool { return r.markWritten(min(off, r.Size), end) }); err != nil {
 		return 0, err
 	}
 	n, err := h.f.WriteAt(p, off)
@@ -305,7 +314,7 @@ func (h *WriteHandle) Truncate(size int64) error {
 			return err
 		}
 	}
-	if err := h.begin(); err != nil {
+	if err := h.begin(func(r *record) bool { return r.markWritten(min(size, r.Size), max(size, r.Size)) }); err != nil {
 		return err
 	}
 	err := h.f.Truncate(size)
@@ -438,9 +447,11 @@ func (c *Cache) moveHandlesLocked(e, ne *entry, skip *WriteHandle) {
 }
 
 // begin starts a change: the first change to a clean copy records it as
-// dirty, durably, before any byte is written. A change through an
-// orphaned handle touches no entry.
-func (h *WriteHandle) begin() error {
+// dirty, durably, before any byte is written. mark (if not nil) records,
+// under the lock, which chunks the change touches (record.Written); if
+// it changes the record, that is made durable before the change too. A
+// change through an orphaned handle touches no entry.
+func (h *WriteHandle) begin(mark func(*record) bool) error {
 	c := h.c
 	c.mu.Lock()
 	if h.orphan {
@@ -452,6 +463,10 @@ func (h *WriteHandle) begin() error {
 	if e.dropped {
 		c.mu.Unlock()
 		return fmt.Errorf("%s was replaced in the cache while open for writing; reopen it", e.name)
+	}
+	if e.rec.Damaged != "" {
+		c.mu.Unlock()
+		return fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, e.rec.Damaged)
 	}
 	h.busy++
 	e.inflight++
@@ -475,12 +490,26 @@ func (h *WriteHandle) begin() error {
 	}
 	ch := e.dirtying
 	e.rec.Deleted, e.rec.MetaOnly = false, false
+	marked := mark != nil && mark(&e.rec)
 	var rec record
 	var seq uint64
-	if first {
+	if first || marked {
 		rec, seq = c.snapshotLocked(e)
 	}
 	c.mu.Unlock()
+	if marked && !first {
+		// The chunks this change touches are recorded as written before
+		// their bytes change (a later snapshot written first covers them).
+		if err := c.persistEntry(e, rec, seq); err != nil {
+			c.mu.Lock()
+			h.busy--
+			if !h.orphan {
+				h.e.inflight--
+			}
+			c.mu.Unlock()
+			return fmt.Errorf("recording a change of %s in the cache index: %w", e.name, err)
+		}
+	}
 	if first {
 		err := c.persistEntry(e, rec, seq)
 		c.mu.Lock()
@@ -676,8 +705,8 @@ func (c *Cache) takeDue() (due []string, next time.Time) {
 	for name, at := range c.queue {
 		e := c.entries[name]
 		switch {
-		case e == nil || !e.rec.Dirty || e.dropped:
-			delete(c.queue, name)
+		case e == nil || !e.rec.Dirty || e.dropped || e.rec.Damaged != "":
+			delete(c.queue, name) // a held file waits for Resolve (checksum.go)
 		case e.writers > 0 && !e.forced:
 			delete(c.queue, name) // the last writer's Close queues it again
 		case e.uploading || c.inFlight[name]:
@@ -735,6 +764,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	deleted, metaOnly, meta := e.rec.Deleted, e.rec.MetaOnly, e.rec.Meta
 	src := copySource{from: e.rec.CopyFrom, gen: e.rec.CopyGen}
 	contentType := e.rec.CopyType
+	ref := sumsRef{chunk: e.rec.ChunkSize, sums: slices.Clone(e.rec.Sums), written: slices.Clone(e.rec.Written)}
 	e.forced = false
 	e.uploadSeq++
 	seq := e.uploadSeq
@@ -757,6 +787,14 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	} else if st, err := os.Stat(c.dataPath(id)); err == nil {
 		size, mtime = st.Size(), st.ModTime()
 	}
+	var body fileSums
+	if src.from == "" {
+		var held bool
+		body, held = c.scanForUpload(ctx, e, name, id, size, ref)
+		if held {
+			return
+		}
+	}
 	attempt, err := c.noteAttempt(e)
 	if err != nil {
 		c.mu.Lock()
@@ -770,7 +808,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	}
 	// A base below 0 is a deletion of "whatever was there" (a removed
 	// directory's placeholder) written again: a new object.
-	attrs, err := c.sendContent(ctx, name, id, size, src, transfer.PutOptions{IfGenerationMatch: max(base, 0), ContentType: contentType, Metadata: uploadMeta(meta, mtime, attempt)})
+	attrs, err := c.sendContent(ctx, name, id, size, src, body.put(transfer.PutOptions{IfGenerationMatch: max(base, 0), ContentType: contentType, Metadata: uploadMeta(meta, mtime, attempt)}))
 	if c.supersededDuring(e, name, base, attrs, err) {
 		return
 	}
@@ -803,7 +841,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 			return
 		}
 		c.log.Info("upload refused: the bucket's version is not the one the local change is based on", "object", name, "based_on", base, "bucket_generation", gen)
-		err = c.saveConflict(ctx, e, name, id, size, src, meta, version, inflight)
+		err = c.saveConflict(ctx, e, name, id, size, src, body, meta, version, inflight)
 		if err == nil {
 			c.mu.Lock()
 			e.uploadedSeq = seq // what was written is in the bucket, beside
@@ -841,6 +879,9 @@ func (c *Cache) upload(ctx context.Context, name string) {
 		e.rec.Dirty = false
 		e.dirtying = nil
 		e.rec.Meta = ownMeta(attrs.Metadata) // what the bucket has now (its time among it)
+		if src.from == "" {
+			c.adoptSumsLocked(e, body, attrs)
+		}
 		if e.rec.Size != size && src.from == "" {
 			// Nothing changed since the upload read the file: its size is
 			// the truth (a size counted late, as after passthrough writes
@@ -1142,13 +1183,13 @@ func (c *Cache) failedLocked(ctx context.Context, e *entry, err error) {
 // saveConflict uploads the local version beside the object that changed
 // in the bucket. If the local copy did not change meanwhile, it is then
 // dropped from the cache, so the name shows the remote version again.
-func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint64, size int64, src copySource, meta map[string]string, version uint64, inflight int) error {
+func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint64, size int64, src copySource, body fileSums, meta map[string]string, version uint64, inflight int) error {
 	now := time.Now()
 	var sibling string
 	var err error
 	for try := 1; try <= 20; try++ {
 		sibling = ConflictName(name, now, try)
-		_, err = c.sendContent(ctx, sibling, id, size, src, transfer.PutOptions{IfGenerationMatch: 0, Metadata: meta})
+		_, err = c.sendContent(ctx, sibling, id, size, src, body.put(transfer.PutOptions{IfGenerationMatch: 0, Metadata: meta}))
 		if !errors.Is(err, transfer.ErrPrecondition) {
 			break
 		}
@@ -1211,11 +1252,15 @@ func (c *Cache) Flush(ctx context.Context, progress func(Progress)) []string {
 		c.mu.Lock()
 		var left Progress
 		var names []string
+		held := 0 // files held for a failed check: no upload to wait for
 		for name, e := range c.entries {
 			if e.rec.Dirty {
 				left.Files++
 				left.Bytes += e.rec.Size
 				names = append(names, name)
+				if e.rec.Damaged != "" {
+					held++
+				}
 			}
 		}
 		wake := c.changed
@@ -1226,6 +1271,10 @@ func (c *Cache) Flush(ctx context.Context, progress func(Progress)) []string {
 		}
 		if left.Files == 0 {
 			return nil
+		}
+		if held == left.Files {
+			sort.Strings(names)
+			return names
 		}
 		select {
 		case <-wake:
@@ -1355,6 +1404,11 @@ func (c *Cache) FlushName(ctx context.Context, name string) error {
 		c.mu.Unlock()
 		return nil
 	}
+	if e.rec.Damaged != "" {
+		err := fmt.Errorf("%s: %w: %s", name, ErrDamaged, e.rec.Damaged)
+		c.mu.Unlock()
+		return err
+	}
 	target := e.uploadSeq + 1
 	e.forced = true
 	c.queue[name] = time.Time{}
@@ -1362,6 +1416,11 @@ func (c *Cache) FlushName(ctx context.Context, name string) error {
 	c.mu.Unlock()
 	for {
 		c.mu.Lock()
+		if e.rec.Damaged != "" && !e.dropped {
+			err := fmt.Errorf("%s: %w: %s", name, ErrDamaged, e.rec.Damaged)
+			c.mu.Unlock()
+			return err
+		}
 		done := e.dropped || !e.rec.Dirty || e.uploadedSeq >= target
 		if !done && !e.uploading {
 			// Re-arm after a failed try (it was queued again with a delay

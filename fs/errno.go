@@ -27,6 +27,12 @@ func toErrno(log *slog.Logger, op, name string, err error) syscall.Errno {
 	case errors.Is(err, cache.ErrBusy):
 		log.Warn("a directory changed while it was being renamed; the rename did nothing", "op", op, "object", name, "err", err)
 		return syscall.EBUSY
+	case errors.Is(err, cache.ErrDamaged):
+		log.Error("the file is held: its cached copy failed a checksum check (see bucketfs status; bucketfs resolve keeps the local bytes or takes the bucket's version)", "op", op, "object", name, "err", err)
+		return syscall.EIO
+	case errors.Is(err, transfer.ErrChecksum):
+		log.Error("bytes read from the bucket do not have the object's checksum; the file is fetched again at its next open", "op", op, "object", name, "err", err)
+		return syscall.EIO
 	case errors.Is(err, cache.ErrStale):
 		log.Warn("the version this handle uses is gone (changed in the bucket, or deleted or renamed here); reopen the file", "op", op, "object", name, "err", err)
 		return syscall.ESTALE

@@ -71,6 +71,12 @@ type PutOptions struct {
 	Unconditional bool
 	ContentType   string
 	Metadata      map[string]string
+	// CRC32C, with SendCRC32C, is the checksum of the whole body: the
+	// store refuses an upload whose bytes do not have it (ErrChecksum,
+	// or a transient error), so a body damaged on its way, or changed
+	// while it was read, never becomes the object.
+	CRC32C     uint32
+	SendCRC32C bool
 }
 
 // Bucket is one bucket of an object store, as bucketfs uses it.
@@ -168,6 +174,12 @@ var (
 	ErrUnauthenticated = errors.New("credentials missing or not accepted")
 	ErrPrecondition    = errors.New("precondition failed: the object changed")
 	ErrNotRenamed      = errors.New("folder not renamed")
+	// ErrChecksum: bytes read or sent do not have the checksum the store
+	// (or the cache's record) says they must have.
+	ErrChecksum = errors.New("checksum mismatch")
+	// ErrShortRead: a read returned another number of bytes than the
+	// object's size says it must.
+	ErrShortRead = errors.New("object size does not match the bytes read")
 	// ErrNotSupported also matches ErrNotRenamed.
 	ErrNotSupported = fmt.Errorf("%w: the bucket has no hierarchical namespace", ErrNotRenamed)
 )

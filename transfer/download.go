@@ -7,12 +7,26 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/bucketfs/bucketfs/internal/crc32c"
 )
 
 // DownloadOptions shape a Download.
 type DownloadOptions struct {
 	ChunkSize   int64 // bytes per range request; > 0
 	Parallelism int   // background range requests in flight; >= 1
+	// Sums are the CRC-32C checksums of the chunks dst holds already
+	// (indexed as present); a present chunk without one leaves the
+	// object unchecked at the end.
+	Sums []uint32
+	// CRC32C, with CheckCRC, is the object's checksum as the store
+	// reports it. Once every chunk is present, their checksums are
+	// combined and compared with it: a mismatch ends the download with
+	// an error matching ErrChecksum, and no chunk counts as present any
+	// more. An object of one chunk is checked before any reader sees
+	// its bytes, and fetched once more on a mismatch.
+	CRC32C   uint32
+	CheckCRC bool
 }
 
 // Download fetches one version of an object into dst in chunks of
@@ -24,7 +38,9 @@ type DownloadOptions struct {
 // Chunk i covers [i*ChunkSize, min((i+1)*ChunkSize, size)). dst receives
 // each chunk's bytes with WriteAt before the chunk counts as present; a
 // failed fetch may leave partial bytes there, in a chunk that is still
-// absent.
+// absent. The CRC-32C of every chunk is computed as its bytes stream in
+// (Sums), so that the object can be checked as a whole at the end (see
+// DownloadOptions.CheckCRC) and its copy later, chunk by chunk.
 type Download struct {
 	b     Bucket
 	name  string
@@ -33,6 +49,8 @@ type Download struct {
 	chunk int64
 	par   int
 	dst   io.WriterAt
+	crc   uint32 // the object's, if check
+	check bool
 
 	// life is the download's own lifetime (not a request's): Stop cancels
 	// it. Fetches started by Ensure run under it, so that one reader giving
@@ -49,11 +67,14 @@ type Download struct {
 	next      int          // guarded by mu: where the background walk goes on
 	remaining int          // guarded by mu: chunks not yet present
 	bgErr     error        // guarded by mu: first background failure
+	broken    error        // guarded by mu: the whole object failed its check; nothing is served
 	started   bool         // guarded by mu
 }
 
 type chunkState struct {
 	present bool
+	summed  bool     // sum is the chunk's CRC-32C
+	sum     uint32   // valid if summed
 	fetch   *attempt // non-nil while a request for the chunk is in flight
 }
 
@@ -82,6 +103,7 @@ func NewDownload(b Bucket, name string, gen, size int64, dst io.WriterAt, presen
 	n := int((size + o.ChunkSize - 1) / o.ChunkSize)
 	d := &Download{
 		b: b, name: name, gen: gen, size: size, chunk: o.ChunkSize, par: o.Parallelism, dst: dst,
+		crc: o.CRC32C, check: o.CheckCRC,
 		idle:     make(chan struct{}),
 		complete: make(chan struct{}),
 		chunks:   make([]chunkState, n),
@@ -90,6 +112,9 @@ func NewDownload(b Bucket, name string, gen, size int64, dst io.WriterAt, presen
 	for i := range d.chunks {
 		if i < len(present) && present[i] {
 			d.chunks[i].present = true
+			if i < len(o.Sums) {
+				d.chunks[i].sum, d.chunks[i].summed = o.Sums[i], true
+			}
 		} else {
 			d.remaining++
 		}
@@ -152,7 +177,7 @@ func (d *Download) walk() {
 func (d *Download) claimNext() (int, *attempt) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.bgErr != nil || d.life.Err() != nil {
+	if d.bgErr != nil || d.broken != nil || d.life.Err() != nil {
 		return -1, nil
 	}
 	for ; d.next < len(d.chunks); d.next++ {
@@ -181,12 +206,14 @@ var bufPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, progre
 type progressWriter struct {
 	d   *Download
 	a   *attempt
-	off int64 // the chunk's offset in the object
-	n   int64 // bytes written so far
+	off int64  // the chunk's offset in the object
+	n   int64  // bytes written so far
+	crc uint32 // CRC-32C of those bytes
 }
 
 func (w *progressWriter) Write(p []byte) (int, error) {
 	n, err := w.d.dst.WriteAt(p, w.off+w.n)
+	w.crc = crc32c.Update(w.crc, p[:n])
 	w.n += int64(n)
 	w.d.mu.Lock()
 	w.a.written = w.n
@@ -200,8 +227,45 @@ func (w *progressWriter) Write(p []byte) (int, error) {
 func (d *Download) fetch(i int, a *attempt) error {
 	off := int64(i) * d.chunk
 	n := min(d.chunk, d.size-off)
+	sum, err := d.read(a, off, n)
+	if err == nil && d.verifiesFirst() && sum != d.crc {
+		// The whole object in one chunk: no reader has seen the bytes
+		// yet (waitFor waits for the end); one more try before failing.
+		sum, err = d.read(a, off, n)
+		if err == nil && sum != d.crc {
+			err = d.mismatch(sum)
+		}
+	}
+
+	d.mu.Lock()
+	if errors.Is(err, ErrChecksum) {
+		d.broken = err // twice wrong: nothing more is fetched or served
+	}
+	c := &d.chunks[i]
+	c.fetch = nil
+	if err == nil {
+		c.present, c.summed, c.sum = true, true, sum
+		d.remaining--
+		if d.remaining == 0 {
+			if werr := d.checkWholeLocked(); werr != nil {
+				err = werr
+			} else {
+				close(d.complete)
+			}
+		}
+	}
+	d.mu.Unlock()
+	a.err = err
+	close(a.done)
+	return err
+}
+
+// read copies n bytes at off into dst for attempt a and returns their
+// CRC-32C.
+func (d *Download) read(a *attempt, off, n int64) (uint32, error) {
+	pw := &progressWriter{d: d, a: a, off: off}
 	bw := bufPool.Get().(*bufio.Writer)
-	bw.Reset(&progressWriter{d: d, a: a, off: off})
+	bw.Reset(pw)
 	got, err := d.b.ReadRange(d.life, d.name, d.gen, off, n, bw)
 	if err == nil {
 		err = bw.Flush()
@@ -209,22 +273,46 @@ func (d *Download) fetch(i int, a *attempt) error {
 	bw.Reset(nil)
 	bufPool.Put(bw)
 	if err == nil && got != n {
-		err = fmt.Errorf("read gs://%s/%s#%d: got %d bytes at offset %d, want %d: object is shorter than its size", d.b.Name(), d.name, d.gen, got, off, n)
+		err = fmt.Errorf("read gs://%s/%s#%d at offset %d: got %d bytes, want %d: %w", d.b.Name(), d.name, d.gen, off, got, n, ErrShortRead)
 	}
+	return pw.crc, err
+}
 
-	d.mu.Lock()
-	c := &d.chunks[i]
-	c.fetch = nil
-	if err == nil {
-		c.present = true
-		d.remaining--
-		if d.remaining == 0 {
-			close(d.complete)
-		}
+// verifiesFirst reports whether the object is one chunk checked before
+// its bytes are shown.
+func (d *Download) verifiesFirst() bool { return d.check && len(d.chunks) == 1 }
+
+func (d *Download) mismatch(got uint32) error {
+	return fmt.Errorf("gs://%s/%s#%d: the bytes read have CRC32C %08x, the object's is %08x: %w", d.b.Name(), d.name, d.gen, got, d.crc, ErrChecksum)
+}
+
+// checkWholeLocked compares the combined checksum of every chunk with
+// the object's, once all are present. On a mismatch (of an object of
+// several chunks: readers have seen its bytes) no chunk counts as present
+// any more and the download is broken: nothing more is served from it.
+func (d *Download) checkWholeLocked() error {
+	if !d.check || d.verifiesFirst() {
+		return nil
 	}
-	d.mu.Unlock()
-	a.err = err
-	close(a.done)
+	var sum uint32
+	for i, c := range d.chunks {
+		if !c.summed {
+			return nil // chunks from before whose sums are unknown: cannot tell
+		}
+		sum = crc32c.Combine(sum, c.sum, min(d.chunk, d.size-int64(i)*d.chunk))
+	}
+	if sum == d.crc {
+		return nil
+	}
+	err := d.mismatch(sum)
+	for i := range d.chunks {
+		d.chunks[i].present, d.chunks[i].summed = false, false
+	}
+	d.remaining = len(d.chunks)
+	d.broken = err
+	if d.bgErr == nil {
+		d.bgErr = err
+	}
 	return err
 }
 
@@ -246,6 +334,10 @@ func (d *Download) Ensure(ctx context.Context, off, length int64) error {
 	var waits []wait
 	end := min(off+length, d.size)
 	d.mu.Lock()
+	if d.broken != nil {
+		d.mu.Unlock()
+		return d.broken
+	}
 	for i := first; i <= last; i++ {
 		c := &d.chunks[i]
 		need := min(end-int64(i)*d.chunk, d.chunk)
@@ -279,7 +371,7 @@ func (d *Download) waitFor(ctx context.Context, a *attempt, need int64) error {
 		d.mu.Lock()
 		written, moved := a.written, a.moved
 		d.mu.Unlock()
-		if written >= need {
+		if written >= need && !d.verifiesFirst() {
 			return nil
 		}
 		select {
@@ -311,13 +403,22 @@ func (d *Download) Err() error {
 
 // Present returns a snapshot of which chunks are present.
 func (d *Download) Present() []bool {
+	p, _, _ := d.Snapshot()
+	return p
+}
+
+// Snapshot returns which chunks are present, and the CRC-32C checksums
+// of those whose checksum is known (summed).
+func (d *Download) Snapshot() (present, summed []bool, sums []uint32) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	p := make([]bool, len(d.chunks))
+	present = make([]bool, len(d.chunks))
+	summed = make([]bool, len(d.chunks))
+	sums = make([]uint32, len(d.chunks))
 	for i, c := range d.chunks {
-		p[i] = c.present
+		present[i], summed[i], sums[i] = c.present, c.summed && c.present, c.sum
 	}
-	return p
+	return present, summed, sums
 }
 
 // Stop cancels every fetch and waits for all goroutines of the download.

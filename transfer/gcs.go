@@ -287,6 +287,7 @@ func (g *GCS) Put(ctx context.Context, name string, r io.Reader, po PutOptions) 
 	w.ChunkSize = 0 // one request
 	w.ContentType = po.ContentType
 	w.Metadata = po.Metadata
+	w.CRC32C, w.SendCRC32C = po.CRC32C, po.SendCRC32C
 	if _, err := io.Copy(w, bufio.NewReaderSize(r, 256<<10)); err != nil {
 		w.CloseWithError(err)
 		return ObjectAttrs{}, g.wrap("put", name, err)

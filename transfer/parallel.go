@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bucketfs/bucketfs/internal/crc32c"
 )
 
 // StagingPrefix is where parallel uploads keep their parts until the
@@ -216,7 +218,7 @@ func (p *Parallel) putXML(ctx context.Context, name string, r io.ReaderAt, size 
 	if err != nil {
 		return ObjectAttrs{}, err
 	}
-	if err := p.checkSize(ctx, obj, size); err != nil {
+	if err := p.checkStaged(ctx, obj, size, o); err != nil {
 		return ObjectAttrs{}, err
 	}
 	return p.b.Compose(ctx, name, []string{obj}, o)
@@ -239,8 +241,18 @@ func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, 
 	srcs := make([]string, len(parts))
 	err := p.inParallel(ctx, len(parts), func(ctx context.Context, i int) error {
 		srcs[i] = fmt.Sprintf("%spart-%05d", staging, i+1)
+		po := PutOptions{Unconditional: true}
+		if o.SendCRC32C {
+			// Each part is checked by the store as it lands: the object
+			// composed of them is then what was read, whole.
+			sum, err := crc32cSection(ctx, r, parts[i].off, parts[i].n)
+			if err != nil {
+				return err
+			}
+			po.CRC32C, po.SendCRC32C = sum, true
+		}
 		return p.retry(ctx, func() error {
-			a, err := p.b.Put(ctx, srcs[i], io.NewSectionReader(r, parts[i].off, parts[i].n), PutOptions{Unconditional: true})
+			a, err := p.b.Put(ctx, srcs[i], io.NewSectionReader(r, parts[i].off, parts[i].n), po)
 			if err == nil && a.Size != parts[i].n {
 				err = fmt.Errorf("part %d of %s: the store holds %d bytes, %d were sent", i+1, name, a.Size, parts[i].n)
 			}
@@ -272,12 +284,16 @@ func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, 
 	if err == nil && a.Size != size {
 		err = fmt.Errorf("parallel upload of %s: the composed object has %d bytes, %d were sent", name, a.Size, size)
 	}
+	if err == nil && o.SendCRC32C && reportsCRC(a) && a.CRC32C != o.CRC32C {
+		// Not expected (every part was checked): said, not hidden.
+		err = fmt.Errorf("parallel upload of %s: the composed object has CRC32C %08x, the file %08x: %w", name, a.CRC32C, o.CRC32C, ErrChecksum)
+	}
 	return a, err
 }
 
-// checkSize makes sure the staged object holds size bytes before it goes
-// into place.
-func (p *Parallel) checkSize(ctx context.Context, obj string, size int64) error {
+// checkStaged makes sure the staged object holds size bytes, and the
+// checksum of o if it has one, before it goes into place.
+func (p *Parallel) checkStaged(ctx context.Context, obj string, size int64, o PutOptions) error {
 	a, err := p.b.Stat(ctx, obj)
 	if err != nil {
 		return err
@@ -285,7 +301,32 @@ func (p *Parallel) checkSize(ctx context.Context, obj string, size int64) error 
 	if a.Size != size {
 		return fmt.Errorf("multipart upload %s: the store assembled %d bytes, %d were sent", obj, a.Size, size)
 	}
+	if o.SendCRC32C && reportsCRC(a) && a.CRC32C != o.CRC32C {
+		return fmt.Errorf("multipart upload %s: the store assembled bytes with CRC32C %08x, the file's is %08x: %w", obj, a.CRC32C, o.CRC32C, ErrChecksum)
+	}
 	return nil
+}
+
+// reportsCRC reports whether the store gave a's checksum (an S3 store
+// behind the XML API may give none; 0 is also the CRC32C of no bytes).
+func reportsCRC(a ObjectAttrs) bool { return a.CRC32C != 0 || a.Size == 0 }
+
+// crc32cSection returns the CRC-32C of n bytes of r at off.
+func crc32cSection(ctx context.Context, r io.ReaderAt, off, n int64) (uint32, error) {
+	buf := make([]byte, 1<<20)
+	var sum uint32
+	for done := int64(0); done < n; {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		m, err := r.ReadAt(buf[:min(int64(len(buf)), n-done)], off+done)
+		sum = crc32c.Update(sum, buf[:m])
+		done += int64(m)
+		if err != nil && !(errors.Is(err, io.EOF) && done == n) {
+			return 0, fmt.Errorf("reading part at %d: %w", off, err)
+		}
+	}
+	return sum, nil
 }
 
 // Clean aborts the multipart uploads and deletes the objects under

@@ -176,6 +176,15 @@ func printStatus(w io.Writer, st control.Status, now time.Time) {
 			fmt.Fprintf(w, "  ... and %d more\n", st.DirtyFiles-len(st.Dirty))
 		}
 	}
+	if len(st.Held) > 0 {
+		fmt.Fprintf(w, "HELD (failed a checksum check; not uploaded, not removed; see 'bucketfs resolve --help'):\n")
+		for _, h := range st.Held {
+			fmt.Fprintf(w, "  %s: %s\n", h.Name, h.Why)
+		}
+	}
+	if st.ChecksumMismatches > 0 {
+		fmt.Fprintf(w, "checks:      %d cached copies or downloads failed a checksum check since the start\n", st.ChecksumMismatches)
+	}
 	if len(st.Errors) > 0 {
 		fmt.Fprintf(w, "recent errors:\n")
 		for _, e := range st.Errors {
@@ -234,4 +243,89 @@ func humanSize(n int64) string {
 		i++
 	}
 	return fmt.Sprintf("%.1f %ciB", v, "KMGTP"[i])
+}
+
+const resolveUsage = `Usage: bucketfs resolve MOUNTPOINT FILE (--keep-local | --take-bucket)
+       bucketfs resolve --cache-dir DIR FILE (--keep-local | --take-bucket)
+
+Ends the hold on FILE, a changed file whose cached copy failed its checksum
+check: bytes it did not write differ from those of the version they came
+from (a damaged cache disk). A held file is neither uploaded nor removed,
+and answers EIO; 'bucketfs status' lists it under HELD. FILE is its path
+under MOUNTPOINT (or its object name).
+
+  --keep-local   the local bytes, as they are, become the file; they are
+                 uploaded like any change
+  --take-bucket  the bucket's version becomes the file again; the local
+                 bytes are kept in DIR/lost+found (the path is printed)
+`
+
+// runResolve is 'bucketfs resolve'.
+func runResolve(args []string) error {
+	var keep, take bool
+	var cacheDir string
+	var pos []string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-h" || a == "--help" || a == "-help":
+			fmt.Print(resolveUsage)
+			return nil
+		case a == "--keep-local":
+			keep = true
+		case a == "--take-bucket":
+			take = true
+		case a == "--cache-dir" && i+1 < len(args):
+			cacheDir = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--cache-dir="):
+			cacheDir = strings.TrimPrefix(a, "--cache-dir=")
+		case strings.HasPrefix(a, "-"):
+			return &usageError{fmt.Sprintf("resolve: unknown flag %s", a)}
+		default:
+			pos = append(pos, a)
+		}
+	}
+	want := 2
+	if cacheDir != "" {
+		want = 1
+	}
+	switch {
+	case keep == take:
+		return &usageError{"resolve: say --keep-local or --take-bucket"}
+	case len(pos) != want:
+		return &usageError{fmt.Sprintf("resolve takes MOUNTPOINT FILE (or --cache-dir DIR FILE), got %d arguments", len(pos))}
+	}
+	c := &controlConfig{cacheDir: cacheDir}
+	file := pos[len(pos)-1]
+	if cacheDir == "" {
+		c.mountpoint = pos[0]
+		file = objectUnder(pos[0], file)
+	}
+	sock, err := c.socketOf()
+	if err != nil {
+		return err
+	}
+	saved, err := control.Resolve(context.Background(), sock, file, keep)
+	if err != nil {
+		return fmt.Errorf("resolving %s: %w", file, err)
+	}
+	if keep {
+		fmt.Printf("%s keeps its local bytes; they are uploaded\n", file)
+	} else {
+		fmt.Printf("%s shows the bucket's version again; the local bytes are in %s\n", file, saved)
+	}
+	return nil
+}
+
+// objectUnder turns a path under mountpoint into its object name; a name
+// that is not such a path is taken as an object name.
+func objectUnder(mountpoint, file string) string {
+	mnt, err1 := filepath.Abs(mountpoint)
+	abs, err2 := filepath.Abs(file)
+	if err1 == nil && err2 == nil {
+		if rel, err := filepath.Rel(mnt, abs); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+			return filepath.ToSlash(rel)
+		}
+	}
+	return strings.TrimPrefix(file, "/")
 }

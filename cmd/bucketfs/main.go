@@ -52,6 +52,8 @@ func run(args []string) int {
 		err = runStatus(args[1:])
 	case "flush":
 		err = runFlush(args[1:])
+	case "resolve":
+		err = runResolve(args[1:])
 	case "version", "--version":
 		fmt.Println(versionLine())
 		return exitOK
@@ -102,6 +104,9 @@ Usage:
   bucketfs status MOUNTPOINT                 what a running mount is doing: cache,
                                              changes not yet uploaded, errors
   bucketfs flush MOUNTPOINT                  upload every change now and wait
+  bucketfs resolve MOUNTPOINT FILE --keep-local|--take-bucket
+                                             end the hold on a file that failed
+                                             its checksum check
   bucketfs version                           print the version
 
 As a mount helper (/sbin/mount.fuse.bucketfs, for mount(8) and /etc/fstab):

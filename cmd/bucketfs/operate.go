@@ -85,6 +85,7 @@ func (o *operations) start(c *mountConfig, mnt string, ch *cache.Cache) error {
 		Flush: func(ctx context.Context, progress func(control.Progress)) []string {
 			return ch.Flush(ctx, func(p cache.Progress) { progress(control.Progress{Files: p.Files, Bytes: p.Bytes}) })
 		},
+		Resolve: ch.Resolve,
 	}, o.log)
 	if err != nil {
 		o.stop()
@@ -143,6 +144,10 @@ func (o *operations) status(c *mountConfig, mnt, cacheDir string, ch *cache.Cach
 	}
 	for _, e := range s.Errors {
 		st.Errors = append(st.Errors, control.ErrorEvent{Time: e.Time, Op: e.Op, Object: e.Object, Err: e.Err})
+	}
+	st.ChecksumMismatches = s.ChecksumMismatches
+	for _, h := range s.Held {
+		st.Held = append(st.Held, control.HeldFile{Name: h.Name, Why: h.Why})
 	}
 	return st
 }

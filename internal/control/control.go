@@ -13,7 +13,10 @@
 // closes. "status" gets one Reply with Status set. "flush" gets a Reply
 // with Progress set whenever the amount left changes, then a last Reply
 // with Done set and Left naming the files still not in the bucket (none
-// when the flush finished). A Reply with Error set ends any exchange. A
+// when the flush finished). "resolve" ends the hold on a file that failed
+// its checksum check (Object; KeepLocal or not) and gets one Reply with
+// Done set (and Saved, where the local bytes were kept). A Reply with
+// Error set ends any exchange. A
 // flush ends when everything is in the bucket, when its timeout ends, or
 // when the client goes away; it never stops the mount.
 package control
@@ -40,10 +43,13 @@ const SocketName = "control.sock"
 
 // Request is what a client asks.
 type Request struct {
-	Cmd     string        `json:"cmd"`               // "status" or "flush"
+	Cmd     string        `json:"cmd"`               // "status", "flush" or "resolve"
 	Timeout time.Duration `json:"timeout,omitempty"` // flush: how long to wait (0: until done or the client goes)
 	// MaxDirty is how many dirty files a status lists (0: DefaultMaxDirty).
 	MaxDirty int `json:"max_dirty,omitempty"`
+	// Object and KeepLocal: resolve's file (an object name) and choice.
+	Object    string `json:"object,omitempty"`
+	KeepLocal bool   `json:"keep_local,omitempty"`
 }
 
 // DefaultMaxDirty is how many dirty files a status lists unless asked.
@@ -55,6 +61,7 @@ type Reply struct {
 	Progress *Progress `json:"progress,omitempty"`
 	Done     bool      `json:"done,omitempty"`
 	Left     []string  `json:"left,omitempty"`
+	Saved    string    `json:"saved,omitempty"` // resolve: where the local bytes were kept
 	Error    string    `json:"error,omitempty"`
 }
 
@@ -99,6 +106,17 @@ type Status struct {
 	BucketRequests int64 `json:"bucket_requests"` // calls to the bucket running (all kinds)
 
 	Errors []ErrorEvent `json:"errors,omitempty"` // recent, oldest first
+
+	// Integrity (cache/checksum.go).
+	ChecksumMismatches int64      `json:"checksum_mismatches"`
+	Held               []HeldFile `json:"held,omitempty"` // changed files held for a failed check
+}
+
+// HeldFile is a changed file held because it failed its checksum check:
+// not uploaded, not removed, until 'bucketfs resolve'.
+type HeldFile struct {
+	Name string `json:"name"`
+	Why  string `json:"why"`
 }
 
 // DirtyFile is one file with changes not yet in the bucket.
@@ -127,6 +145,9 @@ type Handler struct {
 	// ends, calling progress as the amount left changes; it returns the
 	// names still not in the bucket.
 	Flush func(ctx context.Context, progress func(Progress)) []string
+	// Resolve ends the hold on a file that failed its checksum check; it
+	// returns where the local bytes were kept, if they were dropped.
+	Resolve func(ctx context.Context, object string, keepLocal bool) (saved string, err error)
 }
 
 // Server answers requests on the control socket.
@@ -284,6 +305,18 @@ func (s *Server) handle(c *net.UnixConn) {
 		reply(Reply{Done: true, Left: left})
 		c.SetReadDeadline(time.Now()) // ends the reader above
 		<-readDone
+	case "resolve":
+		if s.h.Resolve == nil {
+			reply(Reply{Error: "this mount cannot resolve held files"})
+			return
+		}
+		s.log.Info("resolve asked on the control socket", "object", req.Object, "keep_local", req.KeepLocal)
+		saved, err := s.h.Resolve(s.ctx, req.Object, req.KeepLocal)
+		if err != nil {
+			reply(Reply{Error: err.Error(), Saved: saved})
+			return
+		}
+		reply(Reply{Done: true, Saved: saved})
 	default:
 		reply(Reply{Error: fmt.Sprintf("unknown command %q", req.Cmd)})
 	}
@@ -423,4 +456,21 @@ func Flush(ctx context.Context, path string, timeout time.Duration, progress fun
 		err = errors.New("the mount ended the flush without an answer (unmounting?)")
 	}
 	return left, err
+}
+
+// Resolve asks the mount at socket path to end the hold on object, a file
+// that failed its checksum check: keepLocal uploads the local bytes as
+// they are; otherwise the bucket's version is taken and the path where
+// the local bytes were kept is returned.
+func Resolve(ctx context.Context, path, object string, keepLocal bool) (string, error) {
+	var saved string
+	done := false
+	err := Call(ctx, path, Request{Cmd: "resolve", Object: object, KeepLocal: keepLocal}, func(r Reply) error {
+		saved, done = r.Saved, r.Done
+		return nil
+	})
+	if err == nil && !done {
+		err = errors.New("the mount sent no answer (unmounting?)")
+	}
+	return saved, err
 }

@@ -14,6 +14,7 @@ type cacheCollector struct {
 
 	hits, misses, uncached, readBytes, used, capacity, entries, evictions, downloading *prometheus.Desc
 	dirtyFiles, dirtyBytes, oldestAge, queued, uploading, uploads, failures, conflicts *prometheus.Desc
+	mismatches, held                                                                   *prometheus.Desc
 }
 
 func newCacheCollector(src StatusSource) *cacheCollector {
@@ -39,6 +40,9 @@ func newCacheCollector(src StatusSource) *cacheCollector {
 		uploads:    d("bucketfs_uploads_total", "File versions uploaded."),
 		failures:   d("bucketfs_upload_failures_total", "Failed tries to send a change to the bucket; each is tried again later."),
 		conflicts:  d("bucketfs_conflicts_total", "Local versions saved beside an object that changed in the bucket (NAME.bucketfs-conflict-...)."),
+
+		mismatches: d("bucketfs_checksum_mismatches_total", "Cached copies or downloads that failed a checksum or size check (a clean copy is fetched again)."),
+		held:       d("bucketfs_held_files", "Changed files held because bytes they did not write failed their checksum check: not uploaded, not removed, until 'bucketfs resolve'."),
 	}
 }
 
@@ -46,6 +50,7 @@ func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.hits, c.misses, c.uncached, c.readBytes, c.used, c.capacity, c.entries, c.evictions, c.downloading,
 		c.dirtyFiles, c.dirtyBytes, c.oldestAge, c.queued, c.uploading, c.uploads, c.failures, c.conflicts,
+		c.mismatches, c.held,
 	} {
 		ch <- d
 	}
@@ -81,4 +86,6 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.uploads, s.Uploads)
 	counter(c.failures, s.UploadFailures)
 	counter(c.conflicts, s.Conflicts)
+	counter(c.mismatches, s.ChecksumMismatches)
+	gauge(c.held, float64(s.DamagedFiles))
 }

@@ -1,0 +1,620 @@
+package cache
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/bucketfs/bucketfs/internal/crc32c"
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// Checksums of cached copies: the cache directory is not trusted blindly.
+//
+// Every chunk of a cached version has its CRC-32C in the version's record
+// (record.Sums), computed as its bytes stream in from the bucket, or as an
+// upload reads them. The record also keeps the object's own CRC-32C as
+// the bucket reports it (record.CRC32C). What is checked, and when:
+//   - a clean copy's file size, at start (load) and at every open;
+//   - a clean copy's chunks, once per mount, before the copy is handed to
+//     the kernel (FUSE passthrough, which the daemon never sees): a copy of
+//     up to syncVerifyMax bytes at its first open, a larger one in the
+//     background, while its handles read through the daemon and check each
+//     chunk before they serve it;
+//   - a whole download, against the object's checksum (transfer.Download);
+//   - before an upload, the chunks of a changed file that the application
+//     did not write (record.Written) against their sums; the upload then
+//     carries the CRC-32C of what it sends, which the bucket checks.
+//
+// A bad chunk of a clean copy is dropped (no longer present), counted,
+// logged, and fetched again; reads of it meanwhile go to the bucket. A bad
+// chunk of a changed file is never uploaded and the file is never
+// removed: it is held (record.Damaged), answers ErrDamaged (EIO), and is
+// named by Status until an operator resolves it (Cache.Resolve).
+//
+// Chunks fetched or summed by this process are trusted for its lifetime
+// (entry.checked): they were checked as they were written.
+
+// ErrDamaged means a file with changes not yet in the bucket failed its
+// checksum check: it is held, neither uploaded nor removed, until an
+// operator keeps the local bytes or takes the bucket's version (Resolve).
+var ErrDamaged = errors.New("the cached copy of a changed file failed its checksum check and is held")
+
+// syncVerifyMax is the largest copy whose chunks are checked at open,
+// before the open returns (about 10 ms of disk reading); a larger copy is
+// checked in the background (Cache.syncVerifyMax; tests lower it).
+const syncVerifyMax = 16 << 20
+
+// chunkSum returns the recorded CRC-32C of chunk i, if the record has one
+// that still describes the file: the chunk is present (or the copy
+// complete) and was not written here since the sums were taken.
+func (r *record) chunkSum(i int) (uint32, bool) {
+	if i < 0 || 4*(i+1) > len(r.Sums) || bitSet(r.Written, i) {
+		return 0, false
+	}
+	if !r.Complete && !bitSet(r.Present, i) {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(r.Sums[4*i:]), true
+}
+
+// setSums records the checksums of the chunks whose sum is known.
+func (r *record) setSums(known []bool, sums []uint32) {
+	n := r.chunks()
+	if len(r.Sums) != 4*n {
+		old := r.Sums
+		r.Sums = make([]byte, 4*n)
+		copy(r.Sums, old)
+	}
+	for i := 0; i < n && i < len(known); i++ {
+		if known[i] {
+			binary.BigEndian.PutUint32(r.Sums[4*i:], sums[i])
+		}
+	}
+}
+
+// markWritten records that the bytes [from, to) change here: the sums of
+// their chunks no longer describe the file. It reports whether the record
+// changed (it must then be persisted before the bytes change). A record
+// without sums has nothing to protect.
+func (r *record) markWritten(from, to int64) bool {
+	n := len(r.Sums) / 4
+	if n == 0 || to <= from || r.ChunkSize <= 0 {
+		return false
+	}
+	first := int(from / r.ChunkSize)
+	last := min(int((to-1)/r.ChunkSize), n-1)
+	changed := false
+	for i := first; i <= last; i++ {
+		if !bitSet(r.Written, i) {
+			r.Written = setBit(r.Written, i)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// allSums returns the sums of every present chunk, or nil if one of them
+// has none (the download cannot check the whole object then).
+func (r *record) allSums() []uint32 {
+	present := r.presentBools()
+	sums := make([]uint32, len(present))
+	for i, p := range present {
+		if !p {
+			continue
+		}
+		sum, ok := r.chunkSum(i)
+		if !ok {
+			return nil
+		}
+		sums[i] = sum
+	}
+	return sums
+}
+
+// forgetSums drops every sum: the file is written where the daemon cannot
+// see it (passthrough).
+func (r *record) forgetSums() bool {
+	changed := len(r.Sums) > 0
+	r.Sums, r.Written = nil, nil
+	return changed
+}
+
+func bitSet(b []byte, i int) bool { return i/8 < len(b) && b[i/8]&(1<<(i%8)) != 0 }
+
+func setBit(b []byte, i int) []byte {
+	for len(b) <= i/8 {
+		b = append(b, 0)
+	}
+	b[i/8] |= 1 << (i % 8)
+	return b
+}
+
+// chunkSpan returns the offset and length of chunk i of a size-byte file.
+func chunkSpan(i int, chunk, size int64) (int64, int64) {
+	off := int64(i) * chunk
+	return off, max(min(chunk, size-off), 0)
+}
+
+// readChunkSum returns the CRC-32C of n bytes of f at off.
+func readChunkSum(f *os.File, buf []byte, off, n int64) (uint32, error) {
+	var sum uint32
+	for done := int64(0); done < n; {
+		m, err := f.ReadAt(buf[:min(int64(len(buf)), n-done)], off+done)
+		sum = crc32c.Update(sum, buf[:m])
+		done += int64(m)
+		if err == io.EOF && done < n {
+			return 0, fmt.Errorf("the cache file ends at %d, inside chunk at %d (%d bytes)", off+done, off, n)
+		}
+		if err != nil && err != io.EOF {
+			return 0, err
+		}
+	}
+	return sum, nil
+}
+
+// cleanContentLocked reports whether e's file is (a copy of) a version in
+// the bucket, which its sums describe and which can be fetched again.
+func cleanContentLocked(e *entry) bool {
+	return !e.rec.localContent() && !e.rec.Deleted && e.rec.Damaged == ""
+}
+
+// allCheckedLocked reports whether every chunk of e's copy was checked (or
+// fetched) in this process, or cannot be: then it may be handed to the
+// kernel.
+func allCheckedLocked(e *entry) bool {
+	if !cleanContentLocked(e) || len(e.rec.Sums) == 0 {
+		return true // changed here (the file is the truth), or nothing recorded to check against
+	}
+	for i := range e.rec.chunks() {
+		if _, ok := e.rec.chunkSum(i); ok && !e.checkedLocked(i) {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *entry) checkedLocked(i int) bool { return i < len(e.checked) && e.checked[i] }
+
+func (e *entry) setCheckedLocked(i int, ok bool) {
+	n := e.rec.chunks()
+	if len(e.checked) < n {
+		e.checked = append(e.checked, make([]bool, n-len(e.checked))...)
+	}
+	if i < len(e.checked) {
+		e.checked[i] = ok
+	}
+}
+
+// checkChunks checks chunks [first, last] of e's clean copy (read through
+// f) that this process has not checked yet, against their sums. Chunks
+// that fail are dropped from the copy (see dropBadChunks). It reports
+// which of the chunks asked for are good now (checked, or nothing to
+// check them against); the others must be read from the bucket.
+func (c *Cache) checkChunks(e *entry, f *os.File, first, last int) []bool {
+	type job struct {
+		i   int
+		sum uint32
+	}
+	c.mu.Lock()
+	good := make([]bool, last-first+1)
+	var todo []job
+	chunk, size, version := e.rec.ChunkSize, e.rec.Size, e.version
+	clean := cleanContentLocked(e)
+	for i := first; i <= last; i++ {
+		sum, ok := e.rec.chunkSum(i)
+		switch {
+		case !clean || e.checkedLocked(i):
+			good[i-first] = true
+		case !ok:
+			// Present without a sum (a copy from before sums were kept):
+			// served as before. Not present (dropped as bad): from the
+			// bucket.
+			good[i-first] = e.rec.Complete || bitSet(e.rec.Present, i)
+		default:
+			todo = append(todo, job{i, sum})
+		}
+	}
+	c.mu.Unlock()
+	if len(todo) == 0 {
+		return good
+	}
+	buf := make([]byte, min(chunk, 1<<20))
+	var bad []int
+	var why error
+	for _, j := range todo {
+		off, n := chunkSpan(j.i, chunk, size)
+		got, err := readChunkSum(f, buf, off, n)
+		if err == nil && got != j.sum {
+			err = fmt.Errorf("chunk %d (%d bytes at %d) has CRC32C %08x, its record says %08x", j.i, n, off, got, j.sum)
+		}
+		if err != nil {
+			bad, why = append(bad, j.i), err
+			continue
+		}
+		good[j.i-first] = true
+	}
+	c.mu.Lock()
+	if e.version != version || !cleanContentLocked(e) {
+		// Written meanwhile: what was read proves nothing about the file
+		// now, and the chunks written need no check.
+		c.mu.Unlock()
+		return good
+	}
+	for _, j := range todo {
+		if good[j.i-first] {
+			e.setCheckedLocked(j.i, true)
+		}
+	}
+	c.mu.Unlock()
+	if len(bad) > 0 {
+		c.dropBadChunks(e, bad, why)
+	}
+	return good
+}
+
+// dropBadChunks takes chunks that failed their check out of e's clean
+// copy: they are fetched again by the next download. Counted and logged.
+func (c *Cache) dropBadChunks(e *entry, bad []int, why error) {
+	c.mu.Lock()
+	if !cleanContentLocked(e) || e.dl != nil {
+		c.mu.Unlock()
+		return
+	}
+	present := e.rec.presentBools()
+	for _, i := range bad {
+		if i < len(present) {
+			present[i] = false
+		}
+		e.setCheckedLocked(i, false)
+	}
+	e.rec.setPresent(present)
+	c.stats.ChecksumMismatches++
+	err := fmt.Errorf("%w: %v", errBadCopy, why)
+	c.noteErrorLocked("check", e.name, err)
+	rec, seq := c.snapshotLocked(e)
+	c.mu.Unlock()
+	c.log.Warn("a cached copy failed its checksum check: the bad chunks are dropped and fetched again from the bucket",
+		"object", e.name, "generation", rec.Generation, "chunks", len(bad), "err", why)
+	if err := c.persistEntry(e, rec, seq); err != nil {
+		c.log.Warn("recording dropped chunks failed", "object", e.name, "err", err)
+	}
+}
+
+// errBadCopy labels a clean copy that failed a check (Status errors).
+var errBadCopy = errors.New("cached copy damaged; fetched again")
+
+// checkSize compares the size of e's clean, complete copy with its record
+// and, if the file was cut short or grown behind the cache's back, drops
+// the whole copy (it is fetched again). f is e's file.
+func (c *Cache) checkSize(e *entry, f *os.File) {
+	st, err := f.Stat()
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	if !cleanContentLocked(e) || !e.rec.Complete || e.dl != nil || st.Size() == e.rec.Size || e.writers > 0 {
+		c.mu.Unlock()
+		return
+	}
+	size := e.rec.Size
+	bad := make([]int, e.rec.chunks())
+	for i := range bad {
+		bad[i] = i
+	}
+	c.mu.Unlock()
+	// Back to the size the record says, so that chunks land where they
+	// belong; what it held is fetched again.
+	if err := f.Truncate(size); err != nil {
+		c.log.Warn("resizing a damaged cache file failed", "object", e.name, "err", err)
+	}
+	c.dropBadChunks(e, bad, fmt.Errorf("the cache file has %d bytes, its record says %d", st.Size(), size))
+}
+
+// verifyCopy checks e's clean, complete copy before a handle reads it
+// (the size always, every chunk if it is small), so that a passthrough
+// handle is given only checked bytes. A larger copy not yet checked is
+// checked in the background; it reports whether that is under way (the
+// handle must then check what it reads itself).
+func (c *Cache) verifyCopy(e *entry, f *os.File) (pending bool) {
+	c.checkSize(e, f)
+	c.mu.Lock()
+	if !e.rec.Complete || e.dl != nil || allCheckedLocked(e) {
+		c.mu.Unlock()
+		return false
+	}
+	small, n := e.rec.Size <= c.syncVerifyMax, e.rec.chunks()
+	c.mu.Unlock()
+	if small {
+		c.checkChunks(e, f, 0, n-1)
+		return false
+	}
+	c.startVerify(e)
+	return true
+}
+
+// startVerify checks every chunk of e's copy in the background, one copy
+// at a time, holding a reference to e while it runs.
+func (c *Cache) startVerify(e *entry) {
+	c.mu.Lock()
+	if e.verifying || e.dropped || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	e.verifying = true
+	e.refs++
+	id, n := e.rec.ID, e.rec.chunks()
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			c.mu.Lock()
+			e.verifying = false
+			c.mu.Unlock()
+			c.release(e)
+		}()
+		select {
+		case c.verifySlot <- struct{}{}:
+			defer func() { <-c.verifySlot }()
+		case <-c.closing:
+			return
+		}
+		f, err := os.Open(c.dataPath(id))
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			select {
+			case <-c.closing:
+				return
+			default:
+			}
+			c.checkChunks(e, f, i, i)
+		}
+		c.log.Debug("cached copy checked", "object", e.name, "chunks", n, "took", time.Since(start))
+	}()
+}
+
+// checkBeforeWrite refuses a held file, and checks every chunk of a clean
+// copy about to be changed (unless it is emptied first): a change must
+// never be based on bytes the bucket's version does not have. Bad chunks
+// are dropped, so that OpenWrite fetches them again.
+func (c *Cache) checkBeforeWrite(e *entry, trunc bool) error {
+	c.mu.Lock()
+	if e.rec.Damaged != "" {
+		err := fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, e.rec.Damaged)
+		c.mu.Unlock()
+		return err
+	}
+	need := !trunc && cleanContentLocked(e) && e.rec.Complete && e.dl == nil && !allCheckedLocked(e)
+	id, n := e.rec.ID, e.rec.chunks()
+	c.mu.Unlock()
+	if !need {
+		return nil
+	}
+	f, err := os.Open(c.dataPath(id))
+	if err != nil {
+		return fmt.Errorf("opening cache file: %w", err)
+	}
+	defer f.Close()
+	c.checkSize(e, f)
+	c.checkChunks(e, f, 0, n-1)
+	return nil
+}
+
+// sumsRef is what a changed file's record said of its chunks when its
+// upload started: the sums of the version it is based on, and the chunks
+// written here since.
+type sumsRef struct {
+	chunk         int64
+	sums, written []byte
+}
+
+// fileSums is what an upload read of a file: the sum of each chunk and of
+// the whole.
+type fileSums struct {
+	ok    bool // the file was read: the sums below are its
+	chunk int64
+	sums  []uint32
+	whole uint32
+}
+
+// put adds the file's checksum to o, so that the bucket refuses bytes
+// that are not the ones read here.
+func (s fileSums) put(o transfer.PutOptions) transfer.PutOptions {
+	if s.ok {
+		o.CRC32C, o.SendCRC32C = s.whole, true
+	}
+	return o
+}
+
+// scanForUpload reads the size bytes of changed file id before its
+// upload: it sums every chunk and the whole (the upload carries that
+// sum), and checks the chunks the application did not write against the
+// sums of the version they came from. If one fails, the file is held
+// (record.Damaged): neither uploaded nor removed, named in Status, until
+// Resolve; held is then true. A file that cannot be read is uploaded
+// without a checksum, as before (the upload reads it too, and says why
+// it cannot).
+func (c *Cache) scanForUpload(ctx context.Context, e *entry, name string, id uint64, size int64, ref sumsRef) (fileSums, bool) {
+	chunk := ref.chunk
+	if chunk <= 0 {
+		chunk = c.opts.ChunkSize
+	}
+	f, err := os.Open(c.dataPath(id))
+	if err != nil {
+		return fileSums{}, false
+	}
+	defer f.Close()
+	n := int((size + chunk - 1) / chunk)
+	out := fileSums{ok: true, chunk: chunk, sums: make([]uint32, n)}
+	refRec := record{Complete: true, Sums: ref.sums, Written: ref.written}
+	buf := make([]byte, min(chunk, 1<<20))
+	var bad []int
+	var why error
+	for i := range max(n, len(ref.sums)/4) {
+		if ctx.Err() != nil {
+			return fileSums{}, false
+		}
+		want, check := refRec.chunkSum(i)
+		if i >= n {
+			if check { // recorded, never written here, and gone from the file
+				bad, why = append(bad, i), fmt.Errorf("chunk %d is missing: the file ends at %d", i, size)
+			}
+			continue
+		}
+		off, m := chunkSpan(i, chunk, size)
+		sum, err := readChunkSum(f, buf, off, m)
+		if err != nil {
+			return fileSums{}, false
+		}
+		out.sums[i] = sum
+		out.whole = crc32c.Combine(out.whole, sum, m)
+		if check && sum != want {
+			bad, why = append(bad, i), fmt.Errorf("chunk %d (%d bytes at %d), not written here, has CRC32C %08x; the version it came from has %08x", i, m, off, sum, want)
+		}
+	}
+	if len(bad) == 0 {
+		return out, false
+	}
+	return fileSums{}, c.hold(e, name, bad, why)
+}
+
+// hold marks e as damaged if the chunks bad are still not written here
+// (a write during the scan explains a difference), and reports whether it
+// did. The upload that found it ends.
+func (c *Cache) hold(e *entry, name string, bad []int, why error) bool {
+	c.mu.Lock()
+	still := false
+	for _, i := range bad {
+		if !bitSet(e.rec.Written, i) && 4*(i+1) <= len(e.rec.Sums) {
+			still = true
+		}
+	}
+	if !still || e.dropped {
+		c.mu.Unlock()
+		return false
+	}
+	e.rec.Damaged = why.Error()
+	e.uploading = false
+	c.stats.ChecksumMismatches++
+	c.noteErrorLocked("check", name, fmt.Errorf("%w: %v", ErrDamaged, why))
+	rec, seq := c.snapshotLocked(e)
+	c.notifyLocked()
+	c.mu.Unlock()
+	c.log.Error("a changed file failed its checksum check: bytes it did not write differ from the version they came from. It is held: not uploaded, not removed; reads answer EIO. Keep the local bytes or take the bucket's version with bucketfs resolve",
+		"object", name, "err", why)
+	if err := c.persistEntry(e, rec, seq); err != nil {
+		c.log.Warn("recording a held file in the cache index failed; it is checked again at the next start", "object", name, "err", err)
+	}
+	return true
+}
+
+// adoptSumsLocked makes the sums an upload read the record's: the file
+// is now the bucket's version attrs, every chunk checked.
+func (c *Cache) adoptSumsLocked(e *entry, body fileSums, attrs transfer.ObjectAttrs) {
+	if !body.ok || body.chunk != e.rec.ChunkSize {
+		e.rec.Sums, e.rec.Written, e.checked = nil, nil, nil
+		return
+	}
+	e.rec.Sums = make([]byte, 4*len(body.sums))
+	for i, v := range body.sums {
+		binary.BigEndian.PutUint32(e.rec.Sums[4*i:], v)
+	}
+	e.rec.Written = nil
+	e.rec.CRC32C = attrs.CRC32C
+	e.checked = make([]bool, len(body.sums))
+	for i := range e.checked {
+		e.checked[i] = true
+	}
+}
+
+// Resolve ends the hold on name, a changed file that failed its checksum
+// check. With keepLocal, the local bytes are the file's content as they
+// are (the sums that failed are forgotten) and are uploaded as any
+// change. Without, the bucket's version is taken: the local change is
+// dropped from the cache, and its bytes are kept in lost+found under the
+// cache directory; the path is returned. A file still open for writing
+// cannot be resolved.
+func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved string, err error) {
+	c.mu.Lock()
+	e := c.entries[name]
+	switch {
+	case e == nil || e.rec.Damaged == "":
+		c.mu.Unlock()
+		return "", fmt.Errorf("%s is not held for a failed check (bucketfs status lists the held files)", name)
+	case e.writers > 0:
+		c.mu.Unlock()
+		return "", fmt.Errorf("%s is open for writing: close it first", name)
+	}
+	if keepLocal {
+		e.rec.Damaged = ""
+		e.rec.forgetSums()
+		e.version++
+		rec, seq := c.snapshotLocked(e)
+		c.mu.Unlock()
+		if err := c.persistEntry(e, rec, seq); err != nil {
+			c.mu.Lock()
+			e.rec.Damaged = "kept local, not recorded: " + err.Error()
+			c.mu.Unlock()
+			return "", fmt.Errorf("recording the decision for %s: %w", name, err)
+		}
+		c.log.Info("a held file keeps its local bytes; it is uploaded", "object", name)
+		c.mu.Lock()
+		c.scheduleLocked(name, 0)
+		c.mu.Unlock()
+		return "", nil
+	}
+	id := e.rec.ID
+	c.mu.Unlock()
+	saved, err = c.saveLost(name, id)
+	if err != nil {
+		return "", fmt.Errorf("keeping the local bytes of %s before dropping them: %w", name, err)
+	}
+	c.mu.Lock()
+	if c.entries[name] != e || e.writers > 0 {
+		c.mu.Unlock()
+		return saved, fmt.Errorf("%s changed meanwhile; nothing dropped (its bytes are also in %s)", name, saved)
+	}
+	e.rec.Dirty, e.rec.Damaged = false, ""
+	e.dirtying, e.dirtySince = nil, time.Time{}
+	victims := c.dropLocked(e)
+	c.notifyLocked()
+	c.mu.Unlock()
+	c.removeAll(victims)
+	c.log.Warn("a held file takes the bucket's version; its local bytes are kept in lost+found", "object", name, "saved_as", saved)
+	// What the name shows now is the bucket's.
+	if a, err := c.b.Stat(ctx, name); err == nil {
+		c.confirm(name, a, false)
+	} else if errors.Is(err, transfer.ErrNotExist) {
+		c.confirm(name, transfer.ObjectAttrs{}, true)
+	}
+	return saved, nil
+}
+
+// saveLost keeps the bytes of cache file id, the local copy of name, in
+// CACHE_DIR/lost+found (a hard link: no copy), and returns the path.
+func (c *Cache) saveLost(name string, id uint64) (string, error) {
+	dir := filepath.Join(c.opts.Dir, "lost+found")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	base := strings.NewReplacer("/", "%2F", "%", "%25").Replace(name)
+	if len(base) > 200 {
+		base = base[:200]
+	}
+	p := filepath.Join(dir, fmt.Sprintf("%s.%x.%s", base, id, time.Now().UTC().Format("20060102T150405Z")))
+	if err := os.Link(c.dataPath(id), p); err != nil {
+		return "", err
+	}
+	return p, nil
+}

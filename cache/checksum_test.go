@@ -1,0 +1,276 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// The cache directory is not trusted blindly: a copy damaged behind the
+// cache's back (a failing disk, a careless hand) is never served, never
+// uploaded, and a changed file with damage is never lost.
+
+// damage changes the data file of name's cached version with f, while the
+// cache is closed, and returns the file's path.
+func (e *env) damage(name string, f func(path string) error) string {
+	e.t.Helper()
+	r, ok := records(e.t, e.dir)[name]
+	if !ok {
+		e.t.Fatalf("no record of %s", name)
+	}
+	path := e.dir + "/data/" + hexID(r.ID)
+	if err := f(path); err != nil {
+		e.t.Fatalf("damaging %s: %v", path, err)
+	}
+	return path
+}
+
+func hexID(id uint64) string { return strconv.FormatUint(id, 16) }
+
+// flipByte flips the byte at off of the file at path.
+func flipByte(off int64) func(string) error {
+	return func(path string) error {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		b := make([]byte, 1)
+		if _, err := f.ReadAt(b, off); err != nil {
+			return err
+		}
+		b[0] ^= 0x5a
+		_, err = f.WriteAt(b, off)
+		return err
+	}
+}
+
+func truncateTo(n int64) func(string) error {
+	return func(path string) error { return os.Truncate(path, n) }
+}
+
+// TestDamagedCleanCopyIsFetchedAgain: a clean copy cut short or with a
+// flipped byte is caught at the next start or open, whatever the path
+// (a read handle checked at open, a read handle checked chunk by chunk
+// while a background check runs, a write), and the bytes served and
+// uploaded are the bucket's.
+func TestDamagedCleanCopyIsFetchedAgain(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		damage func(string) error
+		async  bool // the copy is checked in the background, reads check their chunks
+		write  bool // then write one byte and flush
+	}{
+		{"truncated, read", truncateTo(4 * chunk), false, false},
+		{"truncated, written", truncateTo(4 * chunk), false, true},
+		{"flipped, read", flipByte(5*chunk + 17), false, false},
+		{"flipped, read while checked in the background", flipByte(5*chunk + 17), true, false},
+		{"flipped, written", flipByte(7*chunk + 3), false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			data := pattern(objSize, 41)
+			a := e.put("obj", data)
+			c := e.openWB(time.Hour)
+			e.cacheAll(c, a, data)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			e.damage("obj", tt.damage)
+			before := e.mediaReads("obj")
+
+			c = e.openWB(0)
+			if tt.async {
+				c.syncVerifyMax = 0
+			}
+			if tt.write {
+				e.write(c, a, false, 0, []byte{'X'})
+				e.flush(c)
+				want := bytes.Clone(data)
+				want[0] = 'X'
+				if got := e.object("obj"); !bytes.Equal(got, want) {
+					t.Fatalf("the bucket has %d bytes that are not the object with one byte written (%d bytes): damage was uploaded", len(got), len(want))
+				}
+			} else {
+				h := e.openHandle(c, a)
+				if _, pt := h.PassthroughFd(); pt && tt.async {
+					t.Error("a copy not yet checked is offered for passthrough")
+				}
+				e.mustReadAll(h, data)
+				h.Close()
+				// A later open reads the repaired copy, checked.
+				h = e.openHandle(c, a)
+				e.mustReadAll(h, data)
+				h.Close()
+			}
+			if e.mediaReads("obj") == before {
+				t.Error("nothing was fetched again: the damage went unseen")
+			}
+			if n := c.Stats().ChecksumMismatches; n == 0 {
+				t.Error("no checksum mismatch counted")
+			}
+		})
+	}
+}
+
+// TestCheckedCopyIsPassedThrough: an undamaged copy from an earlier run is
+// checked once and then offered for passthrough; nothing is fetched.
+func TestCheckedCopyIsPassedThrough(t *testing.T) {
+	e := newEnv(t)
+	data := pattern(objSize, 42)
+	a := e.put("obj", data)
+	c := e.openWB(time.Hour)
+	e.cacheAll(c, a, data)
+	c.Close()
+	before := e.mediaReads("obj")
+	c = e.openWB(time.Hour)
+	h := e.openHandle(c, a)
+	if _, pt := h.PassthroughFd(); !pt {
+		t.Error("a small copy checked at open is not offered for passthrough")
+	}
+	e.mustReadAll(h, data)
+	h.Close()
+	if got := e.mediaReads("obj"); got != before {
+		t.Errorf("%d reads from the bucket for a sound copy", got-before)
+	}
+	if n := c.Stats().ChecksumMismatches; n != 0 {
+		t.Errorf("%d mismatches counted for a sound copy", n)
+	}
+}
+
+// TestDamagedChangedFileIsHeld: a changed file whose unwritten bytes are
+// damaged is never uploaded and never removed; it answers ErrDamaged and
+// is named by Status and Flush until Resolve keeps the local bytes or
+// takes the bucket's version (the local bytes then go to lost+found).
+func TestDamagedChangedFileIsHeld(t *testing.T) {
+	for _, keep := range []bool{true, false} {
+		name := "take-bucket"
+		if keep {
+			name = "keep-local"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			data := pattern(objSize, 43)
+			a := e.put("obj", data)
+			c := e.openWB(time.Hour)
+			e.cacheAll(c, a, data)
+			e.write(c, a, false, 1, []byte("local"))
+			c.crash()
+			local := bytes.Clone(data)
+			copy(local[1:], "local")
+			e.damage("obj", flipByte(6*chunk+100))
+			local[6*chunk+100] ^= 0x5a
+
+			var uploads atomic.Int64
+			e.emu.SetAfterHook(func(r *http.Request) {
+				if isUpload(r) {
+					uploads.Add(1)
+				}
+			})
+			c = e.openWB(0)
+			waitFor(t, e.ctx, func() bool { return len(c.Status(10).Held) == 1 }, "the file to be held")
+			st := c.Status(10)
+			if st.Held[0].Name != "obj" || st.DamagedFiles != 1 || st.ChecksumMismatches == 0 {
+				t.Fatalf("status: held %+v, damaged %d, mismatches %d", st.Held, st.DamagedFiles, st.ChecksumMismatches)
+			}
+			if _, err := c.Open(e.ctx, a); !errors.Is(err, ErrDamaged) {
+				t.Errorf("Open of a held file = %v, want ErrDamaged", err)
+			}
+			if _, err := c.OpenWrite(e.ctx, a, false, false); !errors.Is(err, ErrDamaged) {
+				t.Errorf("OpenWrite of a held file = %v, want ErrDamaged", err)
+			}
+			ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+			left := c.Flush(ctx, nil)
+			if len(left) != 1 || left[0] != "obj" || ctx.Err() != nil {
+				t.Errorf("Flush = %v (ctx %v), want [obj] at once", left, ctx.Err())
+			}
+			cancel()
+			if n := uploads.Load(); n != 0 {
+				t.Fatalf("%d uploads of a held file", n)
+			}
+			if got := e.object("obj"); !bytes.Equal(got, data) {
+				t.Fatal("the bucket's object changed while the file was held")
+			}
+
+			saved, err := c.Resolve(e.ctx, "obj", keep)
+			if err != nil {
+				t.Fatalf("Resolve: %v", err)
+			}
+			if keep {
+				e.flush(c)
+				if got := e.object("obj"); !bytes.Equal(got, local) {
+					t.Fatal("after --keep-local the bucket does not have the local bytes")
+				}
+				return
+			}
+			got, err := os.ReadFile(saved)
+			if err != nil || !bytes.Equal(got, local) {
+				t.Fatalf("lost+found copy %s: %v, equal %v", saved, err, bytes.Equal(got, local))
+			}
+			if _, ok := c.Local("obj"); ok {
+				t.Error("after --take-bucket the name still has local changes")
+			}
+			e.cacheAll(c, a, data)
+			if got := e.object("obj"); !bytes.Equal(got, data) {
+				t.Fatal("the bucket's object changed")
+			}
+		})
+	}
+}
+
+// TestUploadCarriesChecksum: every upload of a changed file tells the
+// bucket the CRC32C of what it sends.
+func TestUploadCarriesChecksum(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	var sent []string
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if isUpload(r) {
+			var body bytes.Buffer
+			body.ReadFrom(r.Body)
+			r.Body.Close()
+			mu.Lock()
+			if bytes.Contains(body.Bytes(), []byte(`"crc32c"`)) {
+				sent = append(sent, "crc32c")
+			} else {
+				sent = append(sent, "none")
+			}
+			mu.Unlock()
+			r.Body = nopCloser{bytes.NewReader(body.Bytes())}
+		}
+		return 0, false
+	})
+	c := e.openWB(0)
+	e.write(c, transfer.ObjectAttrs{Name: "new"}, true, 0, pattern(3*chunk+5, 44))
+	e.flush(c)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 1 || sent[0] != "crc32c" {
+		t.Fatalf("uploads sent: %v, want one with a crc32c", sent)
+	}
+}
+
+type nopCloser struct{ *bytes.Reader }
+
+func (nopCloser) Close() error { return nil }
+
+// waitFor polls ok until it holds or ctx ends.
+func waitFor(t *testing.T, ctx context.Context, ok func() bool, what string) {
+	t.Helper()
+	for !ok() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
