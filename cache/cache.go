@@ -558,12 +558,13 @@ func (c *Cache) newHandle(e *entry) (*Handle, error) {
 		return nil, fmt.Errorf("opening cache file: %w", err)
 	}
 	h := &Handle{c: c, e: e, f: f, name: e.name, gen: gen, size: size}
-	if e.rec.Damaged != "" {
-		h.Close()
-		return nil, fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, e.rec.Damaged)
-	}
 	pending := c.verifyCopy(e, f)
 	c.mu.Lock()
+	if why := e.rec.Damaged; why != "" {
+		c.mu.Unlock()
+		h.Close()
+		return nil, fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, why)
+	}
 	if e.rec.Complete || e.rec.localContent() || (e.dl != nil && isClosed(e.dl.Complete())) {
 		c.stats.Hits++
 		h.complete = true

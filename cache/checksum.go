@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -169,8 +170,8 @@ func cleanContentLocked(e *entry) bool {
 // fetched) in this process, or cannot be: then it may be handed to the
 // kernel.
 func allCheckedLocked(e *entry) bool {
-	if !cleanContentLocked(e) || len(e.rec.Sums) == 0 {
-		return true // changed here (the file is the truth), or nothing recorded to check against
+	if len(e.rec.Sums) == 0 || e.rec.Deleted {
+		return true // nothing recorded to check against
 	}
 	for i := range e.rec.chunks() {
 		if _, ok := e.rec.chunkSum(i); ok && !e.checkedLocked(i) {
@@ -192,11 +193,13 @@ func (e *entry) setCheckedLocked(i int, ok bool) {
 	}
 }
 
-// checkChunks checks chunks [first, last] of e's clean copy (read through
-// f) that this process has not checked yet, against their sums. Chunks
-// that fail are dropped from the copy (see dropBadChunks). It reports
-// which of the chunks asked for are good now (checked, or nothing to
-// check them against); the others must be read from the bucket.
+// checkChunks checks chunks [first, last] of e's copy (read through f)
+// that this process has not checked yet and that have sums: the chunks
+// of a clean copy, and those a changed file did not write. A clean chunk
+// that fails is dropped from the copy (dropBadChunks); a changed file with
+// one is held (hold). It reports which of the chunks asked for may be
+// served from the file; the others must be read from the bucket (a clean
+// copy) or answer ErrDamaged (a held file).
 func (c *Cache) checkChunks(e *entry, f *os.File, first, last int) []bool {
 	type job struct {
 		i   int
@@ -210,13 +213,16 @@ func (c *Cache) checkChunks(e *entry, f *os.File, first, last int) []bool {
 	for i := first; i <= last; i++ {
 		sum, ok := e.rec.chunkSum(i)
 		switch {
-		case !clean || e.checkedLocked(i):
+		case e.checkedLocked(i):
 			good[i-first] = true
-		case !ok:
+		case !ok && clean:
 			// Present without a sum (a copy from before sums were kept):
 			// served as before. Not present (dropped as bad): from the
 			// bucket.
 			good[i-first] = e.rec.Complete || bitSet(e.rec.Present, i)
+		case !ok:
+			// Written here (the file is the truth), or held already.
+			good[i-first] = e.rec.Damaged == ""
 		default:
 			todo = append(todo, job{i, sum})
 		}
@@ -241,9 +247,15 @@ func (c *Cache) checkChunks(e *entry, f *os.File, first, last int) []bool {
 		good[j.i-first] = true
 	}
 	c.mu.Lock()
-	if e.version != version || !cleanContentLocked(e) {
+	if e.version != version || cleanContentLocked(e) != clean {
 		// Written meanwhile: what was read proves nothing about the file
-		// now, and the chunks written need no check.
+		// now. A changed file is the truth (its upload checks it again);
+		// a clean copy's bad chunks are read from the bucket.
+		if !cleanContentLocked(e) && e.rec.Damaged == "" {
+			for i := range good {
+				good[i] = true
+			}
+		}
 		c.mu.Unlock()
 		return good
 	}
@@ -253,8 +265,14 @@ func (c *Cache) checkChunks(e *entry, f *os.File, first, last int) []bool {
 		}
 	}
 	c.mu.Unlock()
-	if len(bad) > 0 {
+	switch {
+	case len(bad) == 0:
+	case clean:
 		c.dropBadChunks(e, bad, why)
+	case !c.hold(e, e.name, bad, why):
+		for _, i := range bad {
+			good[i-first] = true // written meanwhile after all
+		}
 	}
 	return good
 }
@@ -490,8 +508,8 @@ func (c *Cache) scanForUpload(ctx context.Context, e *entry, name string, id uin
 }
 
 // hold marks e as damaged if the chunks bad are still not written here
-// (a write during the scan explains a difference), and reports whether it
-// did. The upload that found it ends.
+// (a write during the check explains a difference), and reports whether
+// it did.
 func (c *Cache) hold(e *entry, name string, bad []int, why error) bool {
 	c.mu.Lock()
 	still := false
@@ -505,7 +523,6 @@ func (c *Cache) hold(e *entry, name string, bad []int, why error) bool {
 		return false
 	}
 	e.rec.Damaged = why.Error()
-	e.uploading = false
 	c.stats.ChecksumMismatches++
 	c.noteErrorLocked("check", name, fmt.Errorf("%w: %v", ErrDamaged, why))
 	rec, seq := c.snapshotLocked(e)
@@ -617,4 +634,36 @@ func (c *Cache) saveLost(name string, id uint64) (string, error) {
 		return "", err
 	}
 	return p, nil
+}
+
+// checkRead checks the chunks a read of n bytes at off through h touches.
+func (h *WriteHandle) checkRead(off, n int64) error {
+	c := h.c
+	c.mu.Lock()
+	e := h.e
+	if h.orphan || n <= 0 || off >= e.rec.Size || e.rec.ChunkSize <= 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	if e.rec.Damaged != "" {
+		err := fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, e.rec.Damaged)
+		c.mu.Unlock()
+		return err
+	}
+	chunk, end := e.rec.ChunkSize, min(off+n, e.rec.Size)
+	need := len(e.rec.Sums) > 0
+	c.mu.Unlock()
+	if !need {
+		return nil
+	}
+	good := c.checkChunks(e, h.f, int(off/chunk), int((end-1)/chunk))
+	if !slices.Contains(good, false) {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.rec.Damaged != "" {
+		return fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, e.rec.Damaged)
+	}
+	return nil // a clean copy's bad chunks were dropped; OpenWrite completed it before
 }

@@ -274,3 +274,41 @@ func waitFor(t *testing.T, ctx context.Context, ok func() bool, what string) {
 		}
 	}
 }
+
+// TestDamagedChangedFileHeldOnRead: damage in bytes a changed file did
+// not write is caught when the file is read, before any upload: the read
+// answers ErrDamaged, never the damaged bytes.
+func TestDamagedChangedFileHeldOnRead(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		t.Run(map[bool]string{false: "checked at open", true: "checked while read"}[async], func(t *testing.T) {
+			e := newEnv(t)
+			data := pattern(objSize, 45)
+			a := e.put("obj", data)
+			c := e.openWB(time.Hour)
+			e.cacheAll(c, a, data)
+			e.write(c, a, false, 1, []byte("local"))
+			c.crash()
+			e.damage("obj", flipByte(8*chunk+9))
+
+			c = e.openWB(time.Hour)
+			if async {
+				c.syncVerifyMax = 0
+			}
+			la, ok := c.Local("obj")
+			if !ok {
+				t.Fatal("the change is not local after the restart")
+			}
+			h, err := c.Open(e.ctx, la)
+			if err == nil {
+				_, err = readAll(e.ctx, h)
+				h.Close()
+			}
+			if !errors.Is(err, ErrDamaged) {
+				t.Fatalf("reading a damaged changed file: %v, want ErrDamaged", err)
+			}
+			if held := c.Status(1).Held; len(held) != 1 {
+				t.Fatalf("held: %v", held)
+			}
+		})
+	}
+}

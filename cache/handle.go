@@ -115,6 +115,12 @@ func (h *Handle) readChecked(ctx context.Context, p []byte, off int64) (int, err
 	if !slices.Contains(good, false) {
 		return 0, nil, false
 	}
+	h.c.mu.Lock()
+	why := h.e.rec.Damaged
+	h.c.mu.Unlock()
+	if why != "" {
+		return 0, fmt.Errorf("%s: %w: %s", h.name, ErrDamaged, why), true
+	}
 	got, err := h.c.b.ReadRange(ctx, src, gen, off, n, &sliceWriter{buf: p[:n]})
 	if err != nil {
 		return int(got), staleOr(err), true

@@ -241,8 +241,13 @@ func (h *WriteHandle) entry() *entry {
 	return h.e
 }
 
-// ReadAt reads the local copy; ctx is not used (local I/O).
+// ReadAt reads the local copy; ctx is not used (local I/O). Chunks not
+// written here are checked against their sums first, once (checksum.go):
+// a damaged one holds the file and answers ErrDamaged.
 func (h *WriteHandle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := h.checkRead(off, int64(len(p))); err != nil {
+		return 0, err
+	}
 	n, err := h.f.ReadAt(p, off)
 	h.c.readBytes.Add(int64(n))
 	return n, err
@@ -792,6 +797,10 @@ func (c *Cache) upload(ctx context.Context, name string) {
 		var held bool
 		body, held = c.scanForUpload(ctx, e, name, id, size, ref)
 		if held {
+			c.mu.Lock()
+			e.uploading = false
+			c.notifyLocked()
+			c.mu.Unlock()
 			return
 		}
 	}
