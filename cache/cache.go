@@ -683,7 +683,7 @@ func (c *Cache) absorbLocked(e *entry, dl *transfer.Download) {
 		}
 	}
 	e.rec.setPresent(present)
-	e.rec.setSums(summed, sums)
+	e.rec.setSums(present, summed, sums)
 }
 
 // retire stops dl, syncs its file and records which chunks it holds.

@@ -65,8 +65,16 @@ func (r *record) chunkSum(i int) (uint32, bool) {
 	return binary.BigEndian.Uint32(r.Sums[4*i:]), true
 }
 
-// setSums records the checksums of the chunks whose sum is known.
-func (r *record) setSums(known []bool, sums []uint32) {
+// setSums records the checksums of the chunks whose sum is known. A
+// present chunk without one (a copy from before sums were kept) leaves
+// the copy without sums: a sum of 0 would be taken for a real one.
+func (r *record) setSums(present, known []bool, sums []uint32) {
+	for i := range present {
+		if present[i] && !known[i] {
+			r.Sums = nil
+			return
+		}
+	}
 	n := r.chunks()
 	if len(r.Sums) != 4*n {
 		old := r.Sums

@@ -130,12 +130,11 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 		}
 		dl = e.dl
 	}
-	size := e.rec.Size
 	c.mu.Unlock()
 	if dl != nil {
 		// Every byte, fetched now if the background walk has not (or
 		// gave up); when this returns no fetch writes into the file any more.
-		if err := dl.Ensure(ctx, 0, size); err != nil {
+		if err := dl.EnsureComplete(ctx); err != nil {
 			c.release(e)
 			return nil, fmt.Errorf("fetching %s before writing it: %w", a.Name, staleOr(err))
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 
 	"github.com/bucketfs/bucketfs/internal/crc32c"
@@ -322,6 +323,29 @@ func (d *Download) checkWholeLocked() error {
 // error. It waits only for the bytes it needs: a chunk being fetched is
 // written in order, and Ensure returns as soon as its part has landed.
 func (d *Download) Ensure(ctx context.Context, off, length int64) error {
+	return d.ensure(ctx, off, length, false)
+}
+
+// EnsureComplete returns when every chunk is present and the object has
+// passed its check (DownloadOptions.CheckCRC), fetching what is missing
+// at once; or with the error of a fetch it waited for, or ctx's. Unlike
+// Ensure, it waits for the fetches to end, not for their bytes.
+func (d *Download) EnsureComplete(ctx context.Context) error {
+	if err := d.ensure(ctx, 0, d.size, true); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.broken != nil:
+		return d.broken
+	case d.remaining > 0:
+		return fmt.Errorf("gs://%s/%s#%d: %d chunks are still missing after their fetch", d.b.Name(), d.name, d.gen, d.remaining)
+	}
+	return nil
+}
+
+func (d *Download) ensure(ctx context.Context, off, length int64, whole bool) error {
 	if length <= 0 || off >= d.size {
 		return nil
 	}
@@ -357,7 +381,11 @@ func (d *Download) Ensure(ctx context.Context, off, length int64) error {
 	}
 	d.mu.Unlock()
 	for _, w := range waits {
-		if err := d.waitFor(ctx, w.a, w.need); err != nil {
+		need := w.need
+		if whole {
+			need = math.MaxInt64 // until the fetch ends
+		}
+		if err := d.waitFor(ctx, w.a, need); err != nil {
 			return err
 		}
 	}
