@@ -531,7 +531,12 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 			c.scheduleLocked(ne.name, c.opts.WriteBackDelay)
 		}
 	}
-	var detach []uint64
+	type detachJob struct {
+		id   uint64
+		name string
+		rec  record
+	}
+	var detach []detachJob
 	written := map[*entry]record{} // what the journal entry says of each old entry
 	for _, t := range tombs {
 		e := t.m.e
@@ -543,7 +548,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 			gen = t.rec.Generation
 		}
 		if t.m.linked || e.rec.localContent() {
-			detach = append(detach, e.rec.ID)
+			detach = append(detach, detachJob{e.rec.ID, e.name, t.rec})
 		}
 		attempts := t.rec.Attempts
 		for _, a := range e.rec.Attempts {
@@ -572,9 +577,9 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 		c.settleDeletion(e, rec)
 	}
 	unlockOlds()
-	for _, id := range detach {
-		if err := c.detachData(id); err != nil {
-			c.log.Warn("giving a renamed file's old name a file of its own failed", "id", id, "err", err)
+	for _, d := range detach {
+		if err := c.detachData(d.id, d.name, d.rec); err != nil {
+			c.log.Warn("giving a renamed file's old name a file of its own failed", "id", d.id, "err", err)
 		}
 	}
 	return nil, nil
@@ -776,7 +781,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	c.mu.Unlock()
 	c.settleDeletion(e, tomb)
 	e.persistMu.Unlock()
-	if derr := c.detachData(oldID); derr != nil {
+	if derr := c.detachData(oldID, from.Name, tomb); derr != nil {
 		c.log.Warn("giving a renamed file's old name a file of its own failed", "object", from.Name, "err", derr)
 	}
 	return true, nil

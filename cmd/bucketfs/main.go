@@ -4,6 +4,7 @@
 //	bucketfs mount BUCKET MOUNTPOINT [flags]
 //	bucketfs status MOUNTPOINT
 //	bucketfs flush MOUNTPOINT
+//	bucketfs fsck --cache-dir DIR [--rebuild]
 //	bucketfs version
 //	mount.fuse.bucketfs BUCKET MOUNTPOINT [-sfnv] [-o OPTIONS]   (mount helper, see helper.go)
 package main
@@ -52,6 +53,8 @@ func run(args []string) int {
 		err = runStatus(args[1:])
 	case "flush":
 		err = runFlush(args[1:])
+	case "fsck":
+		err = runFsck(args[1:])
 	case "version", "--version":
 		fmt.Println(versionLine())
 		return exitOK
@@ -102,6 +105,8 @@ Usage:
   bucketfs status MOUNTPOINT                 what a running mount is doing: cache,
                                              changes not yet uploaded, errors
   bucketfs flush MOUNTPOINT                  upload every change now and wait
+  bucketfs fsck --cache-dir DIR [--rebuild]  check an unmounted cache; rebuild
+                                             its index from the data files
   bucketfs version                           print the version
 
 As a mount helper (/sbin/mount.fuse.bucketfs, for mount(8) and /etc/fstab):

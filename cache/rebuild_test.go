@@ -1,0 +1,318 @@
+package cache
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// damageCase leaves a crashed cache with changes not yet uploaded in
+// every kind of state, and returns what the bucket must hold once they
+// are (nil: the object must not exist).
+func (e *env) damageCase() map[string][]byte {
+	e.t.Helper()
+	c := e.openWB(time.Hour)
+	want := map[string][]byte{}
+
+	old := e.put("old", pattern(objSize, 1))
+	changed := pattern(objSize+17, 2)
+	e.write(c, old, false, 0, changed)
+	want["old"] = changed
+
+	fresh := pattern(3*chunk+5, 3)
+	e.write(c, transfer.ObjectAttrs{Name: "dir/new"}, true, 0, fresh)
+	want["dir/new"] = fresh
+
+	gone := e.put("gone", pattern(100, 4))
+	if err := c.Remove(e.ctx, "gone", gone.Generation); err != nil {
+		e.t.Fatal(err)
+	}
+	want["gone"] = nil
+
+	src := e.put("src", pattern(objSize, 5))
+	if err := c.Rename(e.ctx, src, "dst", 0); err != nil {
+		e.t.Fatal(err)
+	}
+	want["src"], want["dst"] = nil, pattern(objSize, 5)
+
+	moved := pattern(2*chunk, 6)
+	e.write(c, transfer.ObjectAttrs{Name: "a"}, true, 0, moved)
+	if err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "a"}, "b", 0); err != nil {
+		e.t.Fatal(err)
+	}
+	want["a"], want["b"] = nil, moved
+
+	clean := e.put("clean", pattern(objSize, 7))
+	e.cacheAll(c, clean, pattern(objSize, 7))
+	want["clean"] = pattern(objSize, 7)
+
+	// Enough records for several index pages.
+	for i := range 40 {
+		name := "many/" + strconv.Itoa(i)
+		data := pattern(100+i, uint32(100+i))
+		e.write(c, transfer.ObjectAttrs{Name: name}, true, 0, data)
+		want[name] = data
+	}
+	if err := c.j.update(nil); err != nil { // into bbolt, as after a checkpoint
+		e.t.Fatal(err)
+	}
+	c.crash()
+	return want
+}
+
+// checkBucket flushes c and checks the bucket against want.
+func (e *env) checkBucket(c *Cache, want map[string][]byte) {
+	e.t.Helper()
+	e.flush(c)
+	for name, data := range want {
+		if data == nil {
+			if _, err := e.b.Stat(e.ctx, name); !errors.Is(err, transfer.ErrNotExist) {
+				e.t.Errorf("%s: %v, want deleted", name, err)
+			}
+			continue
+		}
+		if got := e.object(name); !bytes.Equal(got, data) {
+			e.t.Errorf("%s: the bucket has %d bytes, want the %d written", name, len(got), len(data))
+		}
+	}
+}
+
+func (e *env) lostFound() []string {
+	des, err := os.ReadDir(filepath.Join(e.dir, lostFoundDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	return names
+}
+
+// TestLostIndexRebuilt: with index.db and the journal deleted after a
+// crash, every change not yet uploaded comes back from the data files'
+// descriptions and reaches the bucket; nothing goes to lost+found.
+func TestLostIndexRebuilt(t *testing.T) {
+	e := newEnv(t)
+	want := e.damageCase()
+	for _, f := range []string{"index.db", journalName} {
+		if err := os.Remove(filepath.Join(e.dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := e.openWB(time.Hour)
+	if _, ok := c.Local("dir/new"); !ok {
+		t.Error("dir/new is not a local change after the rebuild")
+	}
+	e.checkBucket(c, want)
+	if lf := e.lostFound(); len(lf) != 0 {
+		t.Errorf("lost+found = %v, want empty", lf)
+	}
+}
+
+// TestCorruptIndexRebuilt: a damaged index.db (random bytes, truncated,
+// damaged pages) makes no panic: it is moved aside and rebuilt, and no
+// change is lost.
+func TestCorruptIndexRebuilt(t *testing.T) {
+	damage := map[string]func(t *testing.T, path string){
+		"random": func(t *testing.T, path string) {
+			st, _ := os.Stat(path)
+			buf := make([]byte, st.Size())
+			rand.Read(buf)
+			if err := os.WriteFile(path, buf, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"truncated": func(t *testing.T, path string) {
+			st, _ := os.Stat(path)
+			if err := os.Truncate(path, st.Size()/3); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"pages": func(t *testing.T, path string) {
+			// The meta pages stay valid; every other page is garbage.
+			st, _ := os.Stat(path)
+			buf := make([]byte, st.Size()-2*4096)
+			rand.Read(buf)
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt(buf, 2*4096); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"one page": func(t *testing.T, path string) {
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			junk := bytes.Repeat([]byte{0xff}, 4096)
+			if _, err := f.WriteAt(junk, 4*4096); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	for name, fn := range damage {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			want := e.damageCase()
+			fn(t, filepath.Join(e.dir, "index.db"))
+			c := e.openWB(time.Hour)
+			aside, _ := filepath.Glob(filepath.Join(e.dir, "index.db.corrupt-*"))
+			if name != "one page" && len(aside) != 1 {
+				// (A damaged page bbolt never reads may go unnoticed.)
+				t.Errorf("index.db.corrupt-* = %v, want the damaged index moved aside", aside)
+			}
+			e.checkBucket(c, want)
+			if lf := e.lostFound(); len(lf) != 0 {
+				t.Errorf("lost+found = %v, want empty", lf)
+			}
+		})
+	}
+}
+
+// TestUndescribedFileGoesToLostFound: a data file without a record and
+// without a description is moved to lost+found with a note, never
+// deleted; an empty one is removed.
+func TestUndescribedFileGoesToLostFound(t *testing.T) {
+	e := newEnv(t)
+	c := e.open(1 << 20)
+	c.Close()
+	data := filepath.Join(e.dir, "data")
+	if err := os.WriteFile(filepath.Join(data, "ffff"), []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(data, "fffe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(1 << 16) // sparse: no bytes
+	f.Close()
+	e.open(1 << 20)
+	if got := dataFiles(t, e.dir); len(got) != 0 {
+		t.Errorf("data/ = %v, want empty", got)
+	}
+	if got, want := e.lostFound(), []string{"ffff", "ffff.json"}; !slices.Equal(got, want) {
+		t.Fatalf("lost+found = %v, want %v", got, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.dir, lostFoundDir, "ffff")); string(b) != "precious" {
+		t.Errorf("lost+found/ffff = %q", b)
+	}
+}
+
+// TestRenameLinkWindow: a crash between a rename's hard link and its
+// journal entry leaves a second link that no record names; with the index
+// lost too, the bytes stay under the name the description gives, and the
+// extra link goes.
+func TestRenameLinkWindow(t *testing.T) {
+	for _, lose := range []bool{false, true} {
+		t.Run("index lost "+strconv.FormatBool(lose), func(t *testing.T) {
+			e := newEnv(t)
+			c := e.openWB(time.Hour)
+			data := pattern(objSize, 9)
+			e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, data)
+			c.mu.Lock()
+			id := c.entries["f"].rec.ID
+			c.mu.Unlock()
+			c.crash()
+			link := dataPathIn(filepath.Join(e.dir, "data"), id+5)
+			if err := os.Link(dataPathIn(filepath.Join(e.dir, "data"), id), link); err != nil {
+				t.Fatal(err)
+			}
+			if lose {
+				os.Remove(filepath.Join(e.dir, "index.db"))
+				os.Remove(filepath.Join(e.dir, journalName))
+			}
+			c2 := e.openWB(time.Hour)
+			if exists(link) {
+				t.Error("the extra link is still there")
+			}
+			e.checkBucket(c2, map[string][]byte{"f": data})
+			if lf := e.lostFound(); len(lf) != 0 {
+				t.Errorf("lost+found = %v, want empty", lf)
+			}
+			c2.mu.Lock()
+			next := c2.j.nextID
+			c2.mu.Unlock()
+			if next <= id+5 {
+				t.Errorf("next ID %d would reuse a file's ID %d", next, id+5)
+			}
+		})
+	}
+}
+
+// TestTwoFilesClaimOneName: after the index is lost, the newer file
+// (higher ID) of a name wins; the other goes to lost+found.
+func TestTwoFilesClaimOneName(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour)
+	e.write(c, transfer.ObjectAttrs{Name: "n"}, true, 0, []byte("older"))
+	c.mu.Lock()
+	id := c.entries["n"].rec.ID
+	c.mu.Unlock()
+	c.crash()
+	dataDir := filepath.Join(e.dir, "data")
+	newer := dataPathIn(dataDir, id+1)
+	if err := os.WriteFile(newer, []byte("newer"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := setDescription(newer, -1, description{V: 1, ID: id + 1, Name: "n", Dirty: true, Size: 5}); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(e.dir, "index.db"))
+	os.Remove(filepath.Join(e.dir, journalName))
+	c2 := e.openWB(time.Hour)
+	e.checkBucket(c2, map[string][]byte{"n": []byte("newer")})
+	old := strconv.FormatUint(id, 16)
+	if got, want := e.lostFound(), []string{old, old + ".json"}; !slices.Equal(got, want) {
+		t.Errorf("lost+found = %v, want %v", got, want)
+	}
+}
+
+// TestFsck: fsck reports a lost index's changes, refuses a cache in use,
+// and rebuilds a damaged index.
+func TestFsck(t *testing.T) {
+	e := newEnv(t)
+	want := e.damageCase()
+	if _, err := Fsck(e.dir, FsckOptions{}); err != nil {
+		t.Fatalf("fsck of a crashed cache: %v", err)
+	}
+	os.WriteFile(filepath.Join(e.dir, "index.db"), []byte("not a bbolt file, not at all, no no"), 0o600)
+	rep, err := Fsck(e.dir, FsckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.IndexDamage == "" || !slices.Contains(rep.WouldAdopt, "dir/new") || len(rep.WouldLostFound) != 0 {
+		t.Errorf("fsck of a damaged index: %+v", rep)
+	}
+	rep, err = Fsck(e.dir, FsckOptions{Rebuild: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.MovedAside == "" || rep.Rebuilt < len(want)-2 { // clean copies and the renamed names' old files are not records
+		t.Errorf("fsck --rebuild: %+v", rep)
+	}
+	rep, err = Fsck(e.dir, FsckOptions{})
+	if err != nil || rep.IndexDamage != "" || len(rep.WouldAdopt) != 0 {
+		t.Errorf("fsck after the rebuild: %+v, %v", rep, err)
+	}
+	c := e.openWB(time.Hour)
+	if _, err := Fsck(e.dir, FsckOptions{}); !errors.Is(err, ErrCacheInUse) {
+		t.Errorf("fsck of a cache in use: %v, want ErrCacheInUse", err)
+	}
+	e.checkBucket(c, want)
+}
