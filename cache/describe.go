@@ -210,6 +210,31 @@ func (d *describer) describeFile(f *os.File, name string, rec record) {
 	d.writeLocked(f.Name(), int(f.Fd()), describe(name, rec))
 }
 
+// backfill describes the data files of recs that carry no description
+// (made by a bucketfs before descriptions, or whose description could
+// not be written): the index is sound now, so it is the truth.
+func (d *describer) backfill(recs map[string]record, files []diskFile) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.off {
+		return 0
+	}
+	bare := map[uint64]bool{}
+	for _, f := range files {
+		if f.desc == nil && f.id != 0 {
+			bare[f.id] = true
+		}
+	}
+	n := 0
+	for name, r := range recs {
+		if bare[r.ID] {
+			d.writeLocked(d.path(r.ID), -1, describe(name, r))
+			n++
+		}
+	}
+	return n
+}
+
 // writeLocked sets desc on the file (by descriptor if fd >= 0, else by
 // path). A description too big is written without its metadata; one
 // that cannot be written at all is removed, so that no older state

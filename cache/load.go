@@ -177,6 +177,9 @@ func (c *Cache) load() error {
 		return err
 	}
 	lost := settleOrphans(c.opts.Dir, p, c.log)
+	if n := c.desc.backfill(recs, files); n > 0 {
+		c.log.Info("described cache files that carried no description yet", "files", n)
+	}
 	if n := len(p.adopt); n > 0 {
 		changed, deleted, other := countAdopted(p.adopt)
 		c.log.Warn("placed cache files that no index record named, from their own descriptions", "records", n,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/transfer"
+	"golang.org/x/sys/unix"
 )
 
 // damageCase leaves a crashed cache with changes not yet uploaded in
@@ -315,4 +316,25 @@ func TestFsck(t *testing.T) {
 		t.Errorf("fsck of a cache in use: %v, want ErrCacheInUse", err)
 	}
 	e.checkBucket(c, want)
+}
+
+// TestUndescribedRecordsGetDescribed: a start describes the files of its
+// records that carry no description (a cache made before descriptions),
+// so that a later loss of the index keeps them.
+func TestUndescribedRecordsGetDescribed(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour)
+	data := pattern(objSize, 11)
+	e.write(c, transfer.ObjectAttrs{Name: "x"}, true, 0, data)
+	c.mu.Lock()
+	path := c.dataPath(c.entries["x"].rec.ID)
+	c.mu.Unlock()
+	c.crash()
+	if err := unix.Removexattr(path, describeAttr); err != nil {
+		t.Fatal(err)
+	}
+	e.openWB(time.Hour).crash()
+	os.Remove(filepath.Join(e.dir, "index.db"))
+	os.Remove(filepath.Join(e.dir, journalName))
+	e.checkBucket(e.openWB(time.Hour), map[string][]byte{"x": data})
 }
