@@ -21,9 +21,10 @@ import (
 // own lock (taken inside its methods). persistMu is never taken with
 // Cache.mu held; Rename and RenameDir hold the persistMu of the entries
 // they turn into deletions across their journal write (RenameDir several,
-// in name order; nothing else holds two). journal.mu is a leaf, taken
-// under persistMu or nothing, never under Cache.mu (the journal writes to
-// disk).
+// in name order; nothing else holds two). journal.mu is taken under
+// persistMu or nothing, never under Cache.mu (the journal writes to
+// disk). describer.mu (describe.go) is a leaf, taken under journal.mu,
+// persistMu or nothing.
 // waitLocked (folder.go) releases Cache.mu while it waits.
 // No disk or network I/O happens under Cache.mu: decisions are made under
 // it, and the I/O they imply runs after it is released, on entries

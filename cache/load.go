@@ -27,7 +27,7 @@ func checkBucketFile(dir, bucket string) error {
 	switch {
 	case err == nil:
 		if got := strings.TrimSpace(string(v)); got != bucket {
-			return fmt.Errorf("cache dir %s holds bucket %q, not %q: %w", dir, got, bucket, ErrOtherBucket)
+			return fmt.Errorf("cache dir holds bucket %q, not %q: %w", got, bucket, ErrOtherBucket)
 		}
 		return nil
 	case errors.Is(err, fs.ErrNotExist):
