@@ -1470,7 +1470,9 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	c.markLocalLocked(to)
 	c.chargeLocked(ne, size)
 	c.mu.Unlock()
-	c.removeAll(victims)
+	// The replaced file (victims) is removed only once the journal has the
+	// rename: a crash before must find it as it was.
+	replaced := victims
 
 	// The new name shares the bytes: a hard link, no copy. Both records
 	// change in one transaction.
@@ -1505,7 +1507,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 		ne.rec.Dirty = false
 		c.mu.Unlock()
 		e.persistMu.Unlock()
-		c.removeAll(victims)
+		c.removeAll(append(victims, replaced...))
 		return fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
 	}
 	close(ne.ready)
@@ -1529,5 +1531,6 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	c.mu.Unlock()
 	c.settleDeletion(e, tomb)
 	e.persistMu.Unlock()
+	c.removeAll(replaced)
 	return nil
 }
