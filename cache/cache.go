@@ -220,6 +220,9 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 	}
 	c.desc = newDescriber(c.dataDir, c.log)
 	if err := c.openState(); err != nil {
+		if !errors.Is(err, ErrCacheInUse) && !errors.Is(err, ErrOtherBucket) {
+			err = &StateError{Dir: o.Dir, Err: err}
+		}
 		return nil, err
 	}
 	c.startCheckpointer()

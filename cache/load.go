@@ -40,6 +40,19 @@ func checkBucketFile(dir, bucket string) error {
 	}
 }
 
+// StateError is a failure to open the index, the journal or the data
+// files of a cache: it names the command that checks and repairs it.
+type StateError struct {
+	Dir string
+	Err error
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("%v (check and repair the unmounted cache with: %s)", e.Err, fsckHint(e.Dir))
+}
+
+func (e *StateError) Unwrap() error { return e.Err }
+
 // openState opens the index and the journal and loads them. A damaged
 // index, found at open or while loading, is moved aside and rebuilt from
 // the data files (once).

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -417,5 +418,19 @@ func TestDescriptions(t *testing.T) {
 	d, err := readDescription(path)
 	if err != nil || d == nil || d.Name != "obj" || !d.Dirty || d.Generation != a.Generation {
 		t.Errorf("changed file's description: %+v, %v", d, err)
+	}
+}
+
+// TestOpenErrorNamesFsck: a cache whose state cannot be opened fails
+// with an error that names the command that repairs it.
+func TestOpenErrorNamesFsck(t *testing.T) {
+	e := newEnv(t)
+	if err := os.MkdirAll(filepath.Join(e.dir, journalName, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(e.opts(1<<20), e.b)
+	var se *StateError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "bucketfs fsck --cache-dir "+e.dir) {
+		t.Errorf("Open with a broken journal: %v, want a StateError naming fsck", err)
 	}
 }

@@ -282,9 +282,6 @@ func runMount(args []string) error {
 		LargeThreshold:    int64(c.largeThreshold),
 	}, bucket)
 	if err != nil {
-		if !errors.Is(err, cache.ErrCacheInUse) && !errors.Is(err, cache.ErrOtherBucket) {
-			err = fmt.Errorf("%w (check and repair the unmounted cache with: bucketfs fsck --cache-dir %s --rebuild)", err, c.cacheDir)
-		}
 		return err
 	}
 	cacheClosed := false
