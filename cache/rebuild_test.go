@@ -434,3 +434,31 @@ func TestOpenErrorNamesFsck(t *testing.T) {
 		t.Errorf("Open with a broken journal: %v, want a StateError naming fsck", err)
 	}
 }
+
+// TestOversizedDescription: custom metadata too big for an extended
+// attribute is left out of the description (Partial), and the changed
+// file is still recovered after the index is lost.
+func TestOversizedDescription(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour)
+	data := pattern(5000, 13)
+	e.write(c, transfer.ObjectAttrs{Name: "big-meta"}, true, 0, data)
+	huge := strings.Repeat("x", 70<<10) // over any filesystem's 64 KiB limit
+	if err := c.SetMeta(e.ctx, transfer.ObjectAttrs{Name: "big-meta"}, map[string]string{"huge": huge}); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	path := c.dataPath(c.entries["big-meta"].rec.ID)
+	c.mu.Unlock()
+	d, err := readDescription(path)
+	if err != nil || d == nil || !d.Partial || d.Name != "big-meta" || !d.Dirty || d.Meta != nil {
+		t.Fatalf("description: %+v, %v; want a partial one", d, err)
+	}
+	c.crash()
+	os.Remove(filepath.Join(e.dir, "index.db"))
+	os.Remove(filepath.Join(e.dir, journalName))
+	c2 := e.openWB(time.Hour)
+	if la, ok := c2.Local("big-meta"); !ok || la.Size != int64(len(data)) {
+		t.Errorf("after the rebuild: %+v, %v; want the changed file", la, ok)
+	}
+}
