@@ -121,7 +121,7 @@ func (c *Cache) rebuildRecords(db *bolt.DB) error {
 	changed, deleted, other := countAdopted(p.adopt)
 	c.log.Warn("the cache index was missing or damaged: rebuilt it from the descriptions the data files carry",
 		"data_files", n, "recovered_records", len(p.adopt), "changed_files", changed, "deletions", deleted, "other_pending_changes", other,
-		"clean_copies_dropped", len(p.remove), "for_lost_found", len(p.lost))
+		"files_to_drop", len(p.remove), "files_for_lost_found", len(p.lost))
 	return nil
 }
 
