@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -203,6 +204,16 @@ func fsckFiles(dataDir string, recs map[string]record, rep *FsckReport) error {
 // the journal replayed on top.
 func fsckRebuild(dir string, rep *FsckReport) error {
 	if !rep.IndexMissing {
+		// Hold the lock a mount takes (bbolt's flock) while the index is
+		// replaced: a mount started since the check is refused, or refuses.
+		f, err := os.Open(filepath.Join(dir, "index.db"))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			return ErrCacheInUse
+		}
 		kind := "old"
 		if rep.IndexDamage != "" {
 			kind = "corrupt"

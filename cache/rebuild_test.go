@@ -318,6 +318,12 @@ func TestFsck(t *testing.T) {
 	if _, err := Fsck(e.dir, FsckOptions{}); !errors.Is(err, ErrCacheInUse) {
 		t.Errorf("fsck of a cache in use: %v, want ErrCacheInUse", err)
 	}
+	if _, err := Fsck(e.dir, FsckOptions{Rebuild: true}); !errors.Is(err, ErrCacheInUse) {
+		t.Errorf("fsck --rebuild of a cache in use: %v, want ErrCacheInUse", err)
+	}
+	if old, _ := filepath.Glob(filepath.Join(e.dir, "index.db.old-*")); len(old) != 0 {
+		t.Errorf("fsck --rebuild moved the index of a cache in use: %v", old)
+	}
 	e.checkBucket(c, want)
 }
 
