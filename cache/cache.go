@@ -21,9 +21,10 @@ import (
 // own lock (taken inside its methods). persistMu is never taken with
 // Cache.mu held; Rename and RenameDir hold the persistMu of the entries
 // they turn into deletions across their journal write (RenameDir several,
-// in name order; nothing else holds two). journal.mu is a leaf, taken
-// under persistMu or nothing, never under Cache.mu (the journal writes to
-// disk).
+// in name order; nothing else holds two). journal.mu is taken under
+// persistMu or nothing, never under Cache.mu (the journal writes to
+// disk). describer.mu (describe.go) is a leaf, taken under journal.mu,
+// persistMu or nothing.
 // waitLocked (folder.go) releases Cache.mu while it waits.
 // No disk or network I/O happens under Cache.mu: decisions are made under
 // it, and the I/O they imply runs after it is released, on entries
@@ -86,6 +87,7 @@ type Cache struct {
 	b       transfer.Bucket
 	db      *bolt.DB
 	j       *journal // every change of the objects bucket goes through it
+	desc    *describer
 	dataDir string
 	log     *slog.Logger
 	wg      sync.WaitGroup // download finishers
@@ -227,23 +229,14 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 	if err := checkWritable(o.Dir, c.dataDir); err != nil {
 		return nil, err
 	}
-	db, err := openIndex(filepath.Join(o.Dir, "index.db"), b.Name())
-	if err != nil {
+	if err := checkBucketFile(o.Dir, b.Name()); err != nil {
 		return nil, err
 	}
-	c.db = db
-	j, replayed, err := openJournal(db, filepath.Join(o.Dir, journalName))
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	c.j = j
-	if replayed > 0 {
-		c.log.Info("applied the changes the last run left in the cache journal", "changes", replayed)
-	}
-	if err := c.load(); err != nil {
-		j.close()
-		db.Close()
+	c.desc = newDescriber(c.dataDir, c.log)
+	if err := c.openState(); err != nil {
+		if !errors.Is(err, ErrCacheInUse) && !errors.Is(err, ErrOtherBucket) {
+			err = &StateError{Dir: o.Dir, Err: err}
+		}
 		return nil, err
 	}
 	c.startCheckpointer()
@@ -284,116 +277,10 @@ func checkWritable(dir, dataDir string) error {
 	return os.Remove(f.Name())
 }
 
-func (c *Cache) dataPath(id uint64) string {
-	return filepath.Join(c.dataDir, strconv.FormatUint(id, 16))
-}
+func (c *Cache) dataPath(id uint64) string { return dataPathIn(c.dataDir, id) }
 
-// load reads the index, reconciles it with data/, and evicts to the cap.
-func (c *Cache) load() error {
-	recs, err := loadRecords(c.db)
-	if err != nil {
-		return err
-	}
-	byID := map[uint64]bool{}
-	var missing []string
-	for name, r := range recs {
-		st, err := os.Stat(c.dataPath(r.ID))
-		if err != nil {
-			if r.Dirty {
-				c.log.Error("the cache file of a changed, not yet uploaded object is missing: its changes are lost", "object", name, "id", r.ID, "err", err)
-			}
-			missing = append(missing, name)
-			continue
-		}
-		if r.Dirty && r.Deleted {
-			// A deletion needs no bytes; its file may still share an
-			// inode with a renamed file's new name if a crash came
-			// before Rename detached it.
-			if err := c.detachData(r.ID); err != nil {
-				return fmt.Errorf("detaching the cache file of deleted %s: %w", name, err)
-			}
-			if st, err = os.Stat(c.dataPath(r.ID)); err != nil {
-				return err
-			}
-		}
-		switch {
-		case r.localContent():
-			// The file is the truth about local changes: writes land there
-			// before the record is updated again.
-			r.Size = st.Size()
-			r.Complete, r.Present = true, nil
-			recs[name] = r
-		case !r.Deleted && st.Size() != r.Size:
-			// A copy of a bucket version cut short (or grown) behind the
-			// cache's back: none of it is trusted; it is fetched again.
-			c.log.Warn("a cached copy has the wrong size: it is dropped and fetched again from the bucket",
-				"object", name, "generation", r.Generation, "file_size", st.Size(), "size", r.Size)
-			if err := os.Truncate(c.dataPath(r.ID), r.Size); err != nil {
-				return fmt.Errorf("resizing the damaged cache file of %s: %w", name, err)
-			}
-			r.Complete, r.Present, r.Sums = false, nil, nil
-			c.stats.ChecksumMismatches++
-			recs[name] = r
-		}
-		byID[r.ID] = true
-	}
-	if len(missing) > 0 {
-		err := c.j.update(func(tx *bolt.Tx) error {
-			for _, name := range missing {
-				if err := tx.Bucket(objectsBucket).Delete([]byte(name)); err != nil {
-					return err
-				}
-				delete(recs, name)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-	des, err := os.ReadDir(c.dataDir)
-	if err != nil {
-		return err
-	}
-	for _, de := range des {
-		id, err := strconv.ParseUint(de.Name(), 16, 64)
-		if err != nil || !byID[id] {
-			os.Remove(filepath.Join(c.dataDir, de.Name()))
-		}
-	}
-	ordered := make([]*entry, 0, len(recs))
-	for name, r := range recs {
-		e := &entry{name: name, rec: r, ready: make(chan struct{})}
-		if r.Dirty {
-			e.dirtySince = c.opened // left by the last run: waiting since the start, at least
-		}
-		close(e.ready)
-		ordered = append(ordered, e)
-	}
-	// Most recent first, so PushBack keeps the LRU order.
-	sortByAccessDesc(ordered)
-	c.mu.Lock()
-	for _, e := range ordered {
-		e.elem = c.lru.PushBack(e)
-		c.entries[e.name] = e
-		c.chargeLocked(e, e.rec.cost())
-	}
-	dirty := 0
-	for _, e := range ordered {
-		c.holdLocked(e)
-		if e.rec.Dirty {
-			c.markLocalLocked(e.name)
-			c.scheduleLocked(e.name, 0) // changes left by the last run go first
-			dirty++
-		}
-	}
-	victims, _ := c.makeRoomLocked(0)
-	c.mu.Unlock()
-	c.removeAll(victims)
-	if dirty > 0 {
-		c.log.Info("re-queued changes not uploaded by the last run", "files", dirty)
-	}
-	return nil
+func dataPathIn(dataDir string, id uint64) string {
+	return filepath.Join(dataDir, strconv.FormatUint(id, 16))
 }
 
 // Open returns a handle for reading the version of the object described
@@ -514,6 +401,10 @@ func (c *Cache) create(e *entry) error {
 	e.rec.ID = rec.ID
 	c.mu.Unlock()
 	f, err := os.OpenFile(c.dataPath(rec.ID), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err == nil {
+		// Before any byte: the journal entry above came before the file.
+		c.desc.describeFile(f, e.name, rec)
+	}
 	if err == nil && rec.Size > 0 {
 		err = f.Truncate(rec.Size)
 	}
@@ -926,14 +817,15 @@ func (c *Cache) Close() error {
 	c.mu.Unlock()
 	close(c.stopCheckpoint)
 	c.checkpointWG.Wait()
-	// Access times, so that the LRU order survives the remount.
+	// Access times, so that the LRU order survives the remount; and the
+	// mark of a clean stop (the next start skips the index check).
 	err := c.j.update(func(tx *bolt.Tx) error {
 		for i := range recs {
 			if err := putRecord(tx, names[i], &recs[i]); err != nil {
 				return err
 			}
 		}
-		return nil
+		return markClean(tx)
 	})
 	if cerr := c.j.close(); err == nil {
 		err = cerr

@@ -552,7 +552,8 @@ func TestEviction(t *testing.T) {
 	}
 }
 
-// TestOpenReconciles: on Open, files without a record are removed and
+// TestOpenReconciles: on Open, files without a record or description
+// go to lost+found (this cache's temporary files are removed), and
 // records without a file are dropped; everything else is kept.
 func TestOpenReconciles(t *testing.T) {
 	e := newEnv(t)
@@ -594,6 +595,9 @@ func TestOpenReconciles(t *testing.T) {
 	c2 := e.open(1 << 20)
 	if got, want := dataFiles(t, e.dir), []string{filepath.Base(keepFile)}; !slices.Equal(got, want) {
 		t.Errorf("data/ after Open = %v, want only %v", got, want)
+	}
+	if got, want := e.lostFound(), []string{stray[0], stray[0] + ".json", stray[1], stray[1] + ".json"}; !slices.Equal(got, want) {
+		t.Errorf("lost+found after Open = %v, want %v", got, want)
 	}
 	if got := entryNames(c2); !slices.Equal(got, []string{"keep"}) {
 		t.Errorf("entries after Open = %v, want [keep]", got)

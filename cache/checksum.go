@@ -76,11 +76,11 @@ func (r *record) setSums(present, known []bool, sums []uint32) {
 		}
 	}
 	n := r.chunks()
-	if len(r.Sums) != 4*n {
-		old := r.Sums
-		r.Sums = make([]byte, 4*n)
-		copy(r.Sums, old)
-	}
+	// A new slice: snapshots of the record (being written to the journal
+	// without the lock) share the old one.
+	old := r.Sums
+	r.Sums = make([]byte, 4*n)
+	copy(r.Sums, old)
 	for i := 0; i < n && i < len(known); i++ {
 		if known[i] {
 			binary.BigEndian.PutUint32(r.Sums[4*i:], sums[i])
@@ -102,6 +102,10 @@ func (r *record) markWritten(from, to int64) bool {
 	changed := false
 	for i := first; i <= last; i++ {
 		if !bitSet(r.Written, i) {
+			if !changed {
+				// A new slice: snapshots of the record share the old one.
+				r.Written = slices.Clone(r.Written)
+			}
 			r.Written = setBit(r.Written, i)
 			changed = true
 		}

@@ -4,7 +4,11 @@
 //
 //	index.db    bbolt: one record per cached object (see index.go)
 //	journal     changes of index.db not yet applied to it (see journal.go)
-//	data/ID     one sparse file per cached object version, ID in hex
+//	data/ID     one sparse file per cached object version, ID in hex; each
+//	            describes its record in an extended attribute (describe.go)
+//	bucket      the bucket's name (outlives a lost index.db)
+//	lost+found/ data files a start could not place, with a note each
+//	index.db.corrupt-TIME  a damaged index, moved aside (index_open.go)
 //
 // Cache.Open returns a Handle for one version of an object (its
 // generation). A complete local copy is read as is, and its descriptor can
@@ -43,8 +47,11 @@
 // the journal is synced by WriteHandle.Sync and applied to bbolt every
 // second. A chunk is recorded as present only after its file has been
 // synced, so the index never claims bytes the disk does not have. On
-// open, the journal is replayed, then files without a record and records
-// without a file are removed.
+// open, the journal is replayed, records without a file are dropped, and
+// files without a record are placed by their own descriptions
+// (rebuild.go): never deleted while they may hold bytes that are not in
+// the bucket. A missing or damaged index.db is rebuilt the same way
+// (index_open.go); Fsck checks an unmounted cache.
 //
 // Lock order and the rule about I/O under locks are written at the top of
 // cache.go.

@@ -2,16 +2,15 @@ package cache
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
 
 // The bbolt schema (version 1):
 //
-//	meta/    "version" -> "1", "bucket" -> the bucket's name
+//	meta/    "version" -> "1", "bucket" -> the bucket's name, "clean" ->
+//	         present while no process has the index open (index_open.go)
 //	objects/ object name -> JSON record
 //	staging/ staging prefix of a parallel upload -> JSON stagingRecord
 //	         (present from before its first part until its cleanup)
@@ -116,44 +115,6 @@ func (r *record) setPresent(p []bool) {
 	} else {
 		r.Present = bits
 	}
-}
-
-// openIndex opens (or creates) index.db and checks that it belongs to bucket.
-func openIndex(path, bucket string) (*bolt.DB, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, FreelistType: bolt.FreelistMapType})
-	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("cache index %s is locked: another bucketfs process uses this cache dir", path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("opening cache index %s: %w", path, err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(metaBucket)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucketIfNotExists(objectsBucket); err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucketIfNotExists(stagingBucket); err != nil {
-			return err
-		}
-		if v := meta.Get(versionKey); v != nil && string(v) != schemaVersion {
-			return fmt.Errorf("cache index %s has schema version %s; this bucketfs reads version %s", path, v, schemaVersion)
-		}
-		if b := meta.Get(bucketKey); b != nil && string(b) != bucket {
-			return fmt.Errorf("cache dir holds bucket %q, not %q: use one cache dir per bucket", b, bucket)
-		}
-		if err := meta.Put(versionKey, []byte(schemaVersion)); err != nil {
-			return err
-		}
-		return meta.Put(bucketKey, []byte(bucket))
-	})
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return db, nil
 }
 
 func loadRecords(db *bolt.DB) (map[string]record, error) {

@@ -70,6 +70,11 @@ type journal struct {
 	pending []journalOp // guarded by mu: in f, not yet in db
 	nextID  uint64      // guarded by mu: the next record ID to hand out
 	broken  error       // guarded by mu: f could not be cut back after a failed append
+
+	// onAppend, if set, is told the changes of each entry appended, under
+	// mu, in order (the data files describe themselves: describe.go). It
+	// must not take locks other than leaves.
+	onAppend func([]journalOp)
 }
 
 // openJournal replays the journal at path into db, empties it, and
@@ -142,6 +147,16 @@ func (j *journal) newID() uint64 {
 	return id
 }
 
+// advancePast makes every ID handed out from now on higher than id (a
+// data file found on disk may be named by it).
+func (j *journal) advancePast(id uint64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.nextID <= id {
+		j.nextID = id + 1
+	}
+}
+
 // putOp is "name's record is rec" (if its record names file ifID, or
 // always with ifID 0).
 func putOp(name string, rec record, ifID uint64) journalOp {
@@ -190,6 +205,9 @@ func (j *journal) append(ops ...journalOp) error {
 	}
 	j.size += int64(len(buf))
 	j.pending = append(j.pending, ops...)
+	if j.onAppend != nil {
+		j.onAppend(ops)
+	}
 	if len(j.pending) >= checkpointOps {
 		// The change is recorded whatever happens here: a failed
 		// checkpoint keeps everything pending (the checkpointer retries),

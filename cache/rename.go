@@ -484,7 +484,8 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 	}
 	slices.SortFunc(olds, func(a, b *entry) int { return strings.Compare(a.name, b.name) })
 	c.mu.Unlock()
-	c.removeAll(victims)
+	// The files the new names replace (victims) are removed once the
+	// journal has the rename: a crash before must find them as they were.
 
 	for _, e := range olds {
 		e.persistMu.Lock()
@@ -531,7 +532,12 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 			c.scheduleLocked(ne.name, c.opts.WriteBackDelay)
 		}
 	}
-	var detach []uint64
+	type detachJob struct {
+		id   uint64
+		name string
+		rec  record
+	}
+	var detach []detachJob
 	written := map[*entry]record{} // what the journal entry says of each old entry
 	for _, t := range tombs {
 		e := t.m.e
@@ -543,7 +549,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 			gen = t.rec.Generation
 		}
 		if t.m.linked || e.rec.localContent() {
-			detach = append(detach, e.rec.ID)
+			detach = append(detach, detachJob{e.rec.ID, e.name, t.rec})
 		}
 		attempts := t.rec.Attempts
 		for _, a := range e.rec.Attempts {
@@ -572,9 +578,10 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 		c.settleDeletion(e, rec)
 	}
 	unlockOlds()
-	for _, id := range detach {
-		if err := c.detachData(id); err != nil {
-			c.log.Warn("giving a renamed file's old name a file of its own failed", "id", id, "err", err)
+	c.removeAll(victims)
+	for _, d := range detach {
+		if err := c.detachData(d.id, d.name, d.rec); err != nil {
+			c.log.Warn("giving a renamed file's old name a file of its own failed", "id", d.id, "err", err)
 		}
 	}
 	return nil, nil
@@ -736,7 +743,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
 	tomb.Meta, tomb.CopyFrom, tomb.CopyGen, tomb.CopyType = nil, "", 0, ""
 	c.mu.Unlock()
-	c.removeAll(victims)
+	replaced := victims // removed once the journal has the rename, as in Rename
 
 	// As in Rename: nothing else writes the old name's record until the
 	// journal entry has both, and the new name shares the cached chunks.
@@ -758,7 +765,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 		c.notifyLocked()
 		c.mu.Unlock()
 		e.persistMu.Unlock()
-		c.removeAll(victims)
+		c.removeAll(append(victims, replaced...))
 		return true, fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
 	}
 	close(ne.ready)
@@ -776,7 +783,8 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	c.mu.Unlock()
 	c.settleDeletion(e, tomb)
 	e.persistMu.Unlock()
-	if derr := c.detachData(oldID); derr != nil {
+	c.removeAll(replaced)
+	if derr := c.detachData(oldID, from.Name, tomb); derr != nil {
 		c.log.Warn("giving a renamed file's old name a file of its own failed", "object", from.Name, "err", derr)
 	}
 	return true, nil

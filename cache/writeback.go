@@ -1141,7 +1141,7 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	if err := c.persistEntry(e, rec, seq); err != nil {
 		return fmt.Errorf("recording the deletion of %s: %w", name, err)
 	}
-	if err := c.detachData(rec.ID); err != nil {
+	if err := c.detachData(rec.ID, name, rec); err != nil {
 		c.log.Warn("detaching a deleted file's cache file failed", "object", name, "err", err)
 	}
 	return nil
@@ -1152,12 +1152,22 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 // it), and handles open on a deleted file. A name deleted and then written
 // again so never writes into either. Called only after the deletion is
 // in the journal: before, the bytes may still be needed.
-func (c *Cache) detachData(id uint64) error {
+//
+// The new inode gets the deletion's description (describe.go): the one
+// the journal entry owed it, else the old inode's if it is still id's own,
+// else rec's (name's record).
+func (c *Cache) detachData(id uint64, name string, rec record) error {
+	d := c.desc
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	f, err := os.CreateTemp(c.dataDir, ".detach-*") // a stray if a crash leaves it: removed at start
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
+	if !d.off {
+		d.writeLocked(tmp, int(f.Fd()), d.detachDescLocked(id, describe(name, rec)))
+	}
 	f.Close()
 	if err := os.Rename(tmp, c.dataPath(id)); err != nil {
 		os.Remove(tmp)
@@ -1527,7 +1537,9 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	c.markLocalLocked(to)
 	c.chargeLocked(ne, size)
 	c.mu.Unlock()
-	c.removeAll(victims)
+	// The replaced file (victims) is removed only once the journal has the
+	// rename: a crash before must find it as it was.
+	replaced := victims
 
 	// The new name shares the bytes: a hard link, no copy. Both records
 	// change in one transaction.
@@ -1548,7 +1560,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 		err = c.j.append(putOp(to, nrec, 0), putOp(from.Name, tomb, 0))
 		if err != nil {
 			os.Remove(c.dataPath(nrec.ID))
-		} else if derr := c.detachData(tomb.ID); derr != nil {
+		} else if derr := c.detachData(tomb.ID, from.Name, tomb); derr != nil {
 			// The next start detaches it (load does so for every deletion).
 			c.log.Warn("giving a renamed file's old name a file of its own failed", "object", from.Name, "err", derr)
 		}
@@ -1562,7 +1574,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 		ne.rec.Dirty = false
 		c.mu.Unlock()
 		e.persistMu.Unlock()
-		c.removeAll(victims)
+		c.removeAll(append(victims, replaced...))
 		return fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
 	}
 	close(ne.ready)
@@ -1586,5 +1598,6 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	c.mu.Unlock()
 	c.settleDeletion(e, tomb)
 	e.persistMu.Unlock()
+	c.removeAll(replaced)
 	return nil
 }

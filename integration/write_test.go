@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -321,7 +322,30 @@ func TestUnlinkAndRmdir(t *testing.T) {
 // Crash test: the mount is killed with SIGKILL at random moments while
 // files are written, renamed, exchanged, deleted and uploaded. Every file whose write and close
 // returned must be in the bucket, byte-exact, after a remount and unmount.
-func TestCrashDuringWriteBack(t *testing.T) {
+func TestCrashDuringWriteBack(t *testing.T) { crashDuringWriteBack(t, nil) }
+
+// The same, with the cache index damaged after every kill: deleted, or
+// overwritten with random bytes (the mount rebuilds it from the data
+// files' descriptions).
+func TestCrashDuringWriteBackDamagedIndex(t *testing.T) {
+	crashDuringWriteBack(t, func(round int, cacheDir string) {
+		index := filepath.Join(cacheDir, "index.db")
+		if round%2 == 0 {
+			os.Remove(index)
+			return
+		}
+		st, err := os.Stat(index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		junk := randomBytes(int(st.Size()), uint64(round))
+		if err := os.WriteFile(index, junk, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func crashDuringWriteBack(t *testing.T, damage func(round int, cacheDir string)) {
 	rounds := 20
 	if os.Getenv("BUCKETFS_LONG") != "" {
 		rounds = 200
@@ -376,9 +400,15 @@ func TestCrashDuringWriteBack(t *testing.T) {
 		}
 		cancel()
 		m.crash(t)
+		if damage != nil {
+			damage(round, cacheDir)
+		}
 	}
 	m := mount(t, emu, mountOpts{cacheDir: cacheDir})
 	m.unmount(t)
+	if lf, err := os.ReadDir(filepath.Join(cacheDir, "lost+found")); err == nil {
+		t.Logf("lost+found holds %d files", len(lf))
+	}
 	lost := 0
 	for name, data := range acked {
 		if got := object(t, emu, name); !bytes.Equal(got, data) {

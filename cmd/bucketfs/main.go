@@ -4,6 +4,7 @@
 //	bucketfs mount BUCKET MOUNTPOINT [flags]
 //	bucketfs status MOUNTPOINT
 //	bucketfs flush MOUNTPOINT
+//	bucketfs fsck --cache-dir DIR [--rebuild]
 //	bucketfs version
 //	mount.fuse.bucketfs BUCKET MOUNTPOINT [-sfnv] [-o OPTIONS]   (mount helper, see helper.go)
 package main
@@ -54,6 +55,8 @@ func run(args []string) int {
 		err = runFlush(args[1:])
 	case "resolve":
 		err = runResolve(args[1:])
+	case "fsck":
+		err = runFsck(args[1:])
 	case "version", "--version":
 		fmt.Println(versionLine())
 		return exitOK
@@ -107,6 +110,8 @@ Usage:
   bucketfs resolve MOUNTPOINT FILE --keep-local|--take-bucket
                                              end the hold on a file that failed
                                              its checksum check
+  bucketfs fsck --cache-dir DIR [--rebuild]  check an unmounted cache; rebuild
+                                             its index from the data files
   bucketfs version                           print the version
 
 As a mount helper (/sbin/mount.fuse.bucketfs, for mount(8) and /etc/fstab):

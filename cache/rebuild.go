@@ -1,0 +1,280 @@
+package cache
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Placing data files that no record names (at every start, and for all of
+// them when index.db was lost or damaged and is rebuilt).
+//
+// The rule: no data file that may hold bytes not in the bucket is ever
+// deleted. A file without a record is
+//   - removed if another link of its inode is kept (a rename's hard link),
+//     if its description says its bytes are in the bucket (clean, or
+//     dropped from the index), or if it holds no bytes at all;
+//   - adopted as its name's record again if its description says it has
+//     local state (changed content, a deletion, a metadata change, a
+//     pending copy) and it is the newest file of that name (the highest
+//     ID: IDs only grow);
+//   - otherwise moved to CACHE_DIR/lost+found, with a note beside it
+//     (FILE.json) saying why and what it was, and an error in the log.
+
+// lostFoundDir is the directory, in the cache directory, of data files
+// that could not be placed.
+const lostFoundDir = "lost+found"
+
+// diskFile is one file found in data/.
+type diskFile struct {
+	name   string // file name in data/
+	id     uint64 // the record ID its name says; 0 if it is not an ID
+	dev    uint64
+	ino    uint64
+	size   int64
+	blocks int64 // allocated 512-byte blocks: 0 means it holds no bytes
+	desc   *description
+}
+
+// scanData lists data/ with each file's inode and description.
+func scanData(dataDir string) ([]diskFile, error) {
+	des, err := os.ReadDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	files := make([]diskFile, 0, len(des))
+	for _, de := range des {
+		path := filepath.Join(dataDir, de.Name())
+		var st syscall.Stat_t
+		if err := syscall.Lstat(path, &st); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return nil, fmt.Errorf("reading %s: %w", path, err)
+		}
+		f := diskFile{name: de.Name(), dev: uint64(st.Dev), ino: st.Ino, size: st.Size, blocks: st.Blocks}
+		if id, err := strconv.ParseUint(de.Name(), 16, 64); err == nil && strconv.FormatUint(id, 16) == de.Name() {
+			f.id = id
+		}
+		f.desc, _ = readDescription(path) // unreadable: as none
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// lostFile is a data file for lost+found, and why.
+type lostFile struct {
+	f      diskFile
+	reason string
+}
+
+// orphanPlan says what becomes of the data files without a record.
+type orphanPlan struct {
+	adopt   map[string]record // name -> record made from a file's description
+	unseat  map[string]record // name -> its record that an adopted one replaces
+	remove  []diskFile        // hold no bytes that are not in the bucket or in another link
+	lost    []lostFile
+	maxID   uint64   // the highest ID among the files
+	trimmed []string // adopted names whose description had lost its metadata (Partial)
+}
+
+// planOrphans decides the fate of the files no record of recs names.
+// recs must hold only records whose file exists.
+func planOrphans(recs map[string]record, files []diskFile, chunkSize int64) orphanPlan {
+	p := orphanPlan{adopt: map[string]record{}, unseat: map[string]record{}}
+	named := map[uint64]bool{}
+	for _, r := range recs {
+		named[r.ID] = true
+	}
+	type inode struct{ dev, ino uint64 }
+	groups := map[inode][]int{}
+	var inodes []inode
+	for i, f := range files {
+		p.maxID = max(p.maxID, f.id)
+		if f.id == 0 {
+			switch {
+			case strings.HasPrefix(f.name, ".probe-") || strings.HasPrefix(f.name, ".detach-") || f.blocks == 0:
+				p.remove = append(p.remove, f) // this cache's temporary files, or nothing in it
+			default:
+				p.lost = append(p.lost, lostFile{f, "its name is not a cache file ID"})
+			}
+			continue
+		}
+		k := inode{f.dev, f.ino}
+		if groups[k] == nil {
+			inodes = append(inodes, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	claims := map[string][]int{}
+	for _, k := range inodes {
+		g := groups[k]
+		keep := -1
+		for _, i := range g {
+			if named[files[i].id] {
+				keep = i
+			}
+		}
+		if keep < 0 {
+			keep = claimant(files, g)
+		}
+		for _, i := range g {
+			if i != keep && !named[files[i].id] {
+				p.remove = append(p.remove, files[i]) // another link keeps the bytes
+			}
+		}
+		if named[files[keep].id] {
+			continue
+		}
+		f := files[keep]
+		switch {
+		case f.desc == nil && f.blocks == 0:
+			p.remove = append(p.remove, f)
+		case f.desc == nil:
+			p.lost = append(p.lost, lostFile{f, "it has no description (written by an older bucketfs, or the disk keeps no extended attributes)"})
+		case !f.desc.Dirty || f.desc.Dropped:
+			p.remove = append(p.remove, f) // its bytes are in the bucket
+		default:
+			claims[f.desc.Name] = append(claims[f.desc.Name], keep)
+		}
+	}
+	for name, c := range claims {
+		sort.Slice(c, func(a, b int) bool { return files[c[a]].id > files[c[b]].id })
+		if r, ok := recs[name]; !ok || r.ID < files[c[0]].id {
+			f := files[c[0]]
+			p.adopt[name] = f.desc.record(f.id, f.size, chunkSize)
+			if f.desc.Partial {
+				p.trimmed = append(p.trimmed, name)
+			}
+			if ok {
+				p.unseat[name] = r
+			}
+			c = c[1:]
+		}
+		for _, i := range c {
+			f := files[i]
+			if f.desc.localContent() {
+				p.lost = append(p.lost, lostFile{f, fmt.Sprintf("a newer version of %q is in the cache", name)})
+			} else {
+				p.remove = append(p.remove, f) // a deletion, or the bucket's content
+			}
+		}
+	}
+	return p
+}
+
+// claimant picks, among the links of one inode, the one its description
+// names, else the highest ID.
+func claimant(files []diskFile, g []int) int {
+	best := g[0]
+	for _, i := range g {
+		if d := files[i].desc; d != nil && d.ID == files[i].id {
+			return i
+		}
+		if files[i].id > files[best].id {
+			best = i
+		}
+	}
+	return best
+}
+
+// lostNote is written beside a file moved to lost+found.
+type lostNote struct {
+	File        string       `json:"file"`
+	Reason      string       `json:"reason"`
+	MovedAt     time.Time    `json:"moved_at"`
+	Description *description `json:"description,omitempty"`
+}
+
+// moveToLostFound moves data file f to dir/lost+found (never deletes it)
+// and logs it. It returns the new path.
+func moveToLostFound(dir string, f diskFile, reason string, log *slog.Logger) (string, error) {
+	lf := filepath.Join(dir, lostFoundDir)
+	if err := os.MkdirAll(lf, 0o700); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(lf, f.name)
+	for n := 2; ; n++ {
+		if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		dst = filepath.Join(lf, fmt.Sprintf("%s-%d", f.name, n))
+	}
+	if err := os.Rename(filepath.Join(dir, "data", f.name), dst); err != nil {
+		return "", err
+	}
+	note, _ := json.MarshalIndent(lostNote{File: f.name, Reason: reason, MovedAt: time.Now().UTC(), Description: f.desc}, "", "  ")
+	if err := os.WriteFile(dst+".json", append(note, '\n'), 0o600); err != nil {
+		log.Warn("writing the note beside a file in lost+found failed", "file", dst, "err", err)
+	}
+	object := ""
+	if f.desc != nil {
+		object = f.desc.Name
+	}
+	log.Error("a cache file that could not be placed was moved to lost+found: it may hold changes that are not in the bucket; check it and copy it back into the mount by hand",
+		"file", dst, "object", object, "reason", reason)
+	return dst, nil
+}
+
+// settleOrphans carries out the removals and moves of p (after the
+// index holds p's adopted records). It returns how many files went to
+// lost+found.
+func settleOrphans(dir string, p orphanPlan, log *slog.Logger) int {
+	for _, f := range p.remove {
+		if err := os.Remove(filepath.Join(dir, "data", f.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log.Warn("removing a cache file no record names failed", "file", f.name, "err", err)
+		}
+	}
+	lost := 0
+	for _, l := range p.lost {
+		if _, err := moveToLostFound(dir, l.f, l.reason, log); err != nil {
+			log.Error("moving a cache file that could not be placed to lost+found failed; it stays in data/", "file", l.f.name, "err", err)
+			continue
+		}
+		lost++
+	}
+	return lost
+}
+
+// unseated returns the files of records that adopted ones replace, to
+// be settled like files without a record: kept in lost+found if they
+// hold local changes.
+func (p *orphanPlan) unseated() {
+	for name, r := range p.unseat {
+		f := diskFile{name: strconv.FormatUint(r.ID, 16), id: r.ID}
+		if r.localContent() {
+			p.lost = append(p.lost, lostFile{f, fmt.Sprintf("a newer version of %q was found in the cache", name)})
+		} else {
+			p.remove = append(p.remove, f)
+		}
+	}
+}
+
+// countAdopted sums up adopted records for the log.
+func countAdopted(adopt map[string]record) (changed, deleted, other int) {
+	for _, r := range adopt {
+		switch {
+		case r.Deleted:
+			deleted++
+		case r.localContent():
+			changed++
+		default:
+			other++
+		}
+	}
+	return
+}
+
+// fsckHint is the command that checks and repairs the cache in dir.
+func fsckHint(dir string) string {
+	return fmt.Sprintf("bucketfs fsck --cache-dir %s --rebuild", dir)
+}
