@@ -411,32 +411,36 @@ func checkFUSE() error {
 	return nil
 }
 
-// checkMountpoint resolves mp and makes sure nothing is mounted there.
+// checkMountpoint resolves mp and makes sure nothing is mounted there. A
+// file system mounted there is asked with statfs only (see probeMount),
+// so that a dead mount is told apart from a live one, and a hung one
+// cannot hang the start.
 func checkMountpoint(mp string) (string, error) {
-	abs, err := filepath.Abs(mp)
+	abs, err := mountpointPath(mp)
 	if err != nil {
 		return "", err
-	}
-	st, err := os.Stat(abs)
-	switch {
-	case errors.Is(err, syscall.ENOTCONN):
-		return "", fmt.Errorf("mountpoint %s is a dead FUSE mount (transport endpoint is not connected): clear it with 'fusermount3 -uz %s'", abs, abs)
-	case errors.Is(err, os.ErrNotExist):
-		return "", fmt.Errorf("mountpoint %s does not exist: create it with 'mkdir -p %s'", abs, abs)
-	case err != nil:
-		return "", fmt.Errorf("mountpoint %s: %w", abs, err)
-	case !st.IsDir():
-		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
-	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = real
 	}
 	mounted, err := isMountpoint(abs)
 	if err != nil {
 		return "", err
 	}
 	if mounted {
+		if err := probeMount(abs); errors.Is(err, syscall.ENOTCONN) {
+			return "", deadMountError(abs)
+		}
 		return "", fmt.Errorf("mountpoint %s is busy: something is already mounted there (see 'findmnt %s'; unmount it with 'fusermount3 -u %s')", abs, abs, abs)
+	}
+	st, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, syscall.ENOTCONN):
+		// A dead mount seen through a link or a bind mount elsewhere.
+		return "", deadMountError(abs)
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("mountpoint %s does not exist: create it with 'mkdir -p %s'", abs, abs)
+	case err != nil:
+		return "", fmt.Errorf("mountpoint %s: %w", abs, err)
+	case !st.IsDir():
+		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
 	}
 	return abs, nil
 }
