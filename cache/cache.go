@@ -244,6 +244,7 @@ func (c *Cache) startCheckpointer() {
 		defer c.checkpointWG.Done()
 		t := time.NewTicker(checkpointEvery)
 		defer t.Stop()
+		warn := newRepeatLimit(time.Minute)
 		for {
 			select {
 			case <-c.stopCheckpoint:
@@ -251,7 +252,9 @@ func (c *Cache) startCheckpointer() {
 			case <-t.C:
 			}
 			if err := c.j.update(nil); err != nil {
-				c.log.Warn("applying the cache journal to the index failed; retrying", "err", err)
+				warn.failed(c.log, "applying the cache journal to the index failed; retrying", err)
+			} else {
+				warn.succeeded(c.log, "applying the cache journal to the index works again")
 			}
 		}
 	}()
