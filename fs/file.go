@@ -177,6 +177,9 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if err != nil {
 		return nil, 0, n.fsys.errno(ctx, "open", n.objName(), err)
 	}
+	if errors.Is(ch.Check(ctx), cache.ErrStale) {
+		return nil, 0, n.staleAtOpen(ch)
+	}
 	_, complete := ch.PassthroughFd()
 	n.mu.Lock()
 	pt := n.passthroughLocked(complete)
@@ -196,6 +199,21 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		return h, fuse.FOPEN_KEEP_CACHE, 0
 	}
 	return h, 0, 0
+}
+
+// staleAtOpen answers an open whose version is gone from the bucket
+// (another client overwrote or deleted the object while this mount still
+// trusted its attributes). Nothing was read: the name is forgotten and the
+// open answers ESTALE, on which the kernel looks the name up again, past
+// its caches, and opens once more: the new version, as a new inode with
+// its own size (or ENOENT). Opening the new version in this inode instead
+// would mix it with the old size the kernel holds.
+func (n *fileNode) staleAtOpen(ch *cache.Handle) syscall.Errno {
+	ch.Close()
+	n.fsys.meta.stale(n.objName())
+	n.fsys.log.Info("the version a file was opened at is gone from the bucket (changed by another client); opening it again by name",
+		"object", n.objName(), "generation", ch.Generation())
+	return syscall.ESTALE
 }
 
 // passthroughLocked decides the io mode of a new handle and counts it.

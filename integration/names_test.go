@@ -1,7 +1,10 @@
 package integration
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"strings"
 	"syscall"
@@ -75,4 +78,70 @@ func TestNonUTF8Names(t *testing.T) {
 	if strings.Contains(m.logs.String(), "level=ERROR") {
 		t.Errorf("errors logged:\n%s", m.logs.String())
 	}
+}
+
+// An object overwritten in the bucket by another client while the mount
+// still trusts its old attributes (within --metadata-ttl), and not cached:
+// a fresh open and read gives one whole version, old or new, never ESTALE
+// or a mix; fstat of the open file gives that version's size. Sizes grow,
+// shrink and stay: the kernel knows the old size, and must neither cut the
+// new version to it nor pad it. Objects read through the cache, and
+// objects too big for it (read from the bucket directly). An object
+// deleted meanwhile is ENOENT.
+func TestOpenAfterOverwriteWithinTTL(t *testing.T) {
+	emu := startEmulator(t, nil)
+	cached := mount(t, emu, mountOpts{args: []string{"--metadata-ttl", "10m"}})
+	direct := mount(t, emu, mountOpts{args: []string{"--metadata-ttl", "10m", "--cache-max-size", "256KiB"}})
+	for _, m := range []*mountProc{cached, direct} {
+		for i, sizes := range [][2]int{{300 << 10, 500 << 10}, {500 << 10, 100 << 10}, {64 << 10, 64 << 10}} {
+			name := fmt.Sprintf("f%d", i)
+			old, cur := randomBytes(sizes[0], uint64(i)), randomBytes(sizes[1], uint64(100+i))
+			put(t, emu, name, old)
+			statSize(t, m.path(name), len(old))
+			put(t, emu, name, cur)
+			got, size := readWithFstat(t, m.path(name))
+			switch {
+			case bytes.Equal(got, cur) && size == int64(len(cur)):
+			case bytes.Equal(got, old) && size == int64(len(old)):
+				t.Logf("%s: the old version", m.path(name))
+			default:
+				t.Errorf("%s: read %d bytes (fstat: %d), neither the old version (%d) nor the new (%d)", m.path(name), len(got), size, len(old), len(cur))
+			}
+		}
+		put(t, emu, "gone", []byte("soon deleted"))
+		statSize(t, m.path("gone"), 12)
+		if err := emu.Delete(testBucket, "gone"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.ReadFile(m.path("gone")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("open of an object deleted by another client: %v, want ENOENT", err)
+		}
+	}
+}
+
+func statSize(t *testing.T, path string, want int) {
+	t.Helper()
+	if st, err := os.Stat(path); err != nil || st.Size() != int64(want) {
+		t.Fatalf("stat %s: %v, %v; want %d bytes", path, st, err, want)
+	}
+}
+
+// readWithFstat opens path, reads it whole and returns it with the size
+// fstat gave after the read.
+func readWithFstat(t *testing.T, path string) ([]byte, int64) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, st.Size()
 }
