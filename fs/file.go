@@ -178,7 +178,8 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		return nil, 0, n.fsys.errno(ctx, "open", n.objName(), err)
 	}
 	if errors.Is(ch.Check(ctx), cache.ErrStale) {
-		return nil, 0, n.staleAtOpen(ch)
+		ch.Close()
+		return nil, 0, n.staleAtOpen(ch.Generation())
 	}
 	_, complete := ch.PassthroughFd()
 	n.mu.Lock()
@@ -208,11 +209,10 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 // its caches, and opens once more: the new version, as a new inode with
 // its own size (or ENOENT). Opening the new version in this inode instead
 // would mix it with the old size the kernel holds.
-func (n *fileNode) staleAtOpen(ch *cache.Handle) syscall.Errno {
-	ch.Close()
+func (n *fileNode) staleAtOpen(gen int64) syscall.Errno {
 	n.fsys.meta.stale(n.objName())
 	n.fsys.log.Info("the version a file was opened at is gone from the bucket (changed by another client); opening it again by name",
-		"object", n.objName(), "generation", ch.Generation())
+		"object", n.objName(), "generation", gen)
 	return syscall.ESTALE
 }
 
@@ -238,7 +238,13 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 	if n.fsys.opts.ReadOnly {
 		return nil, 0, syscall.EROFS
 	}
-	h, err := n.writeHandle(ctx, n.getAttrs(), trunc)
+	a := n.getAttrs()
+	h, err := n.writeHandle(ctx, a, trunc)
+	if errors.Is(err, cache.ErrStale) {
+		// The copy is fetched whole before the open answers: nothing
+		// was read or written yet.
+		return nil, 0, n.staleAtOpen(a.Generation)
+	}
 	if err != nil {
 		return nil, 0, n.fsys.errno(ctx, "open", n.objName(), err)
 	}

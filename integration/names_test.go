@@ -108,6 +108,22 @@ func TestOpenAfterOverwriteWithinTTL(t *testing.T) {
 				t.Errorf("%s: read %d bytes (fstat: %d), neither the old version (%d) nor the new (%d)", m.path(name), len(got), size, len(old), len(cur))
 			}
 		}
+		// Open for writing: the copy is fetched whole first.
+		put(t, emu, "w", []byte("old version"))
+		statSize(t, m.path("w"), 11)
+		put(t, emu, "w", []byte("the new version"))
+		f, err := os.OpenFile(m.path("w"), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatalf("open for writing after the overwrite: %v", err)
+		}
+		if _, err := f.WriteAt([]byte("THE"), 0); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if got := string(readFile(t, m.path("w"))); got != "THE new version" {
+			t.Errorf("written over the new version: %q", got)
+		}
+
 		put(t, emu, "gone", []byte("soon deleted"))
 		statSize(t, m.path("gone"), 12)
 		if err := emu.Delete(testBucket, "gone"); err != nil {
