@@ -25,6 +25,8 @@ import (
 // under persistMu or nothing, never under Cache.mu (the journal writes to
 // disk).
 // waitLocked (folder.go) releases Cache.mu while it waits.
+// cleanMu (staging.go) is taken with no other lock held, across the
+// network requests of a cleaning round; Cache.mu may be taken under it.
 // No disk or network I/O happens under Cache.mu: decisions are made under
 // it, and the I/O they imply runs after it is released, on entries
 // already taken out of the index or marked busy.
@@ -123,6 +125,7 @@ type Cache struct {
 	// Parallel uploads (staging.go).
 	liveStaging map[string]bool // guarded by mu: staging prefixes of running uploads
 	cleanKick   chan struct{}   // buffered 1: wakes the cleaner
+	cleanMu     sync.Mutex      // one cleaning round at a time (staging.go)
 }
 
 // entry is one cached object version. Fields are guarded by Cache.mu.

@@ -363,11 +363,9 @@ func runMount(args []string) error {
 }
 
 // flush uploads every change, reporting progress on stderr at most once a
-// second, until done, timeout, or a second signal.
+// second, and then cleans up the staged parts of uploads that a crash or a
+// failed cleanup left, until done, timeout, or a second signal.
 func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *slog.Logger) []string {
-	if st := ch.Stats(); st.DirtyFiles == 0 {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	go func() {
@@ -378,19 +376,32 @@ func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *s
 		case <-ctx.Done():
 		}
 	}()
-	var last time.Time
-	left := ch.Flush(ctx, func(p cache.Progress) {
-		if time.Since(last) >= time.Second || p.Files == 0 {
-			last = time.Now()
-			log.Info("flushing changes to the bucket", "files_left", p.Files, "bytes_left", p.Bytes)
-			sdNotify(log, fmt.Sprintf("STATUS=flushing changes to the bucket: %d files, %s left", p.Files, FormatSize(p.Bytes)))
+	if st := ch.Stats(); st.DirtyFiles > 0 {
+		var last time.Time
+		left := ch.Flush(ctx, func(p cache.Progress) {
+			if time.Since(last) >= time.Second || p.Files == 0 {
+				last = time.Now()
+				log.Info("flushing changes to the bucket", "files_left", p.Files, "bytes_left", p.Bytes)
+				sdNotify(log, fmt.Sprintf("STATUS=flushing changes to the bucket: %d files, %s left", p.Files, FormatSize(p.Bytes)))
+			}
+		})
+		if len(left) > 0 {
+			log.Error("flush did not finish; these files stay dirty in the cache", "files", left, "timeout", timeout)
+			return left
 		}
-	})
-	if len(left) > 0 {
-		log.Error("flush did not finish; these files stay dirty in the cache", "files", left, "timeout", timeout)
 	}
-	return left
+	// Staged parts are no data: they are not worth holding the unmount
+	// up for long when the bucket does not answer.
+	cctx, ccancel := context.WithTimeout(ctx, cleanAtUnmount)
+	defer ccancel()
+	if err := ch.CleanStaging(cctx); err != nil {
+		log.Warn("cleaning up staged parts at unmount", "err", err)
+	}
+	return nil
 }
+
+// cleanAtUnmount bounds the cleanup of staged parts at unmount.
+const cleanAtUnmount = 30 * time.Second
 
 // checkFUSE makes sure the kernel device and the mount helper are there.
 func checkFUSE() error {
