@@ -248,3 +248,30 @@ func restartOn(t *testing.T, emu *emulator.Server, dir, cacheDir string, mustDet
 	}
 	return m2
 }
+
+// A mount whose process is stopped (SIGSTOP) is alive, not dead: a start
+// on its mountpoint leaves it alone and fails within a bounded wait,
+// saying that it does not answer.
+func TestStartBesideStoppedMount(t *testing.T) {
+	emu := startEmulator(t, nil)
+	m := mount(t, emu, mountOpts{})
+	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.cmd.Process.Signal(syscall.SIGCONT) }) // before the harness unmounts
+	start := time.Now()
+	code, out := runBucketfs(t, nil, "mount", testBucket, m.dir, "--endpoint", emu.URL(), "--anonymous", "--cache-dir", t.TempDir())
+	if code != 1 || !strings.Contains(out, "did not answer") {
+		t.Errorf("mount on a stopped mount: exit %d:\n%s", code, out)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the start took %v to give up", took)
+	}
+	if err := m.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadDir(m.dir); err != nil {
+		t.Errorf("the stopped mount, continued: %v", err)
+	}
+	m.unmount(t)
+}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -31,6 +32,12 @@ var errNoAnswer = errors.New("no answer")
 // --metadata-ttl after the daemon last answered), even when the daemon is
 // dead, while statfs always goes to the daemon.
 func probeMount(dir string) error {
+	silentMu.Lock()
+	silent := silentMounts[dir]
+	silentMu.Unlock()
+	if silent {
+		return errNoAnswer // its first statfs still waits: no second wait
+	}
 	done := make(chan error, 1)
 	// This goroutine has no owner that waits for it when the daemon never
 	// answers: no call can take back a request from a hung FUSE mount.
@@ -43,9 +50,18 @@ func probeMount(dir string) error {
 	case err := <-done:
 		return err
 	case <-time.After(probeTimeout):
+		silentMu.Lock()
+		silentMounts[dir] = true
+		silentMu.Unlock()
 		return errNoAnswer
 	}
 }
+
+// silentMounts are the mountpoints whose probe got no answer.
+var (
+	silentMu     sync.Mutex
+	silentMounts = map[string]bool{}
+)
 
 // clearDeadMount detaches the dead mounts of the same bucket that a
 // bucketfs which stopped without unmounting (kill -9, OOM, a crash, even

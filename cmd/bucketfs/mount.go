@@ -436,8 +436,11 @@ func checkMountpoint(mp string) (string, error) {
 		return "", err
 	}
 	if mounted {
-		if err := probeMount(abs); errors.Is(err, syscall.ENOTCONN) {
+		switch err := probeMount(abs); {
+		case errors.Is(err, syscall.ENOTCONN):
 			return "", deadMountError(abs)
+		case errors.Is(err, errNoAnswer):
+			return "", fmt.Errorf("mountpoint %s is busy: the file system mounted there did not answer within %v (a stopped or hung process?); see 'findmnt %s', and unmount it with 'fusermount3 -uz %s'", abs, probeTimeout, abs, abs)
 		}
 		return "", fmt.Errorf("mountpoint %s is busy: something is already mounted there (see 'findmnt %s'; unmount it with 'fusermount3 -u %s')", abs, abs, abs)
 	}
