@@ -26,6 +26,8 @@ import (
 // disk). describer.mu (describe.go) is a leaf, taken under journal.mu,
 // persistMu or nothing.
 // waitLocked (folder.go) releases Cache.mu while it waits.
+// cleanMu (staging.go) is taken with no other lock held, across the
+// network requests of a cleaning round; Cache.mu may be taken under it.
 // No disk or network I/O happens under Cache.mu: decisions are made under
 // it, and the I/O they imply runs after it is released, on entries
 // already taken out of the index or marked busy.
@@ -133,6 +135,7 @@ type Cache struct {
 	// Parallel uploads (staging.go).
 	liveStaging map[string]bool // guarded by mu: staging prefixes of running uploads
 	cleanKick   chan struct{}   // buffered 1: wakes the cleaner
+	cleanMu     sync.Mutex      // one cleaning round at a time (staging.go)
 }
 
 // entry is one cached object version. Fields are guarded by Cache.mu.
@@ -251,6 +254,7 @@ func (c *Cache) startCheckpointer() {
 		defer c.checkpointWG.Done()
 		t := time.NewTicker(checkpointEvery)
 		defer t.Stop()
+		warn := newRepeatLimit(time.Minute)
 		for {
 			select {
 			case <-c.stopCheckpoint:
@@ -258,7 +262,9 @@ func (c *Cache) startCheckpointer() {
 			case <-t.C:
 			}
 			if err := c.j.update(nil); err != nil {
-				c.log.Warn("applying the cache journal to the index failed; retrying", "err", err)
+				warn.failed(c.log, "applying the cache journal to the index failed; retrying", err)
+			} else {
+				warn.succeeded(c.log, "applying the cache journal to the index works again")
 			}
 		}
 	}()

@@ -779,6 +779,9 @@ func TestStaleVersion(t *testing.T) {
 			c := e.open(1 << 20)
 			h := e.openHandle(c, a)
 			defer h.Close()
+			if err := h.Check(e.ctx); !errors.Is(err, ErrStale) {
+				t.Errorf("Check of a version gone from the bucket: err = %v, want ErrStale", err)
+			}
 			buf := make([]byte, 100)
 			_, err := h.ReadAt(e.ctx, buf, chunk)
 			if !errors.Is(err, ErrStale) {
@@ -794,10 +797,44 @@ func TestStaleVersion(t *testing.T) {
 			defer small.Close()
 			hu := e.openHandle(small, a)
 			defer hu.Close()
+			if err := hu.Check(e.ctx); !errors.Is(err, ErrStale) {
+				t.Errorf("uncached Check of a version gone from the bucket: err = %v, want ErrStale", err)
+			}
 			if _, err := hu.ReadAt(e.ctx, buf, chunk); !errors.Is(err, ErrStale) {
 				t.Errorf("uncached ReadAt of a version gone from the bucket: err = %v, want ErrStale", err)
 			}
 		})
+	}
+}
+
+// Check passes for a version that is there: cached whole, being
+// downloaded, or read directly (too big for the cache).
+func TestCheckCurrentVersion(t *testing.T) {
+	e := newEnv(t)
+	data := pattern(objSize, 9)
+	a := e.put("obj", data)
+	c := e.open(1 << 20)
+	h := e.openHandle(c, a)
+	if err := h.Check(e.ctx); err != nil {
+		t.Errorf("Check while downloading: %v", err)
+	}
+	e.mustReadAll(h, data)
+	h.Close()
+	h = e.openHandle(c, a)
+	if err := h.Check(e.ctx); err != nil {
+		t.Errorf("Check of a complete copy: %v", err)
+	}
+	h.Close()
+	small, err := Open(Options{Dir: t.TempDir(), MaxSize: chunk, ChunkSize: chunk,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
+	hu := e.openHandle(small, a)
+	defer hu.Close()
+	if err := hu.Check(e.ctx); err != nil {
+		t.Errorf("Check of a version read directly: %v", err)
 	}
 }
 

@@ -131,6 +131,32 @@ func (h *Handle) readChecked(ctx context.Context, p []byte, off int64) (int, err
 	return int(n), nil, true
 }
 
+// Check tells, before anything is read, whether the version the handle
+// reads is still in the bucket, when reading it needs the bucket at all:
+// ErrStale if it is gone (another client overwrote or deleted the object
+// since its attributes were fetched). It waits for the first byte the
+// copy lacks, which the first read would wait for anyway, or for one byte
+// read directly. Other errors (the bucket not answering) are returned
+// too; the reads would meet them again.
+func (h *Handle) Check(ctx context.Context) error {
+	if h.complete || h.size == 0 || (h.e != nil && h.dl == nil) {
+		return nil
+	}
+	if h.e == nil {
+		var b [1]byte
+		_, err := h.c.b.ReadRange(ctx, h.name, h.gen, 0, 1, &sliceWriter{buf: b[:]})
+		return staleOr(err)
+	}
+	for i, ok := range h.dl.Present() {
+		if !ok {
+			// The download's chunks are the cache's chunk size (a copy
+			// of another size is fetched again whole).
+			return staleOr(h.dl.Ensure(ctx, int64(i)*h.c.opts.ChunkSize, 1))
+		}
+	}
+	return nil
+}
+
 func staleOr(err error) error {
 	if transfer.IsStale(err) {
 		return fmt.Errorf("%w: %v", ErrStale, err)

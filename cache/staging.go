@@ -129,7 +129,7 @@ func (c *Cache) startCleaner(life context.Context) {
 				return
 			case <-c.cleanKick:
 			}
-			if !c.cleanRound(life) {
+			if c.cleanRound(life) > 0 {
 				t := time.NewTimer(cleanerRetry)
 				select {
 				case <-life.Done():
@@ -143,9 +143,26 @@ func (c *Cache) startCleaner(life context.Context) {
 	}()
 }
 
+// CleanStaging cleans up now, within ctx, the staging prefixes that no
+// running upload owns (left by a crash, or by a cleanup that failed and
+// waits for its retry), rather than leaving them to the background
+// cleaner: an unmount calls it after Flush, so that a clean unmount
+// leaves no parts in the bucket and no staging records in the index.
+func (c *Cache) CleanStaging(ctx context.Context) error {
+	if c.opts.Large == nil {
+		return nil
+	}
+	if n := c.cleanRound(ctx); n > 0 {
+		return fmt.Errorf("%d uploads' staged parts are not cleaned up; the next start tries again", n)
+	}
+	return nil
+}
+
 // cleanRound cleans every staging prefix in the index that no upload of
-// this run owns, and reports whether all went.
-func (c *Cache) cleanRound(ctx context.Context) bool {
+// this run owns, and returns how many are left.
+func (c *Cache) cleanRound(ctx context.Context) int {
+	c.cleanMu.Lock() // the background cleaner and CleanStaging
+	defer c.cleanMu.Unlock()
 	recs := map[string]stagingRecord{}
 	err := c.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(stagingBucket).ForEach(func(k, v []byte) error {
@@ -157,9 +174,9 @@ func (c *Cache) cleanRound(ctx context.Context) bool {
 	})
 	if err != nil {
 		c.log.Warn("reading the staging prefixes from the cache index failed", "err", err)
-		return false
+		return max(len(recs), 1)
 	}
-	ok := true
+	left := 0
 	for staging, r := range recs {
 		c.mu.Lock()
 		live := c.liveStaging[staging]
@@ -171,17 +188,17 @@ func (c *Cache) cleanRound(ctx context.Context) bool {
 			if ctx.Err() == nil {
 				c.log.Warn("cleaning up the parts of an interrupted upload failed; trying again later", "staging", staging, "object", r.Object, "err", err)
 			}
-			ok = false
+			left++
 			continue
 		}
 		err := c.db.Update(func(tx *bolt.Tx) error {
 			return tx.Bucket(stagingBucket).Delete([]byte(staging))
 		})
 		if err != nil {
-			ok = false
+			left++
 			continue
 		}
 		c.log.Info("cleaned up the parts of an interrupted upload", "staging", staging, "object", r.Object)
 	}
-	return ok
+	return left
 }

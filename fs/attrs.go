@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bucketfs/bucketfs/cache"
 	"github.com/bucketfs/bucketfs/transfer"
@@ -100,6 +101,11 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 	f := d.fsys
 	if f.opts.ReadOnly {
 		return nil, syscall.EROFS
+	}
+	if !utf8.ValidString(target) {
+		// The target is kept as a metadata value, a JSON string: invalid
+		// UTF-8 in it would silently become U+FFFD on the way up.
+		return nil, syscall.EINVAL
 	}
 	if errno := d.checkNew(ctx, name); errno != 0 {
 		return nil, errno

@@ -56,7 +56,9 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if len(name) > maxNameLen {
 		return nil, syscall.ENAMETOOLONG
 	}
-	if !validName(name) || d.reserved(name) {
+	if !validName(name) || d.reserved(name) || !d.storable(name) {
+		// Nothing can have such a name, here or in the bucket: no need
+		// to ask (the bucket client would refuse the name itself).
 		return nil, syscall.ENOENT
 	}
 	full := d.prefix() + name
@@ -79,12 +81,24 @@ func (d *dirNode) newNameErrno(name string) syscall.Errno {
 	switch {
 	case len(seg) > maxNameLen || len(d.prefix())+len(name) > maxObjectName:
 		return syscall.ENAMETOOLONG
-	case !validName(seg), strings.ContainsAny(seg, "\r\n"), !utf8.ValidString(seg):
+	case !validName(seg), !validObjectText(seg):
 		return syscall.EINVAL
 	case d.reserved(seg):
 		return syscall.EPERM
 	}
 	return 0
+}
+
+// storable says whether seg, a name in d, can be an object name: short
+// enough, valid UTF-8, no CR or LF.
+func (d *dirNode) storable(seg string) bool {
+	return len(d.prefix())+len(seg) <= maxObjectName && validObjectText(seg)
+}
+
+// validObjectText says whether s can be (part of) an object name, which
+// GCS wants in UTF-8 without CR or LF.
+func validObjectText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsAny(s, "\r\n")
 }
 
 // stagingDir is the top-level directory where parallel uploads stage

@@ -177,6 +177,10 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if err != nil {
 		return nil, 0, n.fsys.errno(ctx, "open", n.objName(), err)
 	}
+	if errors.Is(ch.Check(ctx), cache.ErrStale) {
+		ch.Close()
+		return nil, 0, n.staleAtOpen(ch.Generation())
+	}
 	_, complete := ch.PassthroughFd()
 	n.mu.Lock()
 	pt := n.passthroughLocked(complete)
@@ -196,6 +200,20 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		return h, fuse.FOPEN_KEEP_CACHE, 0
 	}
 	return h, 0, 0
+}
+
+// staleAtOpen answers an open whose version is gone from the bucket
+// (another client overwrote or deleted the object while this mount still
+// trusted its attributes). Nothing was read: the name is forgotten and the
+// open answers ESTALE, on which the kernel looks the name up again, past
+// its caches, and opens once more: the new version, as a new inode with
+// its own size (or ENOENT). Opening the new version in this inode instead
+// would mix it with the old size the kernel holds.
+func (n *fileNode) staleAtOpen(gen int64) syscall.Errno {
+	n.fsys.meta.stale(n.objName())
+	n.fsys.log.Info("the version a file was opened at is gone from the bucket (changed by another client); opening it again by name",
+		"object", n.objName(), "generation", gen)
+	return syscall.ESTALE
 }
 
 // passthroughLocked decides the io mode of a new handle and counts it.
@@ -220,7 +238,13 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 	if n.fsys.opts.ReadOnly {
 		return nil, 0, syscall.EROFS
 	}
-	h, err := n.writeHandle(ctx, n.getAttrs(), trunc)
+	a := n.getAttrs()
+	h, err := n.writeHandle(ctx, a, trunc)
+	if errors.Is(err, cache.ErrStale) {
+		// The copy is fetched whole before the open answers: nothing
+		// was read or written yet.
+		return nil, 0, n.staleAtOpen(a.Generation)
+	}
 	if err != nil {
 		return nil, 0, n.fsys.errno(ctx, "open", n.objName(), err)
 	}

@@ -121,6 +121,18 @@ func (m *metaCache) forget(name string) {
 	m.mu.Unlock()
 }
 
+// stale drops what is remembered of name, and the listing of its
+// directory, which holds it too: the bucket has another version of it
+// than the one they say.
+func (m *metaCache) stale(name string) {
+	parent := parentPrefix(name)
+	m.mu.Lock()
+	m.changes[parent]++ // a listing running now may predate the change
+	delete(m.names, name)
+	delete(m.dirs, parent)
+	m.mu.Unlock()
+}
+
 // forgetUnder drops what is remembered about the names and listings
 // under prefix (a directory renamed).
 func (m *metaCache) forgetUnder(prefix string) {

@@ -179,6 +179,19 @@ func mount(t testing.TB, emu *emulator.Server, o mountOpts) *mountProc {
 
 func startMount(t testing.TB, emu *emulator.Server, o mountOpts) (*mountProc, error) {
 	t.Helper()
+	m, err := spawnMount(t, emu, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.waitReady(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// spawnMount starts bucketfs without waiting for it to mount.
+func spawnMount(t testing.TB, emu *emulator.Server, o mountOpts) (*mountProc, error) {
+	t.Helper()
 	if o.cacheDir == "" {
 		o.cacheDir = t.TempDir()
 	}
@@ -226,13 +239,19 @@ func startMount(t testing.TB, emu *emulator.Server, o mountOpts) (*mountProc, er
 		m.waitErr = m.cmd.Wait()
 		close(m.exited)
 	}()
+	return m, nil
+}
+
+// waitReady waits until the mount is live, or fails if the child exits
+// first or does not mount within 60s.
+func (m *mountProc) waitReady() error {
 	select {
 	case <-m.ready:
-		return m, nil
+		return nil
 	case <-m.exited:
-		return nil, fmt.Errorf("bucketfs exited before mounting (%v):\n%s", m.waitErr, m.logs.String())
+		return fmt.Errorf("bucketfs exited before mounting (%v):\n%s", m.waitErr, m.logs.String())
 	case <-time.After(60 * time.Second):
-		return nil, fmt.Errorf("bucketfs did not mount within 60s:\n%s", m.logs.String())
+		return fmt.Errorf("bucketfs did not mount within 60s:\n%s", m.logs.String())
 	}
 }
 

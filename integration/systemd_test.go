@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bucketfs/bucketfs/internal/emulator"
 )
 
 // The unit 'make install' puts in place passes systemd-analyze verify.
@@ -168,4 +170,108 @@ func TestRestartAfterKillClearsDeadMount(t *testing.T) {
 	if got := object(t, emu, "before-kill.txt"); !bytes.Equal(got, data) {
 		t.Errorf("bucket has %q", got)
 	}
+}
+
+// A bucketfs killed with SIGKILL in its first moments (as soon as its mount
+// shows in the mount table, the kernel maybe still waiting for its INIT
+// reply), or once it serves, leaves a mount that the next start on the
+// same mountpoint replaces by itself, within a bounded wait. Once it
+// served, stat of the dead mount's root is still answered from the
+// kernel's attribute cache (the root was looked at when it mounted): the
+// start used to take that for a live mount and fail with "busy".
+func TestRestartAfterEarlyKill(t *testing.T) {
+	emu := startEmulator(t, nil)
+	dir, cacheDir := t.TempDir(), t.TempDir()
+	for i := range 3 {
+		m, err := spawnMount(t, emu, mountOpts{cacheDir: cacheDir, dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		killWhenMounted(t, m)
+		restartOn(t, emu, dir, cacheDir, false).unmount(t)
+		t.Logf("kill while mounting, round %d: restarted", i)
+	}
+
+	// Only stat: a readdir of the root would drop its cached attributes.
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir, dir: dir})
+	if _, err := os.Stat(m.dir); err != nil {
+		t.Fatal(err)
+	}
+	m.cmd.Process.Kill()
+	<-m.exited
+	_, err := os.Stat(dir)
+	t.Logf("after the kill of a serving mount, stat of its root: %v", err)
+	restartOn(t, emu, dir, cacheDir, true).unmount(t)
+}
+
+// killWhenMounted kills m with SIGKILL as soon as its mount shows in the
+// mount table, and waits for it to exit.
+func killWhenMounted(t *testing.T, m *mountProc) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !mounted(m.dir) {
+		select {
+		case <-m.exited:
+			t.Fatalf("bucketfs exited before mounting (%v):\n%s", m.waitErr, m.logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bucketfs did not mount within 60s:\n%s", m.logs.String())
+		}
+		time.Sleep(time.Millisecond) // polling the mount table
+	}
+	m.cmd.Process.Kill()
+	<-m.exited
+}
+
+// restartOn starts a new mount on dir, where a killed one may have left a
+// dead mount, and checks that it mounts within 20s and serves; mustDetach:
+// the log must say that it detached the dead mount.
+func restartOn(t *testing.T, emu *emulator.Server, dir, cacheDir string, mustDetach bool) *mountProc {
+	t.Helper()
+	left := mounted(dir)
+	start := time.Now()
+	m2, err := startMount(t, emu, mountOpts{cacheDir: cacheDir, dir: dir})
+	if err != nil {
+		t.Fatalf("restart on the mountpoint of the killed mount (still in the mount table: %v): %v", left, err)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the restart took %v", took)
+	}
+	detached := strings.Contains(m2.logs.String(), "detached the dead mount")
+	t.Logf("restart: dead mount in the table before it: %v, detached: %v, took %v", left, detached, time.Since(start))
+	if mustDetach && !detached {
+		t.Errorf("the restart did not say that it detached the dead mount:\n%s", m2.logs.String())
+	}
+	if _, err := os.ReadDir(dir); err != nil {
+		t.Errorf("the restarted mount: %v", err)
+	}
+	return m2
+}
+
+// A mount whose process is stopped (SIGSTOP) is alive, not dead: a start
+// on its mountpoint leaves it alone and fails within a bounded wait,
+// saying that it does not answer.
+func TestStartBesideStoppedMount(t *testing.T) {
+	emu := startEmulator(t, nil)
+	m := mount(t, emu, mountOpts{})
+	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.cmd.Process.Signal(syscall.SIGCONT) }) // before the harness unmounts
+	start := time.Now()
+	code, out := runBucketfs(t, nil, "mount", testBucket, m.dir, "--endpoint", emu.URL(), "--anonymous", "--cache-dir", t.TempDir())
+	if code != 1 || !strings.Contains(out, "did not answer") {
+		t.Errorf("mount on a stopped mount: exit %d:\n%s", code, out)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the start took %v to give up", took)
+	}
+	if err := m.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadDir(m.dir); err != nil {
+		t.Errorf("the stopped mount, continued: %v", err)
+	}
+	m.unmount(t)
 }

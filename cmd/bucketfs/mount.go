@@ -363,11 +363,9 @@ func runMount(args []string) error {
 }
 
 // flush uploads every change, reporting progress on stderr at most once a
-// second, until done, timeout, or a second signal.
+// second, and then cleans up the staged parts of uploads that a crash or a
+// failed cleanup left, until done, timeout, or a second signal.
 func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *slog.Logger) []string {
-	if st := ch.Stats(); st.DirtyFiles == 0 {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	go func() {
@@ -378,19 +376,32 @@ func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *s
 		case <-ctx.Done():
 		}
 	}()
-	var last time.Time
-	left := ch.Flush(ctx, func(p cache.Progress) {
-		if time.Since(last) >= time.Second || p.Files == 0 {
-			last = time.Now()
-			log.Info("flushing changes to the bucket", "files_left", p.Files, "bytes_left", p.Bytes)
-			sdNotify(log, fmt.Sprintf("STATUS=flushing changes to the bucket: %d files, %s left", p.Files, FormatSize(p.Bytes)))
+	if st := ch.Stats(); st.DirtyFiles > 0 {
+		var last time.Time
+		left := ch.Flush(ctx, func(p cache.Progress) {
+			if time.Since(last) >= time.Second || p.Files == 0 {
+				last = time.Now()
+				log.Info("flushing changes to the bucket", "files_left", p.Files, "bytes_left", p.Bytes)
+				sdNotify(log, fmt.Sprintf("STATUS=flushing changes to the bucket: %d files, %s left", p.Files, FormatSize(p.Bytes)))
+			}
+		})
+		if len(left) > 0 {
+			log.Error("flush did not finish; these files stay dirty in the cache", "files", left, "timeout", timeout)
+			return left
 		}
-	})
-	if len(left) > 0 {
-		log.Error("flush did not finish; these files stay dirty in the cache", "files", left, "timeout", timeout)
 	}
-	return left
+	// Staged parts are no data: they are not worth holding the unmount
+	// up for long when the bucket does not answer.
+	cctx, ccancel := context.WithTimeout(ctx, cleanAtUnmount)
+	defer ccancel()
+	if err := ch.CleanStaging(cctx); err != nil {
+		log.Warn("cleaning up staged parts at unmount", "err", err)
+	}
+	return nil
 }
+
+// cleanAtUnmount bounds the cleanup of staged parts at unmount.
+const cleanAtUnmount = 30 * time.Second
 
 // checkFUSE makes sure the kernel device and the mount helper are there.
 func checkFUSE() error {
@@ -411,32 +422,39 @@ func checkFUSE() error {
 	return nil
 }
 
-// checkMountpoint resolves mp and makes sure nothing is mounted there.
+// checkMountpoint resolves mp and makes sure nothing is mounted there. A
+// file system mounted there is asked with statfs only (see probeMount),
+// so that a dead mount is told apart from a live one, and a hung one
+// cannot hang the start.
 func checkMountpoint(mp string) (string, error) {
-	abs, err := filepath.Abs(mp)
+	abs, err := mountpointPath(mp)
 	if err != nil {
 		return "", err
-	}
-	st, err := os.Stat(abs)
-	switch {
-	case errors.Is(err, syscall.ENOTCONN):
-		return "", fmt.Errorf("mountpoint %s is a dead FUSE mount (transport endpoint is not connected): clear it with 'fusermount3 -uz %s'", abs, abs)
-	case errors.Is(err, os.ErrNotExist):
-		return "", fmt.Errorf("mountpoint %s does not exist: create it with 'mkdir -p %s'", abs, abs)
-	case err != nil:
-		return "", fmt.Errorf("mountpoint %s: %w", abs, err)
-	case !st.IsDir():
-		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
-	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = real
 	}
 	mounted, err := isMountpoint(abs)
 	if err != nil {
 		return "", err
 	}
 	if mounted {
+		switch err := probeMount(abs); {
+		case errors.Is(err, syscall.ENOTCONN):
+			return "", deadMountError(abs)
+		case errors.Is(err, errNoAnswer):
+			return "", fmt.Errorf("mountpoint %s is busy: the file system mounted there did not answer within %v (a stopped or hung process?); see 'findmnt %s', and unmount it with 'fusermount3 -uz %s'", abs, probeTimeout, abs, abs)
+		}
 		return "", fmt.Errorf("mountpoint %s is busy: something is already mounted there (see 'findmnt %s'; unmount it with 'fusermount3 -u %s')", abs, abs, abs)
+	}
+	st, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, syscall.ENOTCONN):
+		// A dead mount seen through a link or a bind mount elsewhere.
+		return "", deadMountError(abs)
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("mountpoint %s does not exist: create it with 'mkdir -p %s'", abs, abs)
+	case err != nil:
+		return "", fmt.Errorf("mountpoint %s: %w", abs, err)
+	case !st.IsDir():
+		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
 	}
 	return abs, nil
 }

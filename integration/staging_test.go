@@ -1,0 +1,97 @@
+package integration
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+	bolt "go.etcd.io/bbolt"
+)
+
+// A clean unmount leaves no staged parts, in the bucket or as records in
+// the cache index, even those of an upload cut short by a crash whose
+// background cleanup failed and waits for its retry (a minute): the
+// unmount cleans them up after the flush.
+func TestCleanUnmountLeavesNoStagedParts(t *testing.T) {
+	emu := startEmulator(t, nil)
+	cacheDir := t.TempDir()
+	args := []string{"--parallel-upload-threshold", "8MiB", "--part-size", "5MiB", "--write-back-delay", "0"}
+	composing := make(chan struct{}, 1)
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if strings.HasSuffix(r.URL.Path, "/compose") {
+			select {
+			case composing <- struct{}{}:
+			default:
+			}
+			<-r.Context().Done() // hangs until the process dies
+			return http.StatusServiceUnavailable, true
+		}
+		return 0, false
+	})
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
+	data := randomBytes(23<<20, 7)
+	if err := os.WriteFile(m.path("big.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-composing: // every part is staged
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the parts were never composed; staged: %v", listObjects(t, emu, transfer.StagingPrefix))
+	}
+	m.crash(t)
+	if len(listObjects(t, emu, transfer.StagingPrefix)) == 0 {
+		t.Fatal("the crash left no staged parts: nothing to clean up")
+	}
+
+	// Deleting staged parts is refused for a while: the restart's
+	// background cleanup fails, and so does that of its own upload.
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		return http.StatusForbidden, r.Method == http.MethodDelete && strings.Contains(r.URL.Path, transfer.StagingPrefix)
+	})
+	m2 := mount(t, emu, mountOpts{cacheDir: cacheDir, dir: m.dir, args: args})
+	m2.logs.waitFor(t, "cleaning up the parts of an interrupted upload failed", time.Minute)
+	m2.logs.waitFor(t, "cleaning up the parts of an upload failed", 2*time.Minute)
+	emu.SetHook(nil)
+	m2.unmount(t)
+
+	if got := object(t, emu, "big.bin"); !bytes.Equal(got, data) {
+		t.Errorf("the bucket has %d bytes of big.bin, want the %d written", len(got), len(data))
+	}
+	if left := listObjects(t, emu, transfer.StagingPrefix); len(left) != 0 {
+		t.Errorf("staged parts left in the bucket after a clean unmount: %v", left)
+	}
+	if recs := stagingRecordsIn(t, cacheDir); len(recs) != 0 {
+		t.Errorf("staging records left in the cache index after a clean unmount: %v", recs)
+	}
+}
+
+// stagingRecordsIn lists the staging prefixes the index in cacheDir
+// records (no mount may use it).
+func stagingRecordsIn(t *testing.T, cacheDir string) []string {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(cacheDir, "index.db"), 0o600, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var out []string
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("staging"))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, _ []byte) error {
+			out = append(out, string(k))
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
