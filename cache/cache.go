@@ -301,7 +301,7 @@ func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, erro
 		return nil, err
 	}
 	if e == nil {
-		return &Handle{c: c, name: a.Name, gen: a.Generation, size: a.Size}, nil
+		return &Handle{c: c, name: a.Name, gen: a.Generation, size: a.Size, encoded: a.ContentEncoding != ""}, nil
 	}
 	return c.newHandle(e)
 }
@@ -348,7 +348,7 @@ func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs, newFile boo
 		}
 		e = &entry{
 			name:  a.Name,
-			rec:   record{Generation: a.Generation, Size: a.Size, ChunkSize: c.opts.ChunkSize, CRC32C: a.CRC32C},
+			rec:   record{Generation: a.Generation, Size: a.Size, ChunkSize: c.opts.ChunkSize, CRC32C: a.CRC32C, Encoding: a.ContentEncoding},
 			ready: make(chan struct{}),
 		}
 		if newFile {
@@ -454,7 +454,7 @@ func (c *Cache) newHandle(e *entry) (*Handle, error) {
 		c.release(e)
 		return nil, fmt.Errorf("opening cache file: %w", err)
 	}
-	h := &Handle{c: c, e: e, f: f, name: e.name, gen: gen, size: size}
+	h := &Handle{c: c, e: e, f: f, name: e.name, gen: gen, size: size, encoded: e.rec.Encoding != ""}
 	pending := c.verifyCopy(e, f)
 	c.mu.Lock()
 	if why := e.rec.Damaged; why != "" {
@@ -502,7 +502,7 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 	}
 	src, gen := e.name, e.rec.Generation
 	do := transfer.DownloadOptions{ChunkSize: c.opts.ChunkSize, Parallelism: c.opts.Parallelism, Sums: sums,
-		CRC32C: e.rec.CRC32C, CheckCRC: e.rec.CRC32C != 0}
+		CRC32C: e.rec.CRC32C, CheckCRC: e.rec.CRC32C != 0, StoredBytes: e.rec.Encoding != ""}
 	if e.rec.pendingCopy() {
 		src, gen = e.rec.CopyFrom, e.rec.CopyGen // the content is that version's
 		// The download reads that version: it is held while it runs,

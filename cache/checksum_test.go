@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/transfer"
+	"github.com/fsouza/fake-gcs-server/fakestorage"
 )
 
 // The cache directory is not trusted blindly: a copy damaged behind the
@@ -310,5 +312,36 @@ func TestDamagedChangedFileHeldOnRead(t *testing.T) {
 				t.Fatalf("held: %v", held)
 			}
 		})
+	}
+}
+
+// TestGzipObjectShowsStoredBytes: an object stored gzip-encoded is cached
+// and read as its stored bytes, checked against its checksum; a change
+// to it is uploaded with its encoding kept.
+func TestGzipObjectShowsStoredBytes(t *testing.T) {
+	e := newEnv(t)
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write(pattern(5*chunk, 46))
+	zw.Close()
+	stored := zb.Bytes()
+	e.emu.Fake().CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: bucketName, Name: "z", ContentEncoding: "gzip"}, Content: stored})
+	a, err := e.b.Stat(e.ctx, "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.openWB(0)
+	e.cacheAll(c, a, stored)
+	if n := c.Stats().ChecksumMismatches; n != 0 {
+		t.Fatalf("%d checksum mismatches reading a gzip-encoded object", n)
+	}
+	e.write(c, a, false, int64(len(stored)), []byte("tail"))
+	e.flush(c)
+	got, err := e.b.Stat(e.ctx, "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ContentEncoding != "gzip" || got.Size != int64(len(stored))+4 {
+		t.Errorf("after a change the object has encoding %q and %d bytes; want gzip and %d", got.ContentEncoding, got.Size, len(stored)+4)
 	}
 }

@@ -23,6 +23,7 @@ type Handle struct {
 	gen  int64
 	size int64
 
+	encoded   bool // the object is stored with a Content-Encoding: read its stored bytes
 	complete  bool // the copy was complete when the handle was opened
 	verify    bool // its chunks are being checked: each is checked before it is served (checksum.go)
 	closeOnce sync.Once
@@ -70,7 +71,7 @@ func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	n := int(min(int64(len(p)), h.size-off))
 	p = p[:n]
 	if h.e == nil {
-		got, err := h.c.b.ReadRange(ctx, h.name, h.gen, off, int64(n), &sliceWriter{buf: p})
+		got, err := h.c.b.ReadRange(h.readCtx(ctx), h.name, h.gen, off, int64(n), &sliceWriter{buf: p})
 		if err != nil {
 			return int(got), staleOr(err)
 		}
@@ -121,7 +122,7 @@ func (h *Handle) readChecked(ctx context.Context, p []byte, off int64) (int, err
 	if why != "" {
 		return 0, fmt.Errorf("%s: %w: %s", h.name, ErrDamaged, why), true
 	}
-	got, err := h.c.b.ReadRange(ctx, src, gen, off, n, &sliceWriter{buf: p[:n]})
+	got, err := h.c.b.ReadRange(h.readCtx(ctx), src, gen, off, n, &sliceWriter{buf: p[:n]})
 	if err != nil {
 		return int(got), staleOr(err), true
 	}
@@ -144,7 +145,7 @@ func (h *Handle) Check(ctx context.Context) error {
 	}
 	if h.e == nil {
 		var b [1]byte
-		_, err := h.c.b.ReadRange(ctx, h.name, h.gen, 0, 1, &sliceWriter{buf: b[:]})
+		_, err := h.c.b.ReadRange(h.readCtx(ctx), h.name, h.gen, 0, 1, &sliceWriter{buf: b[:]})
 		return staleOr(err)
 	}
 	for i, ok := range h.dl.Present() {
@@ -155,6 +156,15 @@ func (h *Handle) Check(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// readCtx is ctx for reads from the bucket: the stored bytes of an
+// encoded object, as its size and checksum count them.
+func (h *Handle) readCtx(ctx context.Context) context.Context {
+	if h.encoded {
+		return transfer.StoredBytes(ctx)
+	}
+	return ctx
 }
 
 func staleOr(err error) error {

@@ -78,10 +78,13 @@ type record struct {
 	// (with Dirty) marks the chunks changed here since, set before their
 	// bytes change. Damaged (with Dirty) says why the file is held: a
 	// chunk not written here failed its check.
-	Sums    []byte `json:"sums,omitempty"`
-	CRC32C  uint32 `json:"crc32c,omitempty"`
-	Written []byte `json:"written,omitempty"`
-	Damaged string `json:"damaged,omitempty"`
+	// Encoding is the version's Content-Encoding: the file holds its
+	// stored bytes (gzip: not decoded), and an upload keeps it.
+	Encoding string `json:"encoding,omitempty"`
+	Sums     []byte `json:"sums,omitempty"`
+	CRC32C   uint32 `json:"crc32c,omitempty"`
+	Written  []byte `json:"written,omitempty"`
+	Damaged  string `json:"damaged,omitempty"`
 }
 
 func (r *record) chunks() int {

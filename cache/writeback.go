@@ -111,6 +111,11 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	} else if e.rec.Meta == nil && !e.rec.Dirty {
 		e.rec.Meta = ownMeta(a.Metadata) // an upload keeps what the object had
 	}
+	if trunc {
+		// New content: whatever the old version's encoding, it is not
+		// this one's.
+		e.rec.Encoding = ""
+	}
 	complete := e.rec.Complete || (e.dl != nil && isClosed(e.dl.Complete()))
 	var dl *transfer.Download
 	switch {
@@ -767,7 +772,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	base, size, id := e.rec.Generation, e.rec.Size, e.rec.ID
 	deleted, metaOnly, meta := e.rec.Deleted, e.rec.MetaOnly, e.rec.Meta
 	src := copySource{from: e.rec.CopyFrom, gen: e.rec.CopyGen}
-	contentType := e.rec.CopyType
+	contentType, encoding := e.rec.CopyType, e.rec.Encoding
 	ref := sumsRef{chunk: e.rec.ChunkSize, sums: slices.Clone(e.rec.Sums), written: slices.Clone(e.rec.Written)}
 	e.forced = false
 	e.uploadSeq++
@@ -816,7 +821,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	}
 	// A base below 0 is a deletion of "whatever was there" (a removed
 	// directory's placeholder) written again: a new object.
-	attrs, err := c.sendContent(ctx, name, id, size, src, body.put(transfer.PutOptions{IfGenerationMatch: max(base, 0), ContentType: contentType, Metadata: uploadMeta(meta, mtime, attempt)}))
+	attrs, err := c.sendContent(ctx, name, id, size, src, body.put(transfer.PutOptions{IfGenerationMatch: max(base, 0), ContentType: contentType, ContentEncoding: encoding, Metadata: uploadMeta(meta, mtime, attempt)}))
 	if c.supersededDuring(e, name, base, attrs, err) {
 		return
 	}

@@ -16,7 +16,10 @@ type ObjectAttrs struct {
 	Metageneration int64 // changes on every metadata update of one generation
 	Updated        time.Time
 	ContentType    string
-	Metadata       map[string]string // custom metadata (x-goog-meta-*)
+	// ContentEncoding is how the stored bytes are encoded ("gzip": GCS
+	// decompresses them when serving, unless asked for StoredBytes).
+	ContentEncoding string
+	Metadata        map[string]string // custom metadata (x-goog-meta-*)
 	// Checksums of the content, as the store reports them: the same bytes
 	// have the same ones under any name and generation. MD5 is nil where
 	// the store has none (composite objects).
@@ -70,7 +73,10 @@ type PutOptions struct {
 	// Unconditional ignores IfGenerationMatch.
 	Unconditional bool
 	ContentType   string
-	Metadata      map[string]string
+	// ContentEncoding is kept as the new version's (gzip: the body is
+	// the stored bytes of a gzip-encoded object, as read with StoredBytes).
+	ContentEncoding string
+	Metadata        map[string]string
 	// CRC32C, with SendCRC32C, is the checksum of the whole body: the
 	// store refuses an upload whose bytes do not have it (ErrChecksum,
 	// or a transient error), so a body damaged on its way, or changed
@@ -103,7 +109,9 @@ type Bucket interface {
 	List(ctx context.Context, q ListQuery) (ListPage, error)
 
 	// ReadRange copies length bytes starting at off of generation gen of the
-	// object into w, and returns how many bytes it copied. A short count
+	// object into w, and returns how many bytes it copied. With a ctx made
+	// by StoredBytes, an object stored with a Content-Encoding is read as
+	// stored (the bytes its size and checksums count), not decoded. A short count
 	// with a nil error means the object ended first. If that generation is
 	// no longer the live one (or is gone), the error wraps ErrNotExist. The
 	// caller owns w; ReadRange writes to it from the calling goroutine only.
@@ -161,6 +169,18 @@ type Bucket interface {
 	// ErrPermission, ErrUnauthenticated or another error.
 	CheckAccess(ctx context.Context) error
 }
+
+// StoredBytes returns a ctx under which ReadRange reads an object stored
+// with a Content-Encoding (gzip) as it is stored, as its size and
+// checksums count it, instead of decoded (GCS's decompressive
+// transcoding): a file shows exactly the stored bytes, at the size shown.
+func StoredBytes(ctx context.Context) context.Context {
+	return context.WithValue(ctx, storedBytesKey{}, true)
+}
+
+type storedBytesKey struct{}
+
+func wantsStoredBytes(ctx context.Context) bool { v, _ := ctx.Value(storedBytesKey{}).(bool); return v }
 
 // MaxComposeSources is how many sources one Compose call takes (a GCS limit).
 const MaxComposeSources = 32

@@ -28,6 +28,9 @@ type DownloadOptions struct {
 	// its bytes, and fetched once more on a mismatch.
 	CRC32C   uint32
 	CheckCRC bool
+	// StoredBytes reads an object stored with a Content-Encoding as it is
+	// stored (see transfer.StoredBytes).
+	StoredBytes bool
 }
 
 // Download fetches one version of an object into dst in chunks of
@@ -110,6 +113,9 @@ func NewDownload(b Bucket, name string, gen, size int64, dst io.WriterAt, presen
 		chunks:   make([]chunkState, n),
 	}
 	d.life, d.cancel = context.WithCancel(context.Background())
+	if o.StoredBytes {
+		d.life = StoredBytes(d.life)
+	}
 	for i := range d.chunks {
 		if i < len(present) && present[i] {
 			d.chunks[i].present = true

@@ -88,7 +88,7 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 	}
 	// Outermost, so that it sees every request a call sends (retries
 	// included) and reports repeats to a Metered caller.
-	hc := &http.Client{Transport: &AttemptCounter{Base: rt}}
+	hc := &http.Client{Transport: &AttemptCounter{Base: storedBytesTransport{rt}}}
 	xmlURL := "https://storage.googleapis.com"
 	opts := []option.ClientOption{
 		option.WithHTTPClient(hc),
@@ -197,7 +197,7 @@ func (g *GCS) Stat(ctx context.Context, name string) (ObjectAttrs, error) {
 }
 
 // listAttrs are the fields a listing asks for; fewer fields, smaller pages.
-var listAttrs = []string{"Name", "Size", "Generation", "Metageneration", "Updated", "ContentType", "Metadata", "CRC32C", "MD5"}
+var listAttrs = []string{"Name", "Size", "Generation", "Metageneration", "Updated", "ContentType", "ContentEncoding", "Metadata", "CRC32C", "MD5"}
 
 // List implements Bucket.
 func (g *GCS) List(ctx context.Context, q ListQuery) (ListPage, error) {
@@ -286,6 +286,7 @@ func (g *GCS) Put(ctx context.Context, name string, r io.Reader, po PutOptions) 
 	w := conditional(g.h.Object(name), po).NewWriter(ctx)
 	w.ChunkSize = 0 // one request
 	w.ContentType = po.ContentType
+	w.ContentEncoding = po.ContentEncoding
 	w.Metadata = po.Metadata
 	w.CRC32C, w.SendCRC32C = po.CRC32C, po.SendCRC32C
 	if _, err := io.Copy(w, bufio.NewReaderSize(r, 256<<10)); err != nil {
@@ -378,15 +379,16 @@ func (g *GCS) CheckAccess(ctx context.Context) error {
 
 func fromGCS(a *storage.ObjectAttrs) ObjectAttrs {
 	return ObjectAttrs{
-		Name:           a.Name,
-		Size:           a.Size,
-		Generation:     a.Generation,
-		Metageneration: a.Metageneration,
-		Updated:        a.Updated,
-		ContentType:    a.ContentType,
-		Metadata:       a.Metadata,
-		CRC32C:         a.CRC32C,
-		MD5:            a.MD5,
+		Name:            a.Name,
+		Size:            a.Size,
+		Generation:      a.Generation,
+		Metageneration:  a.Metageneration,
+		Updated:         a.Updated,
+		ContentType:     a.ContentType,
+		ContentEncoding: a.ContentEncoding,
+		Metadata:        a.Metadata,
+		CRC32C:          a.CRC32C,
+		MD5:             a.MD5,
 	}
 }
 
@@ -422,4 +424,19 @@ func classify(err error) error {
 		}
 	}
 	return err
+}
+
+// storedBytesTransport asks for the stored bytes of the object a request
+// reads when its ctx was made by StoredBytes. The header is set here,
+// below the client: the API library refuses requests that carry it (it
+// would interfere with Go's transparent decompression, which a request
+// that sets it explicitly turns off, as wanted here).
+type storedBytesTransport struct{ base http.RoundTripper }
+
+func (t storedBytesTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && wantsStoredBytes(req.Context()) {
+		req = req.Clone(req.Context())
+		req.Header.Set("Accept-Encoding", "gzip")
+	}
+	return t.base.RoundTrip(req)
 }
