@@ -345,3 +345,34 @@ func TestGzipObjectShowsStoredBytes(t *testing.T) {
 		t.Errorf("after a change the object has encoding %q and %d bytes; want gzip and %d", got.ContentEncoding, got.Size, len(stored)+4)
 	}
 }
+
+// TestFsckChecksSums: fsck of an unmounted cache checks every copy
+// against its sums: a sound cache reports nothing, a damaged clean copy
+// is a bad copy, damage in bytes a changed file did not write is held.
+func TestFsckChecksSums(t *testing.T) {
+	e := newEnv(t)
+	clean, changed := pattern(objSize, 47), pattern(objSize, 48)
+	ac, ach := e.put("clean", clean), e.put("changed", changed)
+	c := e.openWB(time.Hour)
+	e.cacheAll(c, ac, clean)
+	e.cacheAll(c, ach, changed)
+	e.write(c, ach, false, 0, []byte("x"))
+	c.crash()
+	rep, err := Fsck(e.dir, FsckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.CheckedCopies != 2 || len(rep.BadCopies) != 0 || len(rep.Held) != 0 {
+		t.Fatalf("fsck of a sound cache: checked %d, bad %v, held %v", rep.CheckedCopies, rep.BadCopies, rep.Held)
+	}
+	e.damage("clean", flipByte(3*chunk))
+	e.damage("changed", truncateTo(6*chunk+5))
+	rep, err = Fsck(e.dir, FsckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.BadCopies) != 1 || len(rep.Held) != 1 {
+		t.Fatalf("fsck of a damaged cache: bad %v, held %v; want one of each", rep.BadCopies, rep.Held)
+	}
+	t.Logf("bad: %v; held: %v", rep.BadCopies, rep.Held)
+}

@@ -40,6 +40,15 @@ type FsckReport struct {
 	WouldRemove    int      // files without a record that hold nothing not in the bucket
 	WouldLostFound []string // data files a start would move to lost+found
 
+	// Checksums (checksum.go): every cached copy checked against its
+	// record's sums. BadCopies are copies of bucket versions that fail
+	// (the next mount fetches their bad chunks again); Held are changed
+	// files whose bytes not written here fail, or that are held already
+	// (the next mount holds them: see bucketfs resolve). "name: why".
+	CheckedCopies int
+	BadCopies     []string
+	Held          []string
+
 	MovedAside string // where --rebuild moved index.db
 	Rebuilt    int    // records the rebuilt index got from descriptions
 }
@@ -71,6 +80,7 @@ func Fsck(dir string, o FsckOptions) (FsckReport, error) {
 	if err := fsckFiles(dataDir, recs, &rep); err != nil {
 		return rep, err
 	}
+	fsckSums(dataDir, recs, &rep)
 	if !o.Rebuild {
 		return rep, nil
 	}

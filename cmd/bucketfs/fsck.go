@@ -87,6 +87,10 @@ func runFsck(args []string) error {
 		return fmt.Errorf("the cache index is damaged; rebuild it with: bucketfs fsck --cache-dir %s --rebuild", c.dir)
 	case len(rep.WouldLostFound) > 0:
 		return fmt.Errorf("%d cache files cannot be placed: the next mount moves them to %s/lost+found", len(rep.WouldLostFound), c.dir)
+	case len(rep.Held) > 0:
+		return fmt.Errorf("%d changed files fail their checksum check: the mount holds them until 'bucketfs resolve MOUNTPOINT FILE --keep-local|--take-bucket'", len(rep.Held))
+	case len(rep.BadCopies) > 0:
+		return fmt.Errorf("%d cached copies fail their checksum check: the next mount fetches their bad chunks again", len(rep.BadCopies))
 	}
 	return nil
 }
@@ -114,6 +118,14 @@ func printFsck(w io.Writer, r cache.FsckReport) {
 	}
 	for _, n := range r.WouldLostFound {
 		fmt.Fprintf(w, "  for lost+found: %s\n", n)
+	}
+	fmt.Fprintf(w, "checksums:   %d copies checked; %d cached copies bad (fetched again at the next mount), %d changed files held\n",
+		r.CheckedCopies, len(r.BadCopies), len(r.Held))
+	for _, n := range r.BadCopies {
+		fmt.Fprintf(w, "  bad copy: %s\n", n)
+	}
+	for _, n := range r.Held {
+		fmt.Fprintf(w, "  HELD: %s\n", n)
 	}
 	if r.MovedAside != "" {
 		fmt.Fprintf(w, "rebuilt:     index moved to %s; the new one has %d records from the data files' descriptions\n", r.MovedAside, r.Rebuilt)
