@@ -16,7 +16,11 @@ if ! command -v fusermount3 >/dev/null; then
 fi
 
 fifo=$(mktemp -u); mkfifo "$fifo"
-bin/bucketfs-emulator --addr "$addr" --bucket "$bucket" --seed ${DEMO_WAN:+--wan} ${DEMO_HNS:+--hierarchical} >"$fifo" 2>"$state/emulator.log" &
+# The emulator runs in a session of its own, so that Ctrl-C (sent to the
+# terminal's foreground process group) reaches only the mount: the mount
+# flushes its changes into the emulator, exits, and then the trap below
+# stops the emulator.
+setsid bin/bucketfs-emulator --addr "$addr" --bucket "$bucket" --seed ${DEMO_WAN:+--wan} ${DEMO_HNS:+--hierarchical} >"$fifo" 2>"$state/emulator.log" &
 emu=$!
 trap 'kill $emu 2>/dev/null; wait $emu 2>/dev/null; rm -f "$fifo"' EXIT
 # Wait for the emulator's "listening" line (or its exit).

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -368,9 +369,11 @@ func runMount(args []string) error {
 func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *slog.Logger) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	var cutBy atomic.Value // the signal that cut the flush short, if one did
 	go func() {
 		select {
 		case s := <-sigs:
+			cutBy.Store(s.String())
 			log.Warn("flush cut short", "signal", s.String())
 			cancel()
 		case <-ctx.Done():
@@ -386,7 +389,18 @@ func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *s
 			}
 		})
 		if len(left) > 0 {
-			log.Error("flush did not finish; these files stay dirty in the cache", "files", left, "timeout", timeout)
+			// Say why it stopped: a signal, the timeout, or files held for
+			// a failed checksum check (which no wait would send).
+			why := []any{"files", left}
+			switch {
+			case cutBy.Load() != nil:
+				why = append(why, "cut_short_by", cutBy.Load())
+			case ctx.Err() != nil:
+				why = append(why, "timeout", timeout)
+			default:
+				why = append(why, "reason", "held for a failed checksum check (see bucketfs status)")
+			}
+			log.Error("flush did not finish; these files stay dirty in the cache", why...)
 			return left
 		}
 	}
