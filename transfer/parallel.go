@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/crc32c"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 )
 
 // StagingPrefix is where parallel uploads keep their parts until the
@@ -86,7 +88,7 @@ type ParallelOptions struct {
 type Parallel struct {
 	b     Bucket
 	o     ParallelOptions
-	slots chan struct{} // a token per part in flight
+	slots *semaphore.Weighted // a unit per part in flight, over all uploads
 
 	noXML    atomic.Bool // the endpoint answered ErrMultipartUnsupported
 	logOnce  sync.Once
@@ -109,7 +111,7 @@ func NewParallel(b Bucket, o ParallelOptions) *Parallel {
 	if o.RetryBase <= 0 {
 		o.RetryBase = 500 * time.Millisecond
 	}
-	return &Parallel{b: b, o: o, slots: make(chan struct{}, o.Parallelism), maxComposedPart: maxComposedPart}
+	return &Parallel{b: b, o: o, slots: semaphore.NewWeighted(int64(o.Parallelism)), maxComposedPart: maxComposedPart}
 }
 
 // NewStaging returns a fresh staging prefix for one upload attempt.
@@ -389,48 +391,20 @@ func (p *Parallel) Clean(ctx context.Context, staging string) error {
 // uploader has slots, and returns the first error. After an error it
 // starts no more, cancels the running ones and waits for them.
 func (p *Parallel) inParallel(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-			cancel()
-		}
-		mu.Unlock()
-	}
-	for i := 0; i < n; i++ {
-		took := false
-		select {
-		case p.slots <- struct{}{}:
-			took = true
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			// Both may have been ready: a slot taken here must go back,
-			// or the uploader has one slot less for good.
-			if took {
-				<-p.slots
-			}
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range n {
+		// Acquire takes a slot or fails with nothing taken: a cancellation
+		// never costs the uploader a slot.
+		if err := p.slots.Acquire(gctx, 1); err != nil {
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-p.slots }()
-			if err := f(ctx, i); err != nil {
-				fail(err)
-			}
-		}()
+		g.Go(func() error {
+			defer p.slots.Release(1)
+			return f(gctx, i)
+		})
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	return ctx.Err()
 }
