@@ -11,12 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bucketfs/bucketfs/internal/mountinfo"
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
 )
@@ -311,14 +312,14 @@ func (m *mountProc) stop() {
 // Mounts that answer, or do not answer at once, belong to a run still
 // going on and are left alone.
 func sweepDeadMounts() {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.Read()
 	if err != nil {
 		return
 	}
 	tmp := filepath.Clean(os.TempDir()) + "/"
-	for _, line := range strings.Split(string(data), "\n") {
-		mp, fstype, ok := mountOf(line)
-		if !ok || fstype != "fuse.bucketfs" || !strings.HasPrefix(mp, tmp) {
+	for _, m := range ms {
+		mp := m.Point
+		if m.FSType != "fuse.bucketfs" || !strings.HasPrefix(mp, tmp) {
 			continue
 		}
 		dead := make(chan bool, 1)
@@ -341,31 +342,10 @@ func sweepDeadMounts() {
 	}
 }
 
-// mountOf returns the mount point and file system type of a line of
-// /proc/self/mountinfo ("ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS
-// [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS"; spaces escaped as \040).
-func mountOf(line string) (mountPoint, fsType string, ok bool) {
-	f := strings.Fields(line)
-	sep := slices.Index(f, "-")
-	if len(f) < 5 || sep < 0 || sep+1 >= len(f) {
-		return "", "", false
-	}
-	return strings.ReplaceAll(f[4], `\040`, " "), f[sep+1], true
-}
-
 // mounted reports whether dir is a mount point now.
 func mounted(dir string) bool {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && f[4] == dir {
-			return true
-		}
-	}
-	return false
+	_, ok, _ := mountinfo.Lookup(dir)
+	return ok
 }
 
 // path returns the path of name inside the mount.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/bucketfs/bucketfs/internal/mountinfo"
 )
 
 // probeTimeout bounds how long a start waits for the file system on its
@@ -75,8 +76,8 @@ func clearDeadMount(mp, bucket string, log *slog.Logger) {
 		return
 	}
 	for range 16 {
-		fstype, source, ok := mountOf(abs)
-		if !ok || fstype != "fuse.bucketfs" || source != "bucketfs:"+bucket {
+		m, ok, _ := mountinfo.Lookup(abs)
+		if !ok || m.FSType != "fuse.bucketfs" || m.Source != "bucketfs:"+bucket {
 			return
 		}
 		if err := probeMount(abs); !errors.Is(err, syscall.ENOTCONN) {
@@ -108,7 +109,7 @@ func mountpointPath(mp string) (string, error) {
 			return abs, nil // checkMountpoint reports it
 		}
 		abs = filepath.Join(parent, filepath.Base(abs))
-		if _, _, mounted := mountOf(abs); mounted {
+		if _, mounted, _ := mountinfo.Lookup(abs); mounted {
 			return abs, nil
 		}
 		target, err := os.Readlink(abs)
@@ -121,30 +122,6 @@ func mountpointPath(mp string) (string, error) {
 		abs = target
 	}
 	return "", fmt.Errorf("mountpoint %s: too many levels of symbolic links", mp)
-}
-
-// mountOf returns the file system type and source of the mount on dir,
-// from /proc/self/mountinfo (the last one, if several are stacked).
-func mountOf(dir string) (fstype, source string, ok bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", "", false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || unescapeMountinfo(fields[4]) != dir {
-			continue
-		}
-		for i, fl := range fields {
-			if fl == "-" && i+2 < len(fields) {
-				fstype, source, ok = fields[i+1], unescapeMountinfo(fields[i+2]), true
-			}
-		}
-	}
-	return fstype, source, ok
 }
 
 // deadMountError is the message for a dead mount left on abs that is not

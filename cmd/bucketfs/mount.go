@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -17,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/bucketfs/bucketfs/internal/mountinfo"
 
 	"github.com/bucketfs/bucketfs/cache"
 	bfs "github.com/bucketfs/bucketfs/fs"
@@ -445,7 +446,7 @@ func checkMountpoint(mp string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	mounted, err := isMountpoint(abs)
+	_, mounted, err := mountinfo.Lookup(abs)
 	if err != nil {
 		return "", err
 	}
@@ -471,44 +472,6 @@ func checkMountpoint(mp string) (string, error) {
 		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
 	}
 	return abs, nil
-}
-
-// isMountpoint looks dir up in /proc/self/mountinfo.
-func isMountpoint(dir string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, fmt.Errorf("reading mount table: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMountinfo(fields[4]) == dir {
-			return true, nil
-		}
-	}
-	return false, sc.Err()
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for space) of mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%o", &v); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // checkBucket asks the bucket once, so that a typo or missing permission

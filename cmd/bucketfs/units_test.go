@@ -76,9 +76,3 @@ func TestParseMountArgs(t *testing.T) {
 		}
 	}
 }
-
-func TestUnescapeMountinfo(t *testing.T) {
-	if got := unescapeMountinfo(`/mnt/a\040b\011c`); got != "/mnt/a b\tc" {
-		t.Errorf("got %q", got)
-	}
-}

@@ -150,9 +150,3 @@ func TestLookupNotMounted(t *testing.T) {
 		t.Errorf("Lookup of a plain directory: %v", err)
 	}
 }
-
-func TestUnescapeMountinfo(t *testing.T) {
-	if got := unescapeMountinfo(`/mnt/a\040b\134c`); got != `/mnt/a b\c` {
-		t.Errorf("got %q", got)
-	}
-}

@@ -1,7 +1,6 @@
 package control
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,8 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/bucketfs/bucketfs/internal/mountinfo"
 )
 
 // How a command finds the socket of the mount on a directory: the mount
@@ -95,7 +95,8 @@ func Lookup(dir string) (Record, error) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
-	fstype, mounted, err := mountType(abs)
+	m, mounted, err := mountinfo.Lookup(abs)
+	fstype := m.FSType
 	if err != nil {
 		return Record{}, err
 	}
@@ -117,50 +118,4 @@ func Lookup(dir string) (Record, error) {
 		return Record{}, fmt.Errorf("the bucketfs that mounted %s (pid %d) is gone; the mount is dead: clear it with 'fusermount3 -uz %s'", abs, r.PID, abs)
 	}
 	return r, nil
-}
-
-// mountType looks dir up in /proc/self/mountinfo and returns the type of
-// the file system mounted there last (the one visible).
-func mountType(dir string) (fstype string, mounted bool, err error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", false, fmt.Errorf("reading the mount table: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 7 || unescapeMountinfo(fields[4]) != dir {
-			continue
-		}
-		for i := 6; i+1 < len(fields); i++ {
-			if fields[i] == "-" {
-				fstype, mounted = fields[i+1], true
-				break
-			}
-		}
-	}
-	return fstype, mounted, sc.Err()
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space) of
-// mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
