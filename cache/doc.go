@@ -53,6 +53,13 @@
 // the bucket. A missing or damaged index.db is rebuilt the same way
 // (index_open.go); Fsck checks an unmounted cache.
 //
+// Integrity: the cache directory is not trusted blindly (checksum.go).
+// Every record keeps the CRC-32C of each chunk of its copy and the
+// object's own; copies are checked before they are served or handed to
+// the kernel, changed files before they are uploaded, and uploads carry
+// their checksum. A bad clean chunk is fetched again; a changed file with
+// damage is held (ErrDamaged) until Resolve.
+//
 // Lock order and the rule about I/O under locks are written at the top of
 // cache.go.
 package cache
