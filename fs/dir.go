@@ -325,8 +325,9 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	n := in.Operations().(*fileNode)
 	f.track(n)
 	n.setAttrs(a)
-	h, err := n.writeHandle(ctx, a, true)
+	h, flags, err := n.writeHandle(ctx, a, true)
 	if err != nil {
+		f.untrack(n, full) // the kernel never sees the node
 		return nil, nil, 0, f.errno(ctx, "create", full, err)
 	}
 	if perm := mode & 0o7777; perm != f.opts.FileMode {
@@ -337,7 +338,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 		f.fillFile(&out.Attr, n.currentAttrs(), ino)
 	}
 	f.meta.forget(full)
-	return in, h, 0, 0
+	return in, h, flags, 0
 }
 
 // Mkdir implements gofs.NodeMkdirer with a "name/" placeholder object,
