@@ -60,6 +60,9 @@ const (
 	autoMinFree = 1 << 30
 )
 
+// MinFree is the free space kept on the cache's disk (0: none).
+func (c *Cache) MinFree() int64 { return c.floor }
+
 // MaxFileSize is the largest file the cache holds: Options.MaxSize, at
 // most MaxObjectSize.
 func (c *Cache) MaxFileSize() int64 { return min(c.opts.MaxSize, MaxObjectSize) }
@@ -293,6 +296,10 @@ func (c *Cache) countHidden() {
 	}
 	var hs []open
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return // Close records what is cached; nothing is evicted under it
+	}
 	for h := range c.writeHandles {
 		if h.hidden && !h.orphan {
 			hs = append(hs, open{h.e, h.f})

@@ -325,7 +325,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	n := in.Operations().(*fileNode)
 	f.track(n)
 	n.setAttrs(a)
-	h, flags, err := n.writeHandle(ctx, a, true)
+	h, err := n.writeHandle(ctx, a, true)
 	if err != nil {
 		f.untrack(n, full) // the kernel never sees the node
 		return nil, nil, 0, f.errno(ctx, "create", full, err)
@@ -338,7 +338,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 		f.fillFile(&out.Attr, n.currentAttrs(), ino)
 	}
 	f.meta.forget(full)
-	return in, h, flags, 0
+	return in, h, 0, 0
 }
 
 // Mkdir implements gofs.NodeMkdirer with a "name/" placeholder object,

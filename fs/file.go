@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/bucketfs/bucketfs/cache"
 	"github.com/bucketfs/bucketfs/transfer"
@@ -29,6 +30,7 @@ type fileNode struct {
 	mu        sync.Mutex
 	attrs     transfer.ObjectAttrs            // guarded by mu; Generation never changes
 	ptOpen    int                             // guarded by mu: passthrough handles open
+	ptIdle    chan struct{}                   // guarded by mu: closed when ptOpen drops to 0 (made by a writer waiting for it)
 	cacheOpen int                             // guarded by mu: handles open in the kernel's caching io mode
 	ptWrote   bool                            // guarded by mu: a passthrough writer was opened since the last caching open
 	unlinked  bool                            // guarded by mu: the name was deleted (or renamed over); open handles live on
@@ -225,12 +227,16 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 	if n.fsys.opts.ReadOnly {
 		return nil, 0, syscall.EROFS
 	}
-	h, flags, err := n.writeHandle(ctx, n.getAttrs(), trunc)
+	h, err := n.writeHandle(ctx, n.getAttrs(), trunc)
 	if err != nil {
 		return nil, 0, n.fsys.errno(ctx, "open", n.objName(), err)
 	}
-	return h, flags, 0
+	return h, 0, 0
 }
+
+// ptReleaseWait bounds how long a writer waits for the releases of
+// passthrough handles already closed (see writeHandle).
+const ptReleaseWait = 200 * time.Millisecond
 
 // ioMode is how the kernel serves a handle's reads and writes.
 type ioMode int
@@ -250,7 +256,9 @@ const (
 // daemon, unless Options.PassthroughWrites asks otherwise, or the kernel
 // leaves no choice: while passthrough handles are open on the inode, it
 // refuses (EINVAL) any open that is not passthrough, FOPEN_DIRECT_IO
-// included. That writer's growth is counted when it closes.
+// included. That writer's growth is counted every second and when it
+// closes (cache.countHidden). writeHandle first waits briefly for the
+// releases of passthrough handles already closed.
 func (n *fileNode) writeModeLocked() ioMode {
 	if n.fsys.opts.PassthroughWrites || n.ptOpen > 0 {
 		if n.passthroughLocked(true) { // the copy is complete once OpenWrite returns
@@ -264,17 +272,34 @@ func (n *fileNode) writeModeLocked() ioMode {
 }
 
 // writeHandle opens version a of the node's object for writing through
-// the cache, in the io mode writeModeLocked chooses; it returns the
-// handle and its open flags.
-func (n *fileNode) writeHandle(ctx context.Context, a transfer.ObjectAttrs, trunc bool) (gofs.FileHandle, uint32, error) {
+// the cache, in the io mode writeModeLocked chooses.
+func (n *fileNode) writeHandle(ctx context.Context, a transfer.ObjectAttrs, trunc bool) (gofs.FileHandle, error) {
 	n.mu.Lock()
+	if n.ptOpen > 0 && !n.fsys.opts.PassthroughWrites {
+		// The kernel sends releases after the close: a file read and
+		// closed just now may still count here. Wait a moment for them,
+		// so that a write after a read goes through the daemon.
+		if n.ptIdle == nil {
+			n.ptIdle = make(chan struct{})
+		}
+		idle := n.ptIdle
+		n.mu.Unlock()
+		t := time.NewTimer(ptReleaseWait)
+		select {
+		case <-idle:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		n.mu.Lock()
+	}
 	mode := n.writeModeLocked()
 	n.mu.Unlock()
 	pt := mode == ioPassthrough
 	wh, err := n.fsys.cache.OpenWrite(ctx, a, trunc, pt)
 	if err != nil {
 		n.uncount(mode, nil)
-		return nil, 0, err
+		return nil, err
 	}
 	n.mu.Lock()
 	if n.writers == nil {
@@ -284,9 +309,9 @@ func (n *fileNode) writeHandle(ctx context.Context, a transfer.ObjectAttrs, trun
 	n.mu.Unlock()
 	h := &fileHandle{node: n, data: wh, w: wh, mode: mode}
 	if mode == ioPassthrough {
-		return &passthroughHandle{fileHandle: h, fd: func() (int, bool) { return wh.Fd(), true }}, 0, nil
+		return &passthroughHandle{fileHandle: h, fd: func() (int, bool) { return wh.Fd(), true }}, nil
 	}
-	return h, 0, nil
+	return h, nil
 }
 
 func (n *fileNode) uncount(mode ioMode, w *cache.WriteHandle) {
@@ -294,6 +319,10 @@ func (n *fileNode) uncount(mode ioMode, w *cache.WriteHandle) {
 	delete(n.writers, w)
 	if mode == ioPassthrough {
 		n.ptOpen--
+		if n.ptOpen == 0 && n.ptIdle != nil {
+			close(n.ptIdle)
+			n.ptIdle = nil
+		}
 	} else {
 		n.cacheOpen--
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -117,6 +118,80 @@ func TestFileSizeLimitThroughMount(t *testing.T) {
 		t.Errorf("after a remount the file has %d bytes, want %d", len(got), len(want))
 	}
 	m.unmount(t)
+}
+
+// A writer opened while a passthrough reader holds the file must be
+// passthrough too (the kernel refuses any other open then): the daemon
+// does not see its writes, but counts its growth within a few seconds,
+// not only at its close.
+func TestForcedPassthroughWriterIsCounted(t *testing.T) {
+	emu := startEmulator(t, nil)
+	orig := randomBytes(8*mib, 165)
+	put(t, emu, "f", orig)
+	args := []string{"--cache-max-size", "64MiB", "--write-back-delay", "1h"}
+	m := mount(t, emu, mountOpts{args: args})
+	if got := readFile(t, m.path("f")); !bytes.Equal(got, orig) {
+		t.Fatal("first read differs")
+	}
+	// A new mount, so that no handle of that read (the kernel releases
+	// them asynchronously) keeps the inode in the caching io mode.
+	m.unmount(t)
+	m = mount(t, emu, mountOpts{cacheDir: m.cacheDir, args: args})
+	r, err := os.Open(m.path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w, err := os.OpenFile(m.path("f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("opening for writing next to a reader: %v", err)
+	}
+	defer w.Close()
+	more := randomBytes(20*mib, 166)
+	wrote := daemonWrote(t, m)
+	if n, err := pwriteAll(int(w.Fd()), more, 8*mib); err != nil {
+		t.Fatalf("write: %d bytes, %v", n, err)
+	}
+	if d := daemonWrote(t, m) - wrote; d > 10*mib {
+		t.Skipf("the daemon wrote %d bytes for the 20 MiB: passthrough is not engaged here", d)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for m.status(t).UsedBytes < 28*mib {
+		if time.Now().After(deadline) {
+			t.Fatalf("28 MiB written, the cache counts %d bytes 20s later", m.status(t).UsedBytes)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the mount's status, with a deadline
+	}
+	buf := make([]byte, mib)
+	if _, err := r.ReadAt(buf, 20*mib); err != nil || !bytes.Equal(buf, more[12*mib:13*mib]) {
+		t.Errorf("the reader does not see the written bytes (%v)", err)
+	}
+	w.Close()
+	r.Close()
+	m.unmount(t)
+	if got := object(t, emu, "f"); !bytes.Equal(got, append(slices.Clip(orig), more...)) {
+		t.Errorf("bucket holds %d bytes, want %d", len(got), len(orig)+len(more))
+	}
+}
+
+// daemonWrote is the bytes the mount's process has written (wchar).
+func daemonWrote(t *testing.T, m *mountProc) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", m.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no wchar in /proc/PID/io")
+	return 0
 }
 
 // When changed files near the cap, they are uploaded at once, whatever
