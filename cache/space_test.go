@@ -327,3 +327,24 @@ func TestFreeSpaceFloorEvictsClean(t *testing.T) {
 		t.Errorf("the changed file reached the bucket with %d bytes", len(got))
 	}
 }
+
+// A change of metadata that cannot be recorded fails and leaves no
+// trace: nothing is sent, the name shows no local change.
+func TestFailedSetMetaLeavesNoTrace(t *testing.T) {
+	e := newEnv(t)
+	a := e.put("obj", pattern(objSize, 1))
+	c := e.openWB(0)
+	e.cacheAll(c, a, pattern(objSize, 1))
+	mend := breakJournal(c)
+	if err := c.SetMeta(e.ctx, a, map[string]string{"bucketfs-mode": "600"}); err == nil {
+		t.Fatal("SetMeta with a broken journal succeeded")
+	}
+	mend()
+	if _, ok := c.Local("obj"); ok {
+		t.Error("the failed change shows as a local change")
+	}
+	e.flush(c)
+	if got, err := e.b.Stat(e.ctx, "obj"); err != nil || got.Metadata["bucketfs-mode"] != "" || got.Generation != a.Generation {
+		t.Errorf("the object changed after a failed SetMeta: %+v, %v", got, err)
+	}
+}

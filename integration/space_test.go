@@ -363,6 +363,17 @@ func TestSmallCacheDisk(t *testing.T) {
 	// Now the disk itself is full: unlink and create either work or fail
 	// with no trace.
 	filler := fillDisk(t, filepath.Dir(cacheDir))
+	// Use up the last page of the journal too: changes of metadata are
+	// one journal write each.
+	bigMode := os.FileMode(0o644)
+	for i := 0; i < 500; i++ {
+		mode := os.FileMode(0o600 | i%2*0o44)
+		if err := os.Chmod(m.path("big"), mode); err != nil {
+			t.Logf("chmod on a full disk failed after %d: %v", i, err)
+			break
+		}
+		bigMode = mode
+	}
 	unlinkErr := os.Remove(m.path("keep"))
 	t.Logf("unlink on a full disk: %v", unlinkErr)
 	if exists := lsAndStatAgree(t, m, "keep"); exists != (unlinkErr != nil) {
@@ -407,6 +418,9 @@ func TestSmallCacheDisk(t *testing.T) {
 		return b, b != nil
 	})
 	m = mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
+	if st, err := os.Stat(m.path("big")); err != nil || st.Mode().Perm() != bigMode {
+		t.Errorf("after a remount big has mode %v (%v), want %v, the last chmod that succeeded", st.Mode().Perm(), err, bigMode)
+	}
 	check("after a remount", func(name string) ([]byte, bool) {
 		b, err := os.ReadFile(m.path(name))
 		return b, err == nil
