@@ -306,10 +306,16 @@ func lsAndStatAgree(t *testing.T, m *mountProc, name string) bool {
 
 // A cache disk smaller than the cap: under the free-space floor clean
 // copies are evicted (so writes keep working); once changes fill the
-// disk, writes fail cleanly with ENOSPC; a full disk makes unlink and
-// create fail or succeed, never half; and after the unmount and a
-// remount, the bucket holds exactly what was acknowledged.
+// disk, writes fail cleanly with ENOSPC; a full disk makes unlink,
+// create and chmod fail or succeed, never half; and after the unmount
+// (or a crash, then a mount that sends what is left) and a remount, the
+// bucket holds exactly what was acknowledged.
 func TestSmallCacheDisk(t *testing.T) {
+	t.Run("unmount", func(t *testing.T) { smallCacheDisk(t, false) })
+	t.Run("crash", func(t *testing.T) { smallCacheDisk(t, true) })
+}
+
+func smallCacheDisk(t *testing.T, crash bool) {
 	cacheDir := smallDisk(t, "48m")
 	emu := startEmulator(t, nil)
 	clean := map[string][]byte{}
@@ -390,6 +396,14 @@ func TestSmallCacheDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	emu.SetHook(nil)
+	if crash {
+		// kill -9 right after the failures: the next mount replays the
+		// journal and sends what the crash left.
+		logs := m.logs.String()
+		m.crash(t)
+		m = mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
+		m.logs.add(logs)
+	}
 	m.unmount(t)
 	if strings.Contains(m.logs.String(), "refusing to remove") {
 		t.Errorf("bogus refusal in the log:\n%s", m.logs.String())
