@@ -48,6 +48,9 @@ type Options struct {
 	Large          LargeUploader
 	LargeThreshold int64
 	FullWait       time.Duration // how long a write waits for uploads when changes fill the cache (default 30s)
+	// MinFree is the free space kept on the cache's disk (space.go): 0
+	// for none, negative for 5% of the disk, at most 1 GiB.
+	MinFree int64
 }
 
 // Stats is a snapshot of the cache's counters.
@@ -110,7 +113,15 @@ type Cache struct {
 	stats   Stats             // guarded by mu
 	opened  time.Time         // when Open ran
 
-	readBytes  atomic.Int64 // Stats.ReadBytes, counted without mu
+	readBytes atomic.Int64 // Stats.ReadBytes, counted without mu
+
+	// Space (space.go).
+	floor      int64        // free bytes kept on the disk (Options.MinFree resolved); 0: none
+	free       int64        // guarded by mu: free bytes on the disk at freeAt, less the growth reserved since
+	freeAt     time.Time    // guarded by mu: when free was measured; zero: never
+	freeing    int64        // guarded by mu: bytes of the copies evicted since freeAt
+	pressureAt time.Time    // guarded by mu: when pressureLocked last counted changed bytes
+	pressure   bool         // guarded by mu: changed bytes were near the cap then
 	recentErrs []ErrorEvent // guarded by mu: see Status
 
 	// Write-back (writeback.go).
@@ -232,6 +243,12 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 	if err := checkWritable(o.Dir, c.dataDir); err != nil {
 		return nil, err
 	}
+	floor, err := floorFor(c.dataDir, o.MinFree)
+	if err != nil {
+		return nil, err
+	}
+	c.floor = floor
+	c.refreshFree()
 	if err := checkBucketFile(o.Dir, b.Name()); err != nil {
 		return nil, err
 	}
@@ -266,6 +283,7 @@ func (c *Cache) startCheckpointer() {
 			} else {
 				warn.succeeded(c.log, "applying the cache journal to the index works again")
 			}
+			c.countHidden() // passthrough writers' growth (space.go)
 		}
 	}()
 }
@@ -312,14 +330,22 @@ func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, erro
 // With newFile, an entry created here is a new, empty local file: it is
 // recorded as changed in the same commit that creates it.
 func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs, newFile bool) (*entry, error) {
+	e, _, err := c.acquireCreated(ctx, a, newFile)
+	return e, err
+}
+
+// acquireCreated is acquire that also reports whether it created the
+// entry.
+func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newFile bool) (*entry, bool, error) {
+	c.refreshFree()
 	c.mu.Lock()
 	if err := c.waitThawedLocked(ctx, a.Name); err != nil {
 		c.mu.Unlock()
-		return nil, err
+		return nil, false, err
 	}
 	if c.closed {
 		c.mu.Unlock()
-		return nil, errors.New("cache is closed")
+		return nil, false, errors.New("cache is closed")
 	}
 	var victims []*entry
 	e := c.entries[a.Name]
@@ -344,7 +370,7 @@ func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs, newFile boo
 			c.removeAll(victims)
 			c.log.Info("object does not fit in the cache; reading it from the bucket directly",
 				"object", a.Name, "size", a.Size, "cache_max_size", c.opts.MaxSize)
-			return nil, nil
+			return nil, false, nil
 		}
 		e = &entry{
 			name:  a.Name,
@@ -381,13 +407,13 @@ func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs, newFile boo
 	case <-e.ready:
 	case <-ctx.Done():
 		c.release(e)
-		return nil, ctx.Err()
+		return nil, false, ctx.Err()
 	}
 	if e.err != nil {
 		c.release(e)
-		return nil, e.err
+		return nil, false, e.err
 	}
-	return e, nil
+	return e, created, nil
 }
 
 // create writes e's record and makes its sparse data file.
@@ -433,9 +459,12 @@ func (c *Cache) create(e *entry) error {
 	return nil
 }
 
-// forget takes a failed entry out of the index.
+// forget takes a failed entry out of the index. Its creation failed, so
+// it holds no change (a new file's dirty flag never reached the journal,
+// or its file is missing).
 func (c *Cache) forget(e *entry) {
 	c.mu.Lock()
+	e.rec.Dirty = false
 	victims := c.dropLocked(e)
 	c.mu.Unlock()
 	c.removeAll(victims)
@@ -610,6 +639,7 @@ func (c *Cache) retire(e *entry, dl *transfer.Download, f *os.File) {
 
 // release drops one handle's reference to e.
 func (c *Cache) release(e *entry) {
+	c.refreshFree()
 	c.mu.Lock()
 	e.refs--
 	var victims []*entry
@@ -635,14 +665,17 @@ func (c *Cache) release(e *entry) {
 }
 
 // makeRoomLocked picks least recently used idle entries to evict until
-// need more bytes fit under the cap, and takes them out of the index. It
-// reports false (and evicts nothing) if they cannot fit.
+// need more bytes fit under the cap and leave the disk's free-space floor
+// free, and takes them out of the index. It reports false (and evicts
+// nothing) if they cannot fit. need 0 (nothing is added) always fits:
+// what can be evicted is.
 func (c *Cache) makeRoomLocked(need int64) ([]*entry, bool) {
 	if need > c.opts.MaxSize {
 		return nil, false
 	}
-	over := c.used + need - c.opts.MaxSize
+	over := max(c.used+need-c.opts.MaxSize, c.diskShortLocked(need))
 	if over <= 0 {
+		c.free -= need // until the next statfs says better
 		return nil, true
 	}
 	var pick []*entry
@@ -654,14 +687,16 @@ func (c *Cache) makeRoomLocked(need int64) ([]*entry, bool) {
 		pick = append(pick, e)
 		over -= e.charged
 	}
-	if over > 0 {
+	if over > 0 && need > 0 {
 		return nil, false
 	}
 	var victims []*entry
 	for _, e := range pick {
 		victims = append(victims, c.dropLocked(e)...)
+		c.freeing += e.charged
 		c.stats.Evictions++
 	}
+	c.free -= need
 	return victims, true
 }
 

@@ -38,9 +38,12 @@
 // Space: every cached version counts with its full size against
 // Options.MaxSize from the moment it is admitted, so the cache never
 // exceeds the cap; the least recently used versions that no handle holds
-// are evicted to make room. A version that cannot fit is read from the
-// bucket directly, uncached. The exception is a pending copy not cached
-// (record.cost): it counts nothing until it is made or written.
+// are evicted to make room, and to keep Options.MinFree free on the disk.
+// A version that cannot fit is read from the bucket directly, uncached.
+// The exception is a pending copy not cached (record.cost): it counts
+// nothing until it is made or written. Writes reserve their growth before
+// they write, no file grows past MaxFileSize (ErrTooBig), and changed
+// files near the cap are sent at once (space.go).
 //
 // Crash safety: every change of a record is appended to the journal
 // before it takes effect (one write, no sync: it outlives the process);

@@ -301,6 +301,9 @@ func (c *Cache) index(recs map[string]record) {
 			dirty++
 		}
 	}
+	c.mu.Unlock()
+	c.refreshFree()
+	c.mu.Lock()
 	victims, _ := c.makeRoomLocked(0)
 	c.mu.Unlock()
 	c.removeAll(victims)

@@ -83,9 +83,15 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 		return fmt.Errorf("%s: %w (%d bytes, cache max size %d)", a.Name, ErrNoSpace, a.Size, c.opts.MaxSize)
 	}
 	defer c.release(e)
+	// The change takes effect in memory, is journaled, and only then is
+	// sent; if the journal refuses it (a full disk), it is undone: a
+	// failed chmod leaves no trace. Holding persistMu orders the entry
+	// before any later snapshot of the record.
+	e.persistMu.Lock()
 	c.mu.Lock()
 	if e.rec.Deleted {
 		c.mu.Unlock()
+		e.persistMu.Unlock()
 		return fmt.Errorf("%s: %w", a.Name, transfer.ErrNotExist)
 	}
 	base := e.rec.Meta
@@ -97,19 +103,39 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 		next = map[string]string{}
 	}
 	maps.Copy(next, md)
+	prevMeta, prevDirty, prevMetaOnly, prevSince := e.rec.Meta, e.rec.Dirty, e.rec.MetaOnly, e.dirtySince
 	e.rec.Meta = next
 	if !e.rec.Dirty {
 		e.rec.Dirty, e.rec.MetaOnly = true, true
-		c.markLocalLocked(e.name)
 		e.dirtiedLocked(time.Now())
+	}
+	e.version++
+	id := e.rec.ID
+	rec, seq := c.snapshotLocked(e)
+	c.mu.Unlock()
+	err = c.j.append(putOp(e.name, rec, rec.ID))
+	if err == nil {
+		e.persistedSeq = seq
+	}
+	e.persistMu.Unlock()
+	c.mu.Lock()
+	if err != nil {
+		if e.recSeq == seq { // nothing snapshotted the change since
+			e.rec.Meta, e.rec.Dirty, e.rec.MetaOnly, e.dirtySince = prevMeta, prevDirty, prevMetaOnly, prevSince
+		}
+		c.mu.Unlock()
+		return fmt.Errorf("recording a metadata change of %s: %w", a.Name, err)
+	}
+	if rec.CopyFrom == "" {
+		c.releaseHoldLocked(e) // as persistEntry does: the journal no longer says copy
+	}
+	if !prevDirty {
+		c.markLocalLocked(e.name)
 		if e.dirtying == nil {
 			e.dirtying = make(chan struct{})
 			close(e.dirtying)
 		}
 	}
-	e.version++
-	id := e.rec.ID
-	rec, seq := c.snapshotLocked(e)
 	if e.writers == 0 {
 		c.scheduleLocked(e.name, c.opts.WriteBackDelay)
 	}
@@ -120,9 +146,6 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 				return fmt.Errorf("setting the modification time of %s's cache file: %w", a.Name, err)
 			}
 		}
-	}
-	if err := c.persistEntry(e, rec, seq); err != nil {
-		return fmt.Errorf("recording a metadata change of %s: %w", a.Name, err)
 	}
 	return nil
 }

@@ -258,8 +258,17 @@ func (h *WriteHandle) ReadAt(ctx context.Context, p []byte, off int64) (int, err
 }
 
 // WriteAt writes p at off. When it returns, the change survives a crash of
-// the process (see the contract at the top of this file).
+// the process (see the contract at the top of this file). A write that
+// would pass MaxFileSize is cut short at it (as a local file system cuts
+// a write at its largest file size); one that starts there fails with
+// ErrTooBig.
 func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
+	if limit := h.c.MaxFileSize(); off+int64(len(p)) > limit {
+		if off >= limit || off < 0 {
+			return 0, h.c.tooBig(h.name(), off+int64(len(p)))
+		}
+		p = p[:limit-off]
+	}
 	if e := h.entry(); e != nil {
 		if err := h.c.makeRoomToGrow(e, off+int64(len(p))); err != nil {
 			return 0, err
@@ -267,6 +276,7 @@ func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
 	}
 	end := off + int64(len(p))
 	if err := h.begin(func(r *record) bool { return r.markWritten(min(off, r.Size), end) }); err != nil {
+		h.c.settleCharge(h)
 		return 0, err
 	}
 	n, err := h.f.WriteAt(p, off)
@@ -274,56 +284,19 @@ func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// makeRoomToGrow makes the budget hold e growing to size: it evicts
-// clean copies, and if changed files fill the cache, it uploads them and
-// waits for them, up to Options.FullWait; then it fails with ErrNoSpace.
-// Only room is made, nothing reserved: concurrent writers may overshoot
-// the cap by what they write at once.
-func (c *Cache) makeRoomToGrow(e *entry, size int64) error {
-	var deadline <-chan time.Time
-	for {
-		c.mu.Lock()
-		grow := size - e.rec.Size
-		if grow <= 0 {
-			c.mu.Unlock()
-			return nil
-		}
-		victims, ok := c.makeRoomLocked(grow)
-		if ok {
-			c.mu.Unlock()
-			c.removeAll(victims)
-			return nil
-		}
-		for name, o := range c.entries {
-			if o.rec.Dirty && o.writers == 0 {
-				c.queue[name] = time.Time{} // send them now, to free room
-			}
-		}
-		c.notifyLocked()
-		wake := c.changed
-		c.mu.Unlock()
-		if deadline == nil {
-			t := time.NewTimer(c.opts.FullWait)
-			defer t.Stop()
-			deadline = t.C
-			c.log.Warn("the cache is full of changes not yet uploaded; writes wait for uploads", "object", e.name, "cache_max_size", c.opts.MaxSize)
-		}
-		select {
-		case <-wake:
-		case <-deadline:
-			return fmt.Errorf("%s: %w: changes not yet uploaded fill the cache (max size %d)", e.name, ErrNoSpace, c.opts.MaxSize)
-		}
-	}
-}
-
-// Truncate sets the size of the local copy.
+// Truncate sets the size of the local copy; past MaxFileSize it fails
+// with ErrTooBig.
 func (h *WriteHandle) Truncate(size int64) error {
+	if size > h.c.MaxFileSize() {
+		return h.c.tooBig(h.name(), size)
+	}
 	if e := h.entry(); e != nil {
 		if err := h.c.makeRoomToGrow(e, size); err != nil {
 			return err
 		}
 	}
 	if err := h.begin(func(r *record) bool { return r.markWritten(min(size, r.Size), max(size, r.Size)) }); err != nil {
+		h.c.settleCharge(h)
 		return err
 	}
 	err := h.f.Truncate(size)
@@ -390,7 +363,7 @@ func (h *WriteHandle) Close() error {
 			e.writers--
 			delete(e.handles, h)
 			if e.writers == 0 && e.rec.Dirty {
-				c.scheduleLocked(e.name, c.opts.WriteBackDelay)
+				c.scheduleLocked(e.name, c.writeBackDelayLocked())
 			}
 		}
 		c.mu.Unlock()
@@ -491,7 +464,7 @@ func (h *WriteHandle) begin(mark func(*record) bool) error {
 	prevCopy, prevCopyGen, prevCopyType := e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType
 	if first {
 		e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
-		c.chargeLocked(e, e.rec.Size) // a pending copy counted nothing; its bytes are here now
+		c.chargeSizeLocked(e) // a pending copy counted nothing; its bytes are here now
 		e.dirtying = make(chan struct{})
 		e.rec.Dirty = true
 		c.markLocalLocked(e.name)
@@ -571,6 +544,7 @@ func (h *WriteHandle) end(minSize int64) {
 		}
 		e.version++
 		e.inflight--
+		c.settleChargeLocked(e) // what a failed or short write reserved
 	}
 	c.mu.Unlock()
 }
@@ -578,7 +552,7 @@ func (h *WriteHandle) end(minSize int64) {
 // resizeLocked records a new size of e's copy and its cost in the budget.
 func (c *Cache) resizeLocked(e *entry, size int64) {
 	e.rec.Size = size
-	c.chargeLocked(e, size)
+	c.chargeSizeLocked(e)
 	e.rec.Complete, e.rec.Present = true, nil
 }
 
@@ -917,7 +891,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 		c.removeAll(victims)
 		return
 	}
-	c.chargeLocked(e, e.rec.Size) // a cached version like any other now
+	c.chargeSizeLocked(e) // a cached version like any other now
 	rec, recSeq := c.snapshotLocked(e)
 	c.mu.Unlock()
 	if err := c.persistEntry(e, rec, recSeq); err != nil {
@@ -1110,8 +1084,12 @@ func (c *Cache) ownVersion(ctx context.Context, e *entry, name string) (int64, b
 // file of the same name replaces the deletion). base is the generation
 // the application deleted (-1: whatever is there). When Remove returns,
 // the deletion survives a crash. Handles still open keep their data.
+//
+// A deletion takes no room. If it cannot be recorded (a full disk), it
+// fails and changes nothing: it is recorded in the journal first, and
+// only then takes effect.
 func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
-	e, err := c.acquire(ctx, transfer.ObjectAttrs{Name: name, Generation: base}, false)
+	e, created, err := c.acquireCreated(ctx, transfer.ObjectAttrs{Name: name, Generation: base}, false)
 	if err != nil {
 		return err
 	}
@@ -1119,37 +1097,59 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 		return fmt.Errorf("%s: %w", name, ErrNoSpace)
 	}
 	defer c.release(e)
+	// No other state of the record may reach the journal between the
+	// deletion's entry and its taking effect (see Rename).
+	e.persistMu.Lock()
 	c.mu.Lock()
-	if !e.rec.Dirty && base > e.rec.Generation {
-		e.rec.Generation = base
+	rec := deletionOf(e.rec, base)
+	c.mu.Unlock()
+	if err := c.j.append(putOp(name, rec, rec.ID)); err != nil {
+		e.persistMu.Unlock()
+		if created {
+			c.forget(e) // made only for this deletion: nothing of it stays
+		}
+		return fmt.Errorf("recording the deletion of %s: %w", name, err)
 	}
-	if base < 0 && !e.rec.Dirty {
-		e.rec.Generation = base
-	}
-	e.rec.Deleted, e.rec.MetaOnly = true, false
-	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, "" // a copy never made needs no source
-	e.rec.Meta = nil                                          // a file made again under the name starts without the old one's
+	c.mu.Lock()
+	cur := &e.rec
+	cur.Generation, cur.Deleted, cur.MetaOnly, cur.Dirty = rec.Generation, true, false, true
+	cur.CopyFrom, cur.CopyGen, cur.CopyType = "", 0, "" // a copy never made needs no source
+	cur.Meta = nil                                      // a file made again under the name starts without the old one's
+	cur.Complete, cur.Present = true, nil
+	cur.Damaged, cur.Sums, cur.Written = rec.Damaged, rec.Sums, rec.Written // a held file deleted is held no more
 	// Handles open on the file keep their copy, as on a local disk.
 	c.orphanLocked(e)
-	e.rec.Dirty = true
 	c.markLocalLocked(name)
 	e.dirtiedLocked(time.Now())
-	e.rec.Complete, e.rec.Present = true, nil
 	e.version++
 	if e.dirtying == nil {
 		e.dirtying = make(chan struct{})
 		close(e.dirtying)
 	}
-	rec, seq := c.snapshotLocked(e)
+	e.recSeq++ // the state the journal entry wrote
+	e.persistedSeq = e.recSeq
+	c.releaseHoldLocked(e)
 	c.scheduleLocked(name, c.opts.WriteBackDelay)
 	c.mu.Unlock()
-	if err := c.persistEntry(e, rec, seq); err != nil {
-		return fmt.Errorf("recording the deletion of %s: %w", name, err)
-	}
+	e.persistMu.Unlock()
 	if err := c.detachData(rec.ID, name, rec); err != nil {
 		c.log.Warn("detaching a deleted file's cache file failed", "object", name, "err", err)
 	}
 	return nil
+}
+
+// deletionOf is record r once its name is deleted, based on generation
+// base.
+func deletionOf(r record, base int64) record {
+	if !r.Dirty && (base > r.Generation || base < 0) {
+		r.Generation = base
+	}
+	r.Deleted, r.MetaOnly, r.Dirty = true, false, true
+	r.Damaged, r.Sums, r.Written = "", nil, nil // no bytes to check, nothing held
+	r.CopyFrom, r.CopyGen, r.CopyType = "", 0, ""
+	r.Meta = nil
+	r.Complete, r.Present = true, nil
+	return r
 }
 
 // detachData gives cache file id a new, empty inode. What holds the old

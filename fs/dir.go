@@ -341,6 +341,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	n.setAttrs(a)
 	h, err := n.writeHandle(ctx, a, true)
 	if err != nil {
+		f.untrack(n, full) // the kernel never sees the node
 		return nil, nil, 0, f.errno(ctx, "create", full, err)
 	}
 	if perm := mode & 0o7777; perm != f.opts.FileMode {

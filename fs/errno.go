@@ -24,6 +24,8 @@ func toErrno(log *slog.Logger, op, name string, err error) syscall.Errno {
 	case errors.Is(err, cache.ErrNoSpace):
 		log.Warn("the cache is full", "op", op, "object", name, "err", err)
 		return syscall.ENOSPC
+	case errors.Is(err, cache.ErrTooBig):
+		return syscall.EFBIG // the application's answer; counted in the errors metric
 	case errors.Is(err, cache.ErrBusy):
 		log.Warn("a directory changed while it was being renamed; the rename did nothing", "op", op, "object", name, "err", err)
 		return syscall.EBUSY

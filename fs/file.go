@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/bucketfs/bucketfs/cache"
 	"github.com/bucketfs/bucketfs/transfer"
@@ -28,6 +30,7 @@ type fileNode struct {
 	mu        sync.Mutex
 	attrs     transfer.ObjectAttrs            // guarded by mu; Generation never changes
 	ptOpen    int                             // guarded by mu: passthrough handles open
+	ptIdle    chan struct{}                   // guarded by mu: closed when ptOpen drops to 0 (made by a writer waiting for it)
 	cacheOpen int                             // guarded by mu: handles open in the kernel's caching io mode
 	ptWrote   bool                            // guarded by mu: a passthrough writer was opened since the last caching open
 	unlinked  bool                            // guarded by mu: the name was deleted (or renamed over); open handles live on
@@ -192,7 +195,11 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		n.ptWrote = false
 	}
 	n.mu.Unlock()
-	h := &fileHandle{node: n, data: ch, pt: pt}
+	mode := ioCached
+	if pt {
+		mode = ioPassthrough
+	}
+	h := &fileHandle{node: n, data: ch, mode: mode}
 	if pt {
 		return &passthroughHandle{fileHandle: h, fd: ch.PassthroughFd}, 0, 0
 	}
@@ -251,16 +258,71 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 	return h, 0, 0
 }
 
+// ptReleaseWait bounds how long a writer waits for the releases of
+// passthrough handles already closed (see writeHandle).
+const ptReleaseWait = 200 * time.Millisecond
+
+// ioMode is how the kernel serves a handle's reads and writes.
+type ioMode int
+
+const (
+	ioCached      ioMode = iota // through the daemon and the inode's page cache
+	ioPassthrough               // by the kernel, on the cache file (FUSE passthrough)
+)
+
+// writeModeLocked decides the io mode of a new writer and counts it.
+//
+// Writes the kernel makes itself (passthrough) escape every limit the
+// cache keeps (the largest file size, the cap on changed bytes, the
+// disk's free-space floor): the daemon never sees them, and nothing tells
+// the kernel a size limit for a passthrough file (RLIMIT_FSIZE is the
+// writing process's, not the daemon's). So a writer goes through the
+// daemon, unless Options.PassthroughWrites asks otherwise, or the kernel
+// leaves no choice: while passthrough handles are open on the inode, it
+// refuses (EINVAL) any open that is not passthrough, FOPEN_DIRECT_IO
+// included. That writer's growth is counted every second and when it
+// closes (cache.countHidden). writeHandle first waits briefly for the
+// releases of passthrough handles already closed.
+func (n *fileNode) writeModeLocked() ioMode {
+	if n.fsys.opts.PassthroughWrites || n.ptOpen > 0 {
+		if n.passthroughLocked(true) { // the copy is complete once OpenWrite returns
+			n.ptWrote = true
+			return ioPassthrough
+		}
+		return ioCached
+	}
+	n.cacheOpen++
+	return ioCached
+}
+
 // writeHandle opens version a of the node's object for writing through
-// the cache, with passthrough where the inode's io mode allows it.
+// the cache, in the io mode writeModeLocked chooses.
 func (n *fileNode) writeHandle(ctx context.Context, a transfer.ObjectAttrs, trunc bool) (gofs.FileHandle, error) {
 	n.mu.Lock()
-	pt := n.passthroughLocked(true) // the copy is complete once OpenWrite returns
-	n.ptWrote = n.ptWrote || pt
+	if n.ptOpen > 0 && !n.fsys.opts.PassthroughWrites {
+		// The kernel sends releases after the close: a file read and
+		// closed just now may still count here. Wait a moment for them,
+		// so that a write after a read goes through the daemon.
+		if n.ptIdle == nil {
+			n.ptIdle = make(chan struct{})
+		}
+		idle := n.ptIdle
+		n.mu.Unlock()
+		t := time.NewTimer(ptReleaseWait)
+		select {
+		case <-idle:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		n.mu.Lock()
+	}
+	mode := n.writeModeLocked()
 	n.mu.Unlock()
+	pt := mode == ioPassthrough
 	wh, err := n.fsys.cache.OpenWrite(ctx, a, trunc, pt)
 	if err != nil {
-		n.uncount(pt, nil)
+		n.uncount(mode, nil)
 		return nil, err
 	}
 	n.mu.Lock()
@@ -269,18 +331,22 @@ func (n *fileNode) writeHandle(ctx context.Context, a transfer.ObjectAttrs, trun
 	}
 	n.writers[wh] = struct{}{}
 	n.mu.Unlock()
-	h := &fileHandle{node: n, data: wh, w: wh, pt: pt}
-	if pt {
+	h := &fileHandle{node: n, data: wh, w: wh, mode: mode}
+	if mode == ioPassthrough {
 		return &passthroughHandle{fileHandle: h, fd: func() (int, bool) { return wh.Fd(), true }}, nil
 	}
 	return h, nil
 }
 
-func (n *fileNode) uncount(pt bool, w *cache.WriteHandle) {
+func (n *fileNode) uncount(mode ioMode, w *cache.WriteHandle) {
 	n.mu.Lock()
 	delete(n.writers, w)
-	if pt {
+	if mode == ioPassthrough {
 		n.ptOpen--
+		if n.ptOpen == 0 && n.ptIdle != nil {
+			close(n.ptIdle)
+			n.ptIdle = nil
+		}
 	} else {
 		n.cacheOpen--
 	}
@@ -305,6 +371,9 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 	if size, ok := in.GetSize(); ok {
 		if n.fsys.opts.ReadOnly {
 			return syscall.EROFS
+		}
+		if int64(size) > n.fsys.cache.MaxFileSize() || int64(size) < 0 {
+			return syscall.EFBIG // before a copy is fetched to be cut
 		}
 		w := writerOf(fh)
 		if w == nil {
@@ -342,7 +411,7 @@ type fileHandle struct {
 	node *fileNode
 	data dataHandle
 	w    *cache.WriteHandle // nil unless open for writing
-	pt   bool               // counted as a passthrough handle of node
+	mode ioMode             // how node counts it
 }
 
 var (
@@ -352,6 +421,7 @@ var (
 	_ gofs.FileFsyncer   = (*fileHandle)(nil)
 	_ gofs.FileReleaser  = (*fileHandle)(nil)
 	_ gofs.FileGetattrer = (*fileHandle)(nil)
+	_ gofs.FileAllocater = (*fileHandle)(nil)
 )
 
 func writerOf(fh gofs.FileHandle) *cache.WriteHandle {
@@ -408,6 +478,26 @@ func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	return 0
 }
 
+// Allocate implements gofs.FileAllocater: fallocate(2) mode 0 (what
+// posix_fallocate asks), held to the cache's limits like a write (EFBIG
+// past the largest file size, ENOSPC when no room can be made). Other
+// modes (keep size, punch hole, ...) are not supported (EOPNOTSUPP).
+func (h *fileHandle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
+	if h.w == nil {
+		return syscall.EBADF
+	}
+	if mode != 0 {
+		return syscall.EOPNOTSUPP
+	}
+	if off > math.MaxInt64 || size > math.MaxInt64-off {
+		return syscall.EFBIG
+	}
+	if err := h.w.Allocate(int64(off), int64(size)); err != nil {
+		return h.node.fsys.errno(ctx, "fallocate", h.node.objName(), err)
+	}
+	return 0
+}
+
 // Getattr implements gofs.FileGetattrer (fstat).
 func (h *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 	h.node.fill(&out.Attr, h.node.currentAttrs())
@@ -418,7 +508,7 @@ func (h *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Err
 // Release implements gofs.FileReleaser.
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	err := h.data.Close()
-	h.node.uncount(h.pt, h.w)
+	h.node.uncount(h.mode, h.w)
 	if err != nil {
 		return h.node.fsys.errno(ctx, "close", h.node.objName(), err)
 	}

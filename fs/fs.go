@@ -28,7 +28,11 @@ type Options struct {
 	// Passthrough lets the kernel read fully cached files directly from the
 	// cache file (FUSE passthrough; Linux >= 6.9 and CAP_SYS_ADMIN).
 	Passthrough bool
-	Logger      *slog.Logger
+	// PassthroughWrites lets the kernel write fully cached files
+	// directly too. Those writes escape the cache's limits (see
+	// writeModeLocked); without it writers go through the daemon.
+	PassthroughWrites bool
+	Logger            *slog.Logger
 	// Debug logs every FUSE request.
 	Debug bool
 	// OpObserver, if set, is told about every FUSE request (see Mount).

@@ -14,12 +14,12 @@ var flagGroups = []struct {
 	flags []string
 }{
 	{"Bucket and credentials", []string{"endpoint", "anonymous", "max-requests", "check-timeout"}},
-	{"Cache", []string{"cache-dir", "cache-max-size", "metadata-ttl"}},
+	{"Cache", []string{"cache-dir", "cache-max-size", "cache-min-free", "cache-full-wait", "metadata-ttl"}},
 	{"Prefetch (reads)", []string{"prefetch-chunk-size", "prefetch-parallelism"}},
 	{"Write-back", []string{"write-back-delay", "upload-parallelism", "parallel-upload-threshold",
 		"part-size", "part-parallelism", "multipart-endpoint", "fsync", "flush-timeout"}},
 	{"FUSE and permissions", []string{"uid", "gid", "file-mode", "dir-mode", "read-only", "noexec",
-		"allow-other", "passthrough", "debug-fuse"}},
+		"allow-other", "passthrough", "passthrough-writes", "debug-fuse"}},
 	{"Logging", []string{"log-level", "log-format"}},
 	{"Operations", []string{"config", "metrics-addr"}},
 }

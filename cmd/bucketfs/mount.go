@@ -30,6 +30,8 @@ type mountConfig struct {
 
 	cacheDir     string
 	cacheMax     Size
+	cacheMinFree AutoSize
+	fullWait     time.Duration
 	endpoint     string
 	anonymous    bool
 	metadataTTL  time.Duration
@@ -43,6 +45,7 @@ type mountConfig struct {
 	noexec       bool
 	allowOther   bool
 	passthrough  bool
+	ptWrites     bool
 	logLevel     string
 	logFormat    string
 	configFile   string
@@ -65,6 +68,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl := flag.NewFlagSet("mount", flag.ContinueOnError)
 	fl.SetOutput(io.Discard)
 	c.cacheMax = 10 << 30
+	c.cacheMinFree = -1
 	c.chunkSize = 8 << 20
 	c.largeThreshold = 32 << 20
 	c.partSize = transfer.DefaultPartSize
@@ -72,6 +76,8 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	c.dirMode = 0o755
 	fl.StringVar(&c.cacheDir, "cache-dir", "", "cache `DIR` on local disk, one per bucket (default: /var/cache/bucketfs/BUCKET as root, else $XDG_CACHE_HOME/bucketfs/BUCKET)")
 	fl.Var(&c.cacheMax, "cache-max-size", "most object data kept in the cache, e.g. 512MiB, 20GiB")
+	fl.Var(&c.cacheMinFree, "cache-min-free", "free space kept on the cache's disk: below it, cached copies are evicted; auto is 5% of the disk, at most 1GiB; 0 for none")
+	fl.DurationVar(&c.fullWait, "cache-full-wait", 30*time.Second, "how long a write that finds the cache (or its disk) full of changes waits for uploads before it fails with ENOSPC")
 	fl.StringVar(&c.endpoint, "endpoint", "", "GCS JSON API `URL`, e.g. http://127.0.0.1:4443 for an emulator (default: Google's)")
 	fl.BoolVar(&c.anonymous, "anonymous", false, "send no credentials (public buckets, emulators)")
 	fl.DurationVar(&c.metadataTTL, "metadata-ttl", time.Minute, "how long names and attributes are trusted before the bucket is asked again; changes made by others show up after this")
@@ -85,6 +91,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.BoolVar(&c.readOnly, "read-only", false, "mount read-only")
 	fl.BoolVar(&c.allowOther, "allow-other", false, "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root)")
 	fl.BoolVar(&c.passthrough, "passthrough", true, "let the kernel read fully cached files directly (FUSE passthrough, Linux >= 6.9, root)")
+	fl.BoolVar(&c.ptWrites, "passthrough-writes", false, "let the kernel write fully cached files directly too (faster; such writes escape the file size limit and the cap on changed bytes)")
 	fl.StringVar(&c.logLevel, "log-level", "info", "least important messages logged: debug, info, warn or error")
 	fl.StringVar(&c.logFormat, "log-format", "text", "text (key=value lines) or json (one object a line)")
 	fl.StringVar(&c.configFile, "config", "", "YAML `FILE` of settings: keys are the flag names, plus bucket and mountpoint; flags win over it")
@@ -163,6 +170,8 @@ func (c *mountConfig) validate() error {
 	switch {
 	case c.cacheMax <= 0:
 		return bad("--cache-max-size must be more than 0")
+	case c.fullWait <= 0:
+		return bad("--cache-full-wait must be more than 0")
 	case c.chunkSize < 64<<10 || c.chunkSize > 1<<30:
 		return bad("--prefetch-chunk-size must be between 64KiB and 1GiB, got %s", FormatSize(int64(c.chunkSize)))
 	case c.parallelism < 1 || c.parallelism > 1024:
@@ -274,6 +283,8 @@ func runMount(args []string) error {
 	ch, err := cache.Open(cache.Options{
 		Dir:         c.cacheDir,
 		MaxSize:     int64(c.cacheMax),
+		MinFree:     int64(c.cacheMinFree),
+		FullWait:    c.fullWait,
 		ChunkSize:   int64(c.chunkSize),
 		Parallelism: c.parallelism,
 		Logger:      log,
@@ -296,15 +307,16 @@ func runMount(args []string) error {
 	fsys := bfs.New(bucket, ch, bfs.Options{
 		UID: uint32(c.uid), GID: uint32(c.gid),
 		FileMode: uint32(c.fileMode), DirMode: uint32(c.dirMode),
-		MetadataTTL: c.metadataTTL,
-		ReadOnly:    c.readOnly,
-		NoExec:      c.noexec,
-		FsyncRemote: c.fsyncMode == "remote",
-		AllowOther:  c.allowOther,
-		Passthrough: c.passthrough,
-		Logger:      log,
-		Debug:       c.debugFUSE,
-		OpObserver:  ops.fuseObserver(),
+		MetadataTTL:       c.metadataTTL,
+		ReadOnly:          c.readOnly,
+		NoExec:            c.noexec,
+		FsyncRemote:       c.fsyncMode == "remote",
+		AllowOther:        c.allowOther,
+		Passthrough:       c.passthrough,
+		PassthroughWrites: c.passthrough && c.ptWrites,
+		Logger:            log,
+		Debug:             c.debugFUSE,
+		OpObserver:        ops.fuseObserver(),
 	})
 	if err := ops.start(c, mnt, ch); err != nil {
 		return err

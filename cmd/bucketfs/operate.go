@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache"
@@ -135,6 +136,11 @@ func (o *operations) status(c *mountConfig, mnt, cacheDir string, ch *cache.Cach
 		Queued: s.Queued, Uploads: s.Uploads, UploadFailures: s.UploadFailures, Conflicts: s.Conflicts,
 
 		Uploading: s.Uploading, Downloading: s.Downloading,
+	}
+	st.MinFreeBytes = ch.MinFree()
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(cacheDir, &fs); err == nil {
+		st.DiskFreeBytes = int64(fs.Bavail) * fs.Bsize
 	}
 	if o.metered != nil {
 		st.BucketRequests = o.metered.InFlight()

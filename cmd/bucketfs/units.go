@@ -51,6 +51,31 @@ func (s *Size) Set(v string) error {
 	return nil
 }
 
+// AutoSize is a Size or "auto" (stored as -1), for flags whose default
+// depends on the machine.
+type AutoSize int64
+
+func (s *AutoSize) String() string {
+	if *s < 0 {
+		return "auto"
+	}
+	return FormatSize(int64(*s))
+}
+
+// Set implements flag.Value.
+func (s *AutoSize) Set(v string) error {
+	if strings.TrimSpace(v) == "auto" {
+		*s = -1
+		return nil
+	}
+	n, err := ParseSize(v)
+	if err != nil {
+		return fmt.Errorf("%w, or auto", err)
+	}
+	*s = AutoSize(n)
+	return nil
+}
+
 // FormatSize prints n in the largest binary unit that keeps it exact.
 func FormatSize(n int64) string {
 	for _, u := range []struct {

@@ -89,6 +89,10 @@ type Status struct {
 	Uncached  int64 `json:"uncached"`
 	Evictions int64 `json:"evictions"`
 	ReadBytes int64 `json:"read_bytes"`
+	// The cache's disk: its free space now, and the floor kept free
+	// (--cache-min-free; 0: none).
+	DiskFreeBytes int64 `json:"disk_free_bytes"`
+	MinFreeBytes  int64 `json:"min_free_bytes"`
 
 	// Write-back.
 	DirtyFiles     int         `json:"dirty_files"`

@@ -1,0 +1,330 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Space: the limits this file keeps, and how.
+//
+//   - No file grows past MaxFileSize (Options.MaxSize, and never past the
+//     5 TiB that GCS stores in one object): a write is cut short at the
+//     limit, and one that starts at it, a truncation or an allocation
+//     past it fail with ErrTooBig (EFBIG) before anything is written.
+//   - Cache.used (every cached version, changed ones included) stays
+//     under Options.MaxSize for everything written through WriteHandle:
+//     makeRoomToGrow charges a write's growth to its entry before the
+//     bytes are written (a reservation, settled to the file's size when
+//     the change ends), so concurrent writers cannot overshoot together.
+//     A write that cannot get room evicts clean copies, then sends the
+//     changed files now and waits for them, up to Options.FullWait, then
+//     fails with ErrNoSpace. Changed bytes are part of used, so they never
+//     pass the cap either.
+//   - When changed files fill pressureTenths of the cap, every one not
+//     open for writing is sent at once, whatever the write-back delay.
+//   - The cache's disk keeps Options.MinFree bytes free: below that,
+//     clean copies no handle holds are evicted, as at the cap; a copy
+//     that would take the disk under it is read uncached, and a write
+//     that would waits for uploads (which make changed copies clean, so
+//     evictable), then fails with ErrNoSpace.
+//
+// Writes the kernel makes itself (a WriteHandle opened hidden, for FUSE
+// passthrough) never pass through here: nothing can hold them to these
+// limits while the handle is open. Their size is counted every
+// checkpointEvery (countHidden) and at Close. The fs package opens hidden
+// writers only when the operator asks for it, or when the kernel leaves
+// no choice (see fs/file.go writeModeLocked).
+
+// ErrTooBig means a write, truncation or allocation would make a file
+// larger than the largest file the cache holds (MaxFileSize).
+var ErrTooBig = errors.New("the file would pass the largest size the cache holds")
+
+// MaxObjectSize is the largest object GCS stores.
+const MaxObjectSize = 5 << 40
+
+const (
+	// pressureTenths of the cap: changed files at or above it are sent
+	// at once.
+	pressureTenths = 9
+	// pressureEvery bounds how often a growing write walks the entries
+	// to count changed bytes.
+	pressureEvery = 100 * time.Millisecond
+	// freeTTL is how long a statfs of the cache disk is trusted. Between
+	// two, the growth made here is subtracted from it.
+	freeTTL = 250 * time.Millisecond
+	// autoMinFree is the floor asked by a negative Options.MinFree: 5% of
+	// the disk, at most this.
+	autoMinFree = 1 << 30
+)
+
+// MinFree is the free space kept on the cache's disk (0: none).
+func (c *Cache) MinFree() int64 { return c.floor }
+
+// MaxFileSize is the largest file the cache holds: Options.MaxSize, at
+// most MaxObjectSize.
+func (c *Cache) MaxFileSize() int64 { return min(c.opts.MaxSize, MaxObjectSize) }
+
+// tooBig is the error for a file that would reach end bytes.
+func (c *Cache) tooBig(name string, end int64) error {
+	return fmt.Errorf("%s: %w (%d bytes asked, at most %d)", name, ErrTooBig, end, c.MaxFileSize())
+}
+
+// floorFor turns Options.MinFree into the floor for the disk of dir: a
+// negative value asks for 5% of the disk, at most autoMinFree.
+func floorFor(dir string, minFree int64) (int64, error) {
+	if minFree >= 0 {
+		return minFree, nil
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("cache dir %s: %w", dir, err)
+	}
+	return min(int64(st.Blocks)*st.Bsize/20, autoMinFree), nil
+}
+
+// refreshFree measures the free space of the cache disk if the last
+// measure is older than freeTTL. It does I/O (statfs): never call it with
+// Cache.mu held.
+func (c *Cache) refreshFree() {
+	if c.floor <= 0 {
+		return
+	}
+	c.mu.Lock()
+	fresh := time.Since(c.freeAt) < freeTTL
+	c.mu.Unlock()
+	if fresh {
+		return
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(c.dataDir, &st); err != nil {
+		return // keep the last measure; the disk's own ENOSPC still holds
+	}
+	c.mu.Lock()
+	c.free, c.freeAt, c.freeing = int64(st.Bavail)*st.Bsize, time.Now(), 0
+	c.mu.Unlock()
+}
+
+// diskShortLocked is how many bytes must be freed on the cache disk so
+// that need more bytes leave the floor free (<= 0: none).
+func (c *Cache) diskShortLocked(need int64) int64 {
+	if c.floor <= 0 || c.freeAt.IsZero() {
+		return 0
+	}
+	return c.floor + need - (c.free + c.freeing)
+}
+
+// sendNowLocked queues every changed file not open for writing for
+// upload now, whatever its write-back delay: its copy becomes clean, so
+// evictable.
+func (c *Cache) sendNowLocked() {
+	for name, o := range c.entries {
+		if o.rec.Dirty && o.writers == 0 {
+			if at, ok := c.queue[name]; !ok || !at.IsZero() {
+				c.queue[name] = time.Time{}
+			}
+		}
+	}
+	c.notifyLocked()
+}
+
+// pressureLocked sends the changed files now when they fill
+// pressureTenths of the cap, and notes it in c.pressure (a file closed
+// meanwhile is then sent at once too). Counting walks every entry: it
+// runs only when the cache is that full, at most every pressureEvery.
+func (c *Cache) pressureLocked(now time.Time) {
+	limit := c.opts.MaxSize / 10 * pressureTenths
+	if c.used < limit {
+		c.pressure = false
+		return
+	}
+	if now.Sub(c.pressureAt) < pressureEvery {
+		return
+	}
+	c.pressureAt = now
+	var dirty int64
+	for _, e := range c.entries {
+		if e.rec.Dirty {
+			dirty += e.charged
+		}
+	}
+	c.pressure = dirty >= limit
+	if c.pressure {
+		c.sendNowLocked()
+	}
+}
+
+// writeBackDelayLocked is how long a file closed now waits before its
+// upload: Options.WriteBackDelay, or nothing when changed files are near
+// the cap.
+func (c *Cache) writeBackDelayLocked() time.Duration {
+	c.pressureLocked(time.Now())
+	if c.pressure {
+		return 0
+	}
+	return c.opts.WriteBackDelay
+}
+
+// chargeSizeLocked charges e its size, but keeps what changes still in
+// flight reserved beyond it (settleChargeLocked gives that back when they
+// end): a shrinking truncation or an upload ending must not hand a
+// writer's reservation to another.
+func (c *Cache) chargeSizeLocked(e *entry) {
+	n := e.rec.Size
+	if e.inflight > 0 {
+		n = max(n, e.charged)
+	}
+	c.chargeLocked(e, n)
+}
+
+// settleChargeLocked gives back what e reserved beyond its size once no
+// change of it is in flight.
+func (c *Cache) settleChargeLocked(e *entry) {
+	if e.inflight == 0 && !e.dropped && e.charged > e.rec.cost() {
+		c.chargeLocked(e, e.rec.cost())
+	}
+}
+
+// makeRoomToGrow makes the budget hold e growing to size and reserves it
+// (see the top of this file): it evicts clean copies, and if changed
+// files fill the cache (or the disk is under its floor), it sends them
+// now and waits for them, up to Options.FullWait; then it fails with
+// ErrNoSpace.
+func (c *Cache) makeRoomToGrow(e *entry, size int64) error {
+	var deadline <-chan time.Time
+	for {
+		c.refreshFree()
+		c.mu.Lock()
+		grow := size - max(e.rec.Size, e.charged)
+		if grow <= 0 || e.dropped {
+			c.mu.Unlock()
+			return nil
+		}
+		victims, ok := c.makeRoomLocked(grow)
+		if ok {
+			c.chargeLocked(e, size) // reserved before a byte is written
+			c.pressureLocked(time.Now())
+			c.mu.Unlock()
+			c.removeAll(victims)
+			return nil
+		}
+		c.sendNowLocked()
+		wake := c.changed
+		c.mu.Unlock()
+		if deadline == nil {
+			t := time.NewTimer(c.opts.FullWait)
+			defer t.Stop()
+			deadline = t.C
+			c.log.Warn("the cache is full of changes not yet uploaded (or its disk is under its free-space floor); writes wait for uploads",
+				"object", e.name, "cache_max_size", c.opts.MaxSize, "min_free", c.floor)
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			return fmt.Errorf("%s: %w: changes not yet uploaded fill the cache (max size %d) or its disk (free-space floor %d)", e.name, ErrNoSpace, c.opts.MaxSize, c.floor)
+		}
+	}
+}
+
+// Allocate makes sure the bytes [off, off+length) of the local copy have
+// disk blocks (fallocate(2) mode 0): the file grows to off+length if it
+// is shorter, and that growth is held to the limits like a write's.
+func (h *WriteHandle) Allocate(off, length int64) error {
+	end := off + length
+	if end > h.c.MaxFileSize() || end < off {
+		return h.c.tooBig(h.name(), end)
+	}
+	if end <= h.Size() {
+		// The content does not change: no change to record.
+		return fallocate(h.f, off, length)
+	}
+	if e := h.entry(); e != nil {
+		if err := h.c.makeRoomToGrow(e, end); err != nil {
+			return err
+		}
+	}
+	if err := h.begin(func(r *record) bool { return r.markWritten(r.Size, end) }); err != nil {
+		h.c.settleCharge(h)
+		return err
+	}
+	err := fallocate(h.f, off, length)
+	grown := int64(0)
+	if err == nil {
+		grown = end
+	}
+	h.end(grown)
+	return err
+}
+
+func fallocate(f interface{ Fd() uintptr }, off, length int64) error {
+	for {
+		err := syscall.Fallocate(int(f.Fd()), 0, off, length)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// settleCharge gives back what h's entry reserved for a change that did
+// not begin.
+func (c *Cache) settleCharge(h *WriteHandle) {
+	c.mu.Lock()
+	if !h.orphan {
+		c.settleChargeLocked(h.e)
+	}
+	c.mu.Unlock()
+}
+
+// name is the name of the handle's file now.
+func (h *WriteHandle) name() string {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	return h.e.name
+}
+
+// countHidden charges the files open for writing through passthrough
+// (hidden handles) their size now, so that the budget, the eviction of
+// clean copies and the early uploads follow them at least every
+// checkpointEvery instead of only at their Close. It stats files: call
+// it with no lock held.
+func (c *Cache) countHidden() {
+	type open struct {
+		e *entry
+		f *os.File
+	}
+	var hs []open
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return // Close records what is cached; nothing is evicted under it
+	}
+	for h := range c.writeHandles {
+		if h.hidden && !h.orphan {
+			hs = append(hs, open{h.e, h.f})
+		}
+	}
+	c.mu.Unlock()
+	if len(hs) == 0 {
+		return
+	}
+	sizes := make([]int64, len(hs))
+	for i, h := range hs {
+		sizes[i] = -1
+		if st, err := h.f.Stat(); err == nil {
+			sizes[i] = st.Size()
+		}
+	}
+	c.refreshFree()
+	c.mu.Lock()
+	for i, h := range hs {
+		if sizes[i] > h.e.rec.Size && !h.e.dropped {
+			c.resizeLocked(h.e, sizes[i])
+		}
+	}
+	victims, _ := c.makeRoomLocked(0)
+	c.pressureLocked(time.Now())
+	c.mu.Unlock()
+	c.removeAll(victims)
+}
