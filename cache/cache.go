@@ -104,6 +104,7 @@ type Cache struct {
 	closing        chan struct{}  // closed when Close starts: background checks stop
 	verifySlot     chan struct{}  // one background check of a copy at a time (checksum.go)
 	syncVerifyMax  int64          // copies up to this size are checked at open, larger ones in the background
+	verifyWait     time.Duration  // how long an open waits for a background check
 
 	mu      sync.Mutex
 	entries map[string]*entry // guarded by mu: the cached version of each name
@@ -164,8 +165,8 @@ type entry struct {
 
 	dropped bool // no longer indexed: remove the file when the last handle goes
 
-	checked   []bool // chunks checked against their sums, or fetched, by this process (checksum.go)
-	verifying bool   // a background check of the copy runs
+	checked   []bool        // chunks checked against their sums, or fetched, by this process (checksum.go)
+	verifying chan struct{} // closed when the background check of the copy ends; nil when none runs
 
 	spare *os.File // the new data file, open read-write, until OpenWrite takes it
 
@@ -230,6 +231,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		closing:        make(chan struct{}),
 		verifySlot:     make(chan struct{}, 1),
 		syncVerifyMax:  syncVerifyMax,
+		verifyWait:     verifyWait,
 		cleanKick:      make(chan struct{}, 1),
 	}
 	if o.FullWait <= 0 {

@@ -351,8 +351,9 @@ func (c *Cache) checkSize(e *entry, f *os.File) {
 // verifyCopy checks e's clean, complete copy before a handle reads it
 // (the size always, every chunk if it is small), so that a passthrough
 // handle is given only checked bytes. A larger copy not yet checked is
-// checked in the background; it reports whether that is under way (the
-// handle must then check what it reads itself).
+// checked in the background, and the open waits for that up to
+// verifyWait (at disk speed, about a GiB); it reports whether the check
+// is still under way (the handle must then check what it reads itself).
 func (c *Cache) verifyCopy(e *entry, f *os.File) (pending bool) {
 	c.checkSize(e, f)
 	c.mu.Lock()
@@ -366,19 +367,35 @@ func (c *Cache) verifyCopy(e *entry, f *os.File) (pending bool) {
 		c.checkChunks(e, f, 0, n-1)
 		return false
 	}
-	c.startVerify(e)
-	return true
+	select {
+	case <-c.startVerify(e):
+	case <-time.After(c.verifyWait):
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !allCheckedLocked(e) && e.rec.Complete
 }
 
+// verifyWait bounds how long an open waits for the background check of a
+// large copy before it reads through the daemon, checking as it goes.
+const verifyWait = time.Second
+
 // startVerify checks every chunk of e's copy in the background, one copy
-// at a time, holding a reference to e while it runs.
-func (c *Cache) startVerify(e *entry) {
+// at a time, holding a reference to e while it runs. The channel it
+// returns is closed when the check ends.
+func (c *Cache) startVerify(e *entry) <-chan struct{} {
 	c.mu.Lock()
-	if e.verifying || e.dropped || c.closed {
-		c.mu.Unlock()
-		return
+	if e.verifying != nil {
+		defer c.mu.Unlock()
+		return e.verifying
 	}
-	e.verifying = true
+	done := make(chan struct{})
+	if e.dropped || c.closed {
+		c.mu.Unlock()
+		close(done)
+		return done
+	}
+	e.verifying = done
 	e.refs++
 	id, n := e.rec.ID, e.rec.chunks()
 	c.mu.Unlock()
@@ -387,8 +404,9 @@ func (c *Cache) startVerify(e *entry) {
 		defer c.wg.Done()
 		defer func() {
 			c.mu.Lock()
-			e.verifying = false
+			e.verifying = nil
 			c.mu.Unlock()
+			close(done)
 			c.release(e)
 		}()
 		select {
@@ -413,6 +431,7 @@ func (c *Cache) startVerify(e *entry) {
 		}
 		c.log.Debug("cached copy checked", "object", e.name, "chunks", n, "took", time.Since(start))
 	}()
+	return done
 }
 
 // checkBeforeWrite refuses a held file, and checks every chunk of a clean

@@ -92,7 +92,7 @@ func TestDamagedCleanCopyIsFetchedAgain(t *testing.T) {
 
 			c = e.openWB(0)
 			if tt.async {
-				c.syncVerifyMax = 0
+				c.syncVerifyMax, c.verifyWait = 0, 0
 			}
 			if tt.write {
 				e.write(c, a, false, 0, []byte{'X'})
@@ -125,8 +125,15 @@ func TestDamagedCleanCopyIsFetchedAgain(t *testing.T) {
 }
 
 // TestCheckedCopyIsPassedThrough: an undamaged copy from an earlier run is
-// checked once and then offered for passthrough; nothing is fetched.
+// checked once and then offered for passthrough; nothing is fetched. A
+// large one is checked in the background, which its open waits for.
 func TestCheckedCopyIsPassedThrough(t *testing.T) {
+	for _, large := range []bool{false, true} {
+		t.Run(map[bool]string{false: "small", true: "large"}[large], func(t *testing.T) { checkedCopyIsPassedThrough(t, large) })
+	}
+}
+
+func checkedCopyIsPassedThrough(t *testing.T, large bool) {
 	e := newEnv(t)
 	data := pattern(objSize, 42)
 	a := e.put("obj", data)
@@ -135,6 +142,9 @@ func TestCheckedCopyIsPassedThrough(t *testing.T) {
 	c.Close()
 	before := e.mediaReads("obj")
 	c = e.openWB(time.Hour)
+	if large {
+		c.syncVerifyMax, c.verifyWait = 0, time.Minute
+	}
 	h := e.openHandle(c, a)
 	if _, pt := h.PassthroughFd(); !pt {
 		t.Error("a small copy checked at open is not offered for passthrough")
@@ -294,7 +304,7 @@ func TestDamagedChangedFileHeldOnRead(t *testing.T) {
 
 			c = e.openWB(time.Hour)
 			if async {
-				c.syncVerifyMax = 0
+				c.syncVerifyMax, c.verifyWait = 0, 0
 			}
 			la, ok := c.Local("obj")
 			if !ok {
