@@ -1102,15 +1102,27 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	e.persistMu.Lock()
 	c.mu.Lock()
 	rec := deletionOf(e.rec, base)
-	c.mu.Unlock()
-	if err := c.j.append(putOp(name, rec, rec.ID)); err != nil {
-		e.persistMu.Unlock()
-		if created {
-			c.forget(e) // made only for this deletion: nothing of it stays
+	for {
+		c.mu.Unlock()
+		if err := c.j.append(putOp(name, rec, rec.ID)); err != nil {
+			e.persistMu.Unlock()
+			if created {
+				c.forget(e) // made only for this deletion: nothing of it stays
+			}
+			return fmt.Errorf("recording the deletion of %s: %w", name, err)
 		}
-		return fmt.Errorf("recording the deletion of %s: %w", name, err)
+		c.mu.Lock()
+		// An upload of the name may have ended while the journal was
+		// written (it changes the record in memory before it waits for
+		// persistMu): the deletion must be based on the version it put
+		// there, or its precondition fails and the file comes back. The
+		// entry written again supersedes the one just written.
+		now := deletionOf(e.rec, base)
+		if now.Generation == rec.Generation && slices.Equal(now.Attempts, rec.Attempts) {
+			break
+		}
+		rec = now
 	}
-	c.mu.Lock()
 	cur := &e.rec
 	cur.Generation, cur.Deleted, cur.MetaOnly, cur.Dirty = rec.Generation, true, false, true
 	cur.CopyFrom, cur.CopyGen, cur.CopyType = "", 0, "" // a copy never made needs no source
