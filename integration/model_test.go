@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -233,7 +234,7 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 					continue
 				}
 			}
-			data := randomBytes(modelSize(rng), rng.Uint64())
+			data := testutil.RandomBytes(modelSize(rng), rng.Uint64())
 			what = fmt.Sprintf("%s %s (%d bytes)", op, p, len(data))
 			if st.links[p] {
 				continue // writing through a link would reach its target
@@ -247,7 +248,7 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 			if p == "" {
 				continue
 			}
-			data := randomBytes(1+rng.IntN(20000), rng.Uint64())
+			data := testutil.RandomBytes(1+rng.IntN(20000), rng.Uint64())
 			off := int64(rng.IntN(150000))
 			flags := os.O_RDWR
 			if op == "append" {
@@ -437,7 +438,7 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 			if p == "" {
 				continue
 			}
-			data := randomBytes(1+rng.IntN(5000), rng.Uint64())
+			data := testutil.RandomBytes(1+rng.IntN(5000), rng.Uint64())
 			what = fmt.Sprintf("write-unlinked %s (%d bytes)", p, len(data))
 			var got [2][]byte
 			i := 0
