@@ -34,7 +34,7 @@ import (
 // but uploads run in the background, so a replay takes the same steps and
 // not always the same timing); BUCKETFS_LONG=1 runs more steps. Modes
 // and symbolic links are compared too; left out, because the mount does
-// not support them (README, limits): hard links, exchanges with a
+// not support them (docs/design.md, limits): hard links, exchanges with a
 // directory, and times (a local directory's times move with every
 // access).
 
@@ -306,7 +306,7 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 				b = st.newPath(rng)
 			}
 			if a == "" || b == "" || slices.Contains(st.dirs, b) {
-				continue // with a directory: EINVAL on the mount (README, limits)
+				continue // with a directory: EINVAL on the mount (docs/design.md, limits)
 			}
 			what = fmt.Sprintf("exchange %s %s", a, b)
 			both(func(root string) error {
@@ -413,7 +413,7 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 		case "chmod-dir":
 			p := st.pickDir(rng)
 			if p == "" {
-				continue // the root keeps no mode (README, limits)
+				continue // the root keeps no mode (docs/design.md, limits)
 			}
 			// Modes that leave the owner every right: the test runs
 			// as root, but a mode is a mode.

@@ -15,7 +15,7 @@ import (
 )
 
 // Names that are not valid UTF-8 cannot be object names: every call that
-// would make one answers EINVAL at once (README, how names map), not EIO;
+// would make one answers EINVAL at once (docs/design.md, how names map), not EIO;
 // looking one up answers ENOENT without asking the bucket; a symbolic
 // link's target that is not UTF-8 is refused too (it is kept as a JSON
 // metadata string, where it would silently become U+FFFD). Nothing is

@@ -292,7 +292,7 @@ func TestUnlinkAndRmdir(t *testing.T) {
 	}
 	// Writing through a handle opened before its file was deleted does not
 	// bring the file back (the write itself may succeed, as on a local
-	// disk, or fail: see the README's limits).
+	// disk, or fail: see docs/design.md, limits).
 	held, err := os.OpenFile(m.path("again"), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -179,7 +179,7 @@ func TestParallelRefusedCleansUp(t *testing.T) {
 	// One part at a time: a part sent beside the refused one may be
 	// stored by the server after Put has given up on it (its request was
 	// on its way when Put cancelled it), and then after Clean; a leftover
-	// that Clean cannot see (README, large files).
+	// that Clean cannot see (docs/design.md, large files).
 	p := newParallel(t, b, ParallelOptions{PartSize: 1 << 10, Parallelism: 1})
 	data := testutil.Pattern(50<<10, 3)
 	staging := NewStaging()
