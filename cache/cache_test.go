@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	"github.com/bucketfs/bucketfs/transfer"
 	bolt "go.etcd.io/bbolt"
 )
@@ -33,12 +34,12 @@ const (
 	objChunks  = 11
 )
 
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+// testCtx and pattern are the shared test helpers (internal/testutil) under
+// the names this package's tests call them by.
+var (
+	testCtx = testutil.Ctx
+	pattern = testutil.Pattern
+)
 
 // env is one emulator, a bucket client for it and a cache directory.
 type env struct {
@@ -135,19 +136,6 @@ func (e *env) mustHaveLocal(c *Cache, want map[string][]byte) {
 		}
 		e.cacheAll(c, a, data)
 	}
-}
-
-// pattern returns n deterministic bytes; different seeds differ.
-func pattern(n int, seed uint32) []byte {
-	b := make([]byte, n)
-	x := seed*2654435761 + 2463534242
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		b[i] = byte(x)
-	}
-	return b
 }
 
 // readAll reads h from start to end in reads of an odd size, so that reads

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 )
 
@@ -51,7 +52,7 @@ func setAttrs(t testing.TB, path string, mode os.FileMode, mtime time.Time) {
 // not upload the content again.
 func TestAttributesPersist(t *testing.T) {
 	emu := startEmulator(t, nil)
-	put(t, emu, "remote.bin", randomBytes(3<<20, 7))
+	put(t, emu, "remote.bin", testutil.RandomBytes(3<<20, 7))
 	oldGen, _ := emu.Generation(testBucket, "remote.bin")
 	var uploads atomic.Int64
 	emu.SetAfterHook(func(r *http.Request) {
@@ -112,7 +113,7 @@ func TestAttributesPersist(t *testing.T) {
 	m2 := mount(t, emu, mountOpts{}) // an empty cache: everything from the bucket
 	check("after a remount", m2.path("new.txt"))
 	check("after a remount", m2.path("remote.bin"))
-	if got := readFile(t, m2.path("remote.bin")); string(got) != string(randomBytes(3<<20, 7)) {
+	if got := readFile(t, m2.path("remote.bin")); string(got) != string(testutil.RandomBytes(3<<20, 7)) {
 		t.Error("remote.bin's content changed")
 	}
 	// Rewriting the content keeps the attributes.
@@ -206,7 +207,7 @@ func TestSymlinks(t *testing.T) {
 // metadata at once (the cache cannot hold the file to send it later).
 func TestChmodOfAFileBiggerThanTheCache(t *testing.T) {
 	emu := startEmulator(t, nil)
-	put(t, emu, "big.bin", randomBytes(3<<20, 9))
+	put(t, emu, "big.bin", testutil.RandomBytes(3<<20, 9))
 	m := mount(t, emu, mountOpts{args: []string{"--cache-max-size", "1MiB"}})
 	if err := os.Chmod(m.path("big.bin"), 0o600); err != nil {
 		t.Fatalf("chmod: %v", err)

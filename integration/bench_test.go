@@ -20,6 +20,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	"github.com/bucketfs/bucketfs/internal/emulator"
+	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
 // The benchmark harness behind 'make bench'. It reports; it does not gate:
@@ -134,12 +135,12 @@ func benchReads(t *testing.T, emu *emulator.Server, fioPath string, cfg benchCon
 	nativeDir := t.TempDir()
 	nativeFile := filepath.Join(nativeDir, "native.bin")
 	wantSum := func() string {
-		data := randomBytes(int(cfg.size), 101)
+		data := testutil.RandomBytes(int(cfg.size), 101)
 		put(t, emu, benchCached, data)
 		writeSynced(t, nativeFile, data)
 		return sum(data)
 	}()
-	put(t, emu, benchCold, randomBytes(int(cfg.size), 202))
+	put(t, emu, benchCold, testutil.RandomBytes(int(cfg.size), 202))
 	runtime.GC()
 
 	// Warm one cache per mount flavour, then take the mount down cleanly

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -103,7 +104,7 @@ func benchCachedWrites(t *testing.T, emu *emulator.Server, fioPath string, cfg b
 	nativeDir := t.TempDir()
 	nativeFile := filepath.Join(nativeDir, "native-write.bin")
 	wantSum := func() string {
-		data := randomBytes(int(cfg.size), 404)
+		data := testutil.RandomBytes(int(cfg.size), 404)
 		put(t, emu, benchWriteDef, data)
 		put(t, emu, benchWritePT, data)
 		put(t, emu, benchWriteNoPT, data)
@@ -245,7 +246,7 @@ func benchSmallFiles(t *testing.T, cfg benchConfig, tbl *benchTable) []string {
 	var drains []drain
 	for i, par := range cfg.drainPars {
 		emu := startEmulator(t, nil)
-		contents := randomBytes(n*smallFileSize, uint64(600+i))
+		contents := testutil.RandomBytes(n*smallFileSize, uint64(600+i))
 		dir := fmt.Sprintf("small-%d", i+1)
 		m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", benchWriteBackDelay,
 			"--upload-parallelism", strconv.Itoa(par), "--flush-timeout", "50m"}})

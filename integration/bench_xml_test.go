@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -360,9 +361,9 @@ type versitygw struct {
 // asked for.
 func startVersitygw(t *testing.T) *versitygw {
 	t.Helper()
-	bin, err := findVersitygw()
+	bin, err := testutil.FindVersitygw()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the xml-drain bench needs versitygw: %v: run scripts/deps.sh", err)
 	}
 	dir := t.TempDir()
 	logPath := filepath.Join(t.TempDir(), "versitygw.log")
@@ -377,22 +378,6 @@ func startVersitygw(t *testing.T) *versitygw {
 			t.Fatal(err)
 		}
 	}
-}
-
-// findVersitygw looks on PATH, then in the bin directories of GOPATH.
-func findVersitygw() (string, error) {
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p, nil
-	}
-	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		for _, dir := range filepath.SplitList(strings.TrimSpace(string(out))) {
-			p := filepath.Join(dir, "bin", "versitygw")
-			if _, err := os.Stat(p); err == nil {
-				return p, nil
-			}
-		}
-	}
-	return "", errors.New("the xml-drain bench needs versitygw, which is neither on PATH nor in $(go env GOPATH)/bin: run scripts/deps.sh")
 }
 
 func startVersitygwOn(t *testing.T, bin, dir, logPath string) (*versitygw, error) {

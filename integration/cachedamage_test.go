@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
 // A damaged cache disk never costs a change that was acknowledged: the
@@ -43,10 +45,10 @@ func TestDamagedCacheIndexKeepsChanges(t *testing.T) {
 			cacheDir := t.TempDir()
 			m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: []string{"--write-back-delay", "1h"}})
 			want := map[string][]byte{
-				"new":       randomBytes(300<<10, 1),
-				"dir/inner": randomBytes(5000, 2),
-				"existing":  randomBytes(70<<10, 3),
-				"renamed":   randomBytes(1234, 4),
+				"new":       testutil.RandomBytes(300<<10, 1),
+				"dir/inner": testutil.RandomBytes(5000, 2),
+				"existing":  testutil.RandomBytes(70<<10, 3),
+				"renamed":   testutil.RandomBytes(1234, 4),
 			}
 			for _, n := range []string{"new", "existing", "renamed"} {
 				if err := os.WriteFile(m.path(n), want[n], 0o644); err != nil {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
 // TestDamagedCacheNeverUploaded damages a cached copy behind the mount's
@@ -25,7 +27,7 @@ func TestDamagedCacheNeverUploaded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			emu := startEmulator(t, nil)
 			cacheDir := t.TempDir()
-			data := randomBytes(10<<20, 77)
+			data := testutil.RandomBytes(10<<20, 77)
 			m := mount(t, emu, mountOpts{cacheDir: cacheDir})
 			if err := os.WriteFile(m.path("B"), data, 0o644); err != nil {
 				t.Fatal(err)

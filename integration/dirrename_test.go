@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -99,10 +100,10 @@ func compareFiles(t testing.TB, what string, got, want map[string][]byte) {
 // were copied in the bucket, not downloaded.
 func TestRenameDirectory(t *testing.T) {
 	emu := startEmulator(t, nil)
-	put(t, emu, "d/untouched", randomBytes(300<<10, 1))
-	put(t, emu, "d/sub/cached", randomBytes(5000, 2))
-	put(t, emu, "d/sub/deep/open", randomBytes(7000, 3))
-	put(t, emu, "d/sub/deep/far", randomBytes(100, 4))
+	put(t, emu, "d/untouched", testutil.RandomBytes(300<<10, 1))
+	put(t, emu, "d/sub/cached", testutil.RandomBytes(5000, 2))
+	put(t, emu, "d/sub/deep/open", testutil.RandomBytes(7000, 3))
+	put(t, emu, "d/sub/deep/far", testutil.RandomBytes(100, 4))
 	put(t, emu, "d/emptydir/", nil)
 	put(t, emu, "other", []byte("outside the directory"))
 	cacheDir := t.TempDir()
@@ -275,7 +276,7 @@ func renameDirectoryCrash(t *testing.T, hierarchical bool) {
 	emu.SetHierarchical(testBucket, hierarchical)
 	files := map[string][]byte{} // relative to the tree's current name
 	for i, n := range []string{"a", "b/c", "b/d/e", "f"} {
-		files[n] = randomBytes(1000*(i+1), uint64(i))
+		files[n] = testutil.RandomBytes(1000*(i+1), uint64(i))
 		put(t, emu, "t0/"+n, files[n])
 	}
 	seed := uint64(time.Now().UnixNano())
@@ -319,7 +320,7 @@ func renameDirectoryCrash(t *testing.T, hierarchical bool) {
 				continue
 			}
 			name := fmt.Sprintf("b/r%d-%d", round, i)
-			data := randomBytes(rng.IntN(20000), rng.Uint64())
+			data := testutil.RandomBytes(rng.IntN(20000), rng.Uint64())
 			if err := os.WriteFile(m.path(cur+"/"+name), data, 0o644); err != nil {
 				t.Fatalf("round %d: write %s: %v", round, name, err)
 			}
@@ -365,8 +366,8 @@ func TestRenameDirectoryHierarchical(t *testing.T) {
 	emu := startEmulator(t, nil)
 	emu.SetHierarchical(testBucket, true)
 	put(t, emu, "d/", nil)
-	put(t, emu, "d/cached", randomBytes(40<<10, 1))
-	put(t, emu, "d/sub/big", randomBytes(300<<10, 2))
+	put(t, emu, "d/cached", testutil.RandomBytes(40<<10, 1))
+	put(t, emu, "d/sub/big", testutil.RandomBytes(300<<10, 2))
 	put(t, emu, "other", []byte("outside"))
 	put(t, emu, "gone/deep/er/file", []byte("removed below"))
 	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "1h"}})

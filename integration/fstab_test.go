@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -99,7 +100,7 @@ func testFstabMount(t *testing.T) {
 	if got := readFile(t, filepath.Join(mnt, "seed.txt")); string(got) != "from the bucket" {
 		t.Errorf("seed.txt reads %q", got)
 	}
-	data := randomBytes(300<<10, 7)
+	data := testutil.RandomBytes(300<<10, 7)
 	if err := os.WriteFile(filepath.Join(mnt, "written.bin"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/mountinfo"
+	"github.com/bucketfs/bucketfs/internal/testutil/testemu"
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
 )
@@ -65,36 +65,13 @@ const testBucket = "test-bucket"
 // startEmulator starts an emulator with testBucket; it stops with the test.
 func startEmulator(t testing.TB, wan *emulator.WANProfile) *emulator.Server {
 	t.Helper()
-	emu, err := emulator.Start(emulator.Options{Buckets: []string{testBucket}, WAN: wan})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emu.Close)
-	return emu
+	return testemu.Start(t, emulator.Options{Buckets: []string{testBucket}, WAN: wan})
 }
 
 // put stores data as object name, failing the test on error.
 func put(t testing.TB, emu *emulator.Server, name string, data []byte) {
 	t.Helper()
-	if _, err := emu.Put(testBucket, name, data); err != nil {
-		t.Fatalf("put %s: %v", name, err)
-	}
-}
-
-// randomBytes returns n deterministic pseudo-random bytes.
-func randomBytes(n int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	b := make([]byte, n)
-	for i := 0; i+8 <= n; i += 8 {
-		v := r.Uint64()
-		for j := range 8 {
-			b[i+j] = byte(v >> (8 * j))
-		}
-	}
-	for i := n &^ 7; i < n; i++ {
-		b[i] = byte(r.Uint32())
-	}
-	return b
+	testemu.Put(t, emu, testBucket, name, data)
 }
 
 func sum(b []byte) string { return fmt.Sprintf("%x", sha256.Sum256(b)) }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,7 +34,7 @@ import (
 // but uploads run in the background, so a replay takes the same steps and
 // not always the same timing); BUCKETFS_LONG=1 runs more steps. Modes
 // and symbolic links are compared too; left out, because the mount does
-// not support them (README, limits): hard links, exchanges with a
+// not support them (docs/design.md, limits): hard links, exchanges with a
 // directory, and times (a local directory's times move with every
 // access).
 
@@ -233,7 +234,7 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 					continue
 				}
 			}
-			data := randomBytes(modelSize(rng), rng.Uint64())
+			data := testutil.RandomBytes(modelSize(rng), rng.Uint64())
 			what = fmt.Sprintf("%s %s (%d bytes)", op, p, len(data))
 			if st.links[p] {
 				continue // writing through a link would reach its target
@@ -247,7 +248,7 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 			if p == "" {
 				continue
 			}
-			data := randomBytes(1+rng.IntN(20000), rng.Uint64())
+			data := testutil.RandomBytes(1+rng.IntN(20000), rng.Uint64())
 			off := int64(rng.IntN(150000))
 			flags := os.O_RDWR
 			if op == "append" {
@@ -305,7 +306,7 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 				b = st.newPath(rng)
 			}
 			if a == "" || b == "" || slices.Contains(st.dirs, b) {
-				continue // with a directory: EINVAL on the mount (README, limits)
+				continue // with a directory: EINVAL on the mount (docs/design.md, limits)
 			}
 			what = fmt.Sprintf("exchange %s %s", a, b)
 			both(func(root string) error {
@@ -412,7 +413,7 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 		case "chmod-dir":
 			p := st.pickDir(rng)
 			if p == "" {
-				continue // the root keeps no mode (README, limits)
+				continue // the root keeps no mode (docs/design.md, limits)
 			}
 			// Modes that leave the owner every right: the test runs
 			// as root, but a mode is a mode.
@@ -437,7 +438,7 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 			if p == "" {
 				continue
 			}
-			data := randomBytes(1+rng.IntN(5000), rng.Uint64())
+			data := testutil.RandomBytes(1+rng.IntN(5000), rng.Uint64())
 			what = fmt.Sprintf("write-unlinked %s (%d bytes)", p, len(data))
 			var got [2][]byte
 			i := 0

@@ -10,11 +10,12 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
 // Names that are not valid UTF-8 cannot be object names: every call that
-// would make one answers EINVAL at once (README, how names map), not EIO;
+// would make one answers EINVAL at once (docs/design.md, how names map), not EIO;
 // looking one up answers ENOENT without asking the bucket; a symbolic
 // link's target that is not UTF-8 is refused too (it is kept as a JSON
 // metadata string, where it would silently become U+FFFD). Nothing is
@@ -95,7 +96,7 @@ func TestOpenAfterOverwriteWithinTTL(t *testing.T) {
 	for _, m := range []*mountProc{cached, direct} {
 		for i, sizes := range [][2]int{{300 << 10, 500 << 10}, {500 << 10, 100 << 10}, {64 << 10, 64 << 10}} {
 			name := fmt.Sprintf("f%d", i)
-			old, cur := randomBytes(sizes[0], uint64(i)), randomBytes(sizes[1], uint64(100+i))
+			old, cur := testutil.RandomBytes(sizes[0], uint64(i)), testutil.RandomBytes(sizes[1], uint64(100+i))
 			put(t, emu, name, old)
 			statSize(t, m.path(name), len(old))
 			put(t, emu, name, cur)

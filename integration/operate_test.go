@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/control"
+	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
 // metricsURL waits for the mount to log where it serves metrics.
@@ -91,7 +92,7 @@ func (m *mountProc) status(t *testing.T) control.Status {
 // move as they should.
 func TestMetricsMove(t *testing.T) {
 	emu := startEmulator(t, nil)
-	data := randomBytes(300_000, 7)
+	data := testutil.RandomBytes(300_000, 7)
 	put(t, emu, "in/data.bin", data)
 	// The first media read of the object fails once with 503: the client
 	// retries it, and the retry is counted.
@@ -132,7 +133,7 @@ func TestMetricsMove(t *testing.T) {
 	if got := readFile(t, m.path("in/data.bin")); !bytes.Equal(got, data) {
 		t.Fatal("second read differs")
 	}
-	newData := randomBytes(50_000, 8)
+	newData := testutil.RandomBytes(50_000, 8)
 	if err := os.WriteFile(m.path("out-1.bin"), newData, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +223,7 @@ func TestStatusAndFlush(t *testing.T) {
 	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "1h"}})
 	files := map[string][]byte{
 		"a.txt":     []byte("alpha"),
-		"dir/b.bin": randomBytes(200_000, 3),
+		"dir/b.bin": testutil.RandomBytes(200_000, 3),
 	}
 	if err := os.Mkdir(m.path("dir"), 0o755); err != nil {
 		t.Fatal(err)

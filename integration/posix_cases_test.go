@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -202,7 +203,7 @@ var openCases = []posixCase{
 			t.Fatal(err)
 		}
 		defer unix.Munmap(buf)
-		copy(buf, randomBytes(8192, 7))
+		copy(buf, testutil.RandomBytes(8192, 7))
 		fd := o.open("O_DIRECT", pj(root, "f"), unix.O_CREAT|unix.O_RDWR|unix.O_DIRECT, 0o644)
 		if fd >= 0 {
 			n, err := unix.Pwrite(fd, buf, 0)
@@ -273,10 +274,10 @@ var rwCases = []posixCase{
 	}},
 	{"rw/large", func(t *testing.T, root string) *obs {
 		o := &obs{}
-		data := randomBytes(5<<20+123, 11)
+		data := testutil.RandomBytes(5<<20+123, 11)
 		o.mkfile(pj(root, "f"), data)
 		fd := o.open("open", pj(root, "f"), unix.O_RDWR, 0)
-		o.pwrite("patch across a 1 MiB boundary", fd, randomBytes(70000, 12), 2<<20-30000)
+		o.pwrite("patch across a 1 MiB boundary", fd, testutil.RandomBytes(70000, 12), 2<<20-30000)
 		o.pread("pread 100k at 2 MiB - 50k", fd, 100000, 2<<20-50000)
 		o.close("close", fd)
 		o.file("content", pj(root, "f"))
@@ -647,7 +648,7 @@ var renameCases = []posixCase{
 		o.mkdir(pj(root, "src", "sub", "deeper"))
 		o.mkdir(pj(root, "src", "empty"))
 		o.mkfile(pj(root, "src", "top"), []byte("top"))
-		o.mkfile(pj(root, "src", "sub", "mid"), randomBytes(300000, 3))
+		o.mkfile(pj(root, "src", "sub", "mid"), testutil.RandomBytes(300000, 3))
 		o.mkfile(pj(root, "src", "sub", "deeper", "low"), []byte("low"))
 		o.mkdir(pj(root, "dst"))
 		o.err("rename src dst/moved", unix.Rename(pj(root, "src"), pj(root, "dst", "moved")))

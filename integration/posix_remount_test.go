@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,7 +54,7 @@ func remountCases() []remountCase {
 			o := &obs{}
 			o.mkfile(pj(root, "small"), []byte("hello world"))
 			o.mkfile(pj(root, "empty"), nil)
-			o.mkfile(pj(root, "big"), randomBytes(3<<20+5, 21))
+			o.mkfile(pj(root, "big"), testutil.RandomBytes(3<<20+5, 21))
 			fd := o.open("create sparse", pj(root, "sparse"), unix.O_CREAT|unix.O_WRONLY, 0o644)
 			o.pwrite("pwrite at 2 MiB", fd, []byte("after the hole"), 2<<20)
 			o.close("close", fd)
@@ -87,7 +88,7 @@ func remountCases() []remountCase {
 			o.mkdir(pj(root, "src"))
 			o.mkdir(pj(root, "src", "sub"))
 			o.mkfile(pj(root, "src", "f"), []byte("f"))
-			o.mkfile(pj(root, "src", "sub", "g"), randomBytes(100000, 22))
+			o.mkfile(pj(root, "src", "sub", "g"), testutil.RandomBytes(100000, 22))
 			o.err("rename src dst", unix.Rename(pj(root, "src"), pj(root, "dst")))
 			return o
 		}, func(t *testing.T, root string) *obs {
@@ -99,7 +100,7 @@ func remountCases() []remountCase {
 			// Contents, modes and a symbolic link swap; the bucket has
 			// them after the remount.
 			o := &obs{}
-			o.mkfile(pj(root, "a"), randomBytes(70000, 23))
+			o.mkfile(pj(root, "a"), testutil.RandomBytes(70000, 23))
 			o.err("chmod a", os.Chmod(pj(root, "a"), 0o600))
 			o.err("symlink", os.Symlink("somewhere", pj(root, "l")))
 			o.mkfile(pj(root, "b"), []byte("b"))

@@ -28,7 +28,7 @@ import (
 // calls), the remount cases in posix_remount_test.go.
 //
 // knownDifferences names the cases where the mount does not behave like
-// the local directory yet, each with why (README, "Limits of this
+// the local directory yet, each with why (docs/design.md, "Limits of this
 // version"). A listed case that still differs is skipped with its reason;
 // a listed case that now matches fails, so that the list shrinks as
 // features land; a case that differs and is not listed fails.
@@ -37,17 +37,17 @@ import (
 // of TestPOSIX only ("fuse/rename/open-fd"), "remount/NAME/PHASE" for a
 // remount case, or "programs/PROGRAM/STEP" for a step of TestPrograms.
 var knownDifferences = map[string]string{
-	// RENAME_EXCHANGE with a directory is not built (README, limits).
+	// RENAME_EXCHANGE with a directory is not built (docs/design.md, limits).
 	"rename/exchange-file-and-dir": "renameat2 RENAME_EXCHANGE of a file and a directory: EINVAL (local: ok)",
 	"rename/exchange-dirs":         "renameat2 RENAME_EXCHANGE of two directories: EINVAL (local: ok, trees swapped)",
 
-	// Hard links and extended attributes are not supported (README, limits).
+	// Hard links and extended attributes are not supported (docs/design.md, limits).
 	"link/hard":            "link: EPERM, as for a filesystem without hard links (local: ok, nlink 2, one inode)",
 	"xattr/user":           "every xattr call on a file fails with ENOTSUP (local: ok, ENODATA for a missing name, ERANGE for a short buffer, EEXIST for XATTR_CREATE)",
 	"xattr/dir-and-binary": "setxattr/getxattr/listxattr on a directory: ENOTSUP (local: ok)",
 
 	// Names GCS cannot store are refused at once rather than kept dirty
-	// for ever (README, how it maps a bucket to files).
+	// for ever (docs/design.md, how it maps a bucket to files).
 	"names/path-over-1024-bytes": "a path over 1024 bytes (GCS's limit for an object name): ENAMETOOLONG (local: ok)",
 	"names/newline":              "a name with LF or CR (GCS refuses them in object names): EINVAL (local: ok)",
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
+	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
 func names(t *testing.T, dir string) []string {
@@ -98,9 +99,9 @@ func TestReadsAreByteExact(t *testing.T) {
 	emu := startEmulator(t, nil)
 	files := map[string][]byte{
 		"empty":       {},
-		"small":       randomBytes(1000, 1),
-		"chunk-exact": randomBytes(256<<10, 2),
-		"multi-chunk": randomBytes(5<<20+12345, 3),
+		"small":       testutil.RandomBytes(1000, 1),
+		"chunk-exact": testutil.RandomBytes(256<<10, 2),
+		"multi-chunk": testutil.RandomBytes(5<<20+12345, 3),
 	}
 	for n, b := range files {
 		put(t, emu, n, b)
@@ -135,7 +136,7 @@ func TestReadsAreByteExact(t *testing.T) {
 
 func TestConcurrentReadersShareOneDownload(t *testing.T) {
 	emu := startEmulator(t, nil)
-	data := randomBytes(4<<20, 4)
+	data := testutil.RandomBytes(4<<20, 4)
 	put(t, emu, "shared", data)
 	m := mount(t, emu, mountOpts{args: []string{"--prefetch-chunk-size", "256KiB"}})
 	var wg sync.WaitGroup
@@ -168,7 +169,7 @@ func TestRandomReadNearEndDoesNotWaitForWholeObject(t *testing.T) {
 	wan := emulator.WANProfile{Latency: 10 * time.Millisecond, PerConn: 2 << 20, Total: 4 << 20}
 	emu := startEmulator(t, nil)
 	const size = 32 << 20
-	data := randomBytes(size, 5)
+	data := testutil.RandomBytes(size, 5)
 	put(t, emu, "big", data)
 	m := mount(t, emu, mountOpts{args: []string{"--prefetch-chunk-size", "1MiB", "--prefetch-parallelism", "2"}})
 	emu.SetWAN(&wan)
@@ -202,8 +203,8 @@ func TestRandomReadNearEndDoesNotWaitForWholeObject(t *testing.T) {
 func TestRemountServesCacheWithoutDownloads(t *testing.T) {
 	emu := startEmulator(t, nil)
 	files := map[string][]byte{
-		"one":     randomBytes(3<<20+5, 6),
-		"d/two":   randomBytes(100, 7),
+		"one":     testutil.RandomBytes(3<<20+5, 6),
+		"d/two":   testutil.RandomBytes(100, 7),
 		"d/three": {},
 	}
 	for n, b := range files {
@@ -230,7 +231,7 @@ func TestRemountServesCacheWithoutDownloads(t *testing.T) {
 
 	// An object changed while unmounted is fetched again, not served stale.
 	m.unmount(t)
-	changed := randomBytes(2000, 8)
+	changed := testutil.RandomBytes(2000, 8)
 	put(t, emu, "one", changed)
 	m = mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
 	if got := readFile(t, m.path("one")); sum(got) != sum(changed) {
@@ -277,7 +278,7 @@ func TestEvictionKeepsCacheUnderCap(t *testing.T) {
 	emu := startEmulator(t, nil)
 	const n, size = 6, 1 << 20
 	for i := range n {
-		put(t, emu, string(rune('a'+i)), randomBytes(size, uint64(10+i)))
+		put(t, emu, string(rune('a'+i)), testutil.RandomBytes(size, uint64(10+i)))
 	}
 	cacheDir := t.TempDir()
 	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: []string{"--cache-max-size", "3MiB", "--prefetch-chunk-size", "256KiB"}})
@@ -302,7 +303,7 @@ func TestEvictionKeepsCacheUnderCap(t *testing.T) {
 	if _, err := held.ReadAt(buf, 0); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(buf, randomBytes(size, 10)) {
+	if !bytes.Equal(buf, testutil.RandomBytes(size, 10)) {
 		t.Error("the held-open file returned wrong bytes after the others were read")
 	}
 	if after := emu.MediaReads(testBucket, "a"); after != before {
@@ -348,7 +349,7 @@ func diskUsage(t *testing.T, dir string) int64 {
 // must still work.
 func TestOpenModesMix(t *testing.T) {
 	emu := startEmulator(t, nil)
-	v1 := randomBytes(1<<20, 20)
+	v1 := testutil.RandomBytes(1<<20, 20)
 	put(t, emu, "f", v1)
 	m := mount(t, emu, mountOpts{args: []string{"--prefetch-chunk-size", "256KiB", "--metadata-ttl", "0"}})
 
@@ -377,7 +378,7 @@ func TestOpenModesMix(t *testing.T) {
 	defer warm.Close()
 	// The object changes; a new open sees the new version while the old
 	// handle keeps reading the old one.
-	v2 := randomBytes(700<<10, 21)
+	v2 := testutil.RandomBytes(700<<10, 21)
 	put(t, emu, "f", v2)
 	if got := readFile(t, m.path("f")); sum(got) != sum(v2) {
 		t.Errorf("open of the new version while the old one is open: %d bytes, wrong", len(got))
@@ -394,7 +395,7 @@ func TestOpenModesMix(t *testing.T) {
 // hang, and the mount recovers once the bucket does.
 func TestDownloadFailures(t *testing.T) {
 	emu := startEmulator(t, nil)
-	data := randomBytes(1<<20, 30)
+	data := testutil.RandomBytes(1<<20, 30)
 	put(t, emu, "f", data)
 	put(t, emu, "g", data)
 	m := mount(t, emu, mountOpts{args: []string{"--prefetch-chunk-size", "256KiB"}})
@@ -442,7 +443,7 @@ func TestUnprivilegedMount(t *testing.T) {
 	}
 	const nobody = 65534
 	emu := startEmulator(t, nil)
-	data := randomBytes(1<<20+3, 40)
+	data := testutil.RandomBytes(1<<20+3, 40)
 	put(t, emu, "dir/f", data)
 
 	// /dev/fuse must be open to the user. Some machines (this CI's) ship it

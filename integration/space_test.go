@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
 // The limits of issue 16 (items 4 and 6) on a real mount: the largest
@@ -65,7 +67,7 @@ func pwriteAll(fd int, data []byte, off int64) (int64, error) {
 func TestFileSizeLimitThroughMount(t *testing.T) {
 	emu := startEmulator(t, nil)
 	const capBytes = 64 * mib
-	orig := randomBytes(8*mib, 161)
+	orig := testutil.RandomBytes(8*mib, 161)
 	put(t, emu, "f", orig)
 	args := []string{"--cache-max-size", "64MiB", "--write-back-delay", "1h"}
 	m := mount(t, emu, mountOpts{args: args})
@@ -78,7 +80,7 @@ func TestFileSizeLimitThroughMount(t *testing.T) {
 	}
 	defer w.Close()
 	fd := int(w.Fd())
-	data := randomBytes(200*mib, 162)
+	data := testutil.RandomBytes(200*mib, 162)
 	n, err := pwriteAll(fd, data, 0)
 	if !errors.Is(err, syscall.EFBIG) || n != capBytes {
 		t.Fatalf("writing 200 MiB with a 64 MiB cap: %d bytes written, then %v; want %d, then EFBIG", n, err, capBytes)
@@ -126,7 +128,7 @@ func TestFileSizeLimitThroughMount(t *testing.T) {
 // not only at its close.
 func TestForcedPassthroughWriterIsCounted(t *testing.T) {
 	emu := startEmulator(t, nil)
-	orig := randomBytes(8*mib, 165)
+	orig := testutil.RandomBytes(8*mib, 165)
 	put(t, emu, "f", orig)
 	args := []string{"--cache-max-size", "64MiB", "--write-back-delay", "1h"}
 	m := mount(t, emu, mountOpts{args: args})
@@ -147,7 +149,7 @@ func TestForcedPassthroughWriterIsCounted(t *testing.T) {
 		t.Fatalf("opening for writing next to a reader: %v", err)
 	}
 	defer w.Close()
-	more := randomBytes(20*mib, 166)
+	more := testutil.RandomBytes(20*mib, 166)
 	wrote := daemonWrote(t, m)
 	if n, err := pwriteAll(int(w.Fd()), more, 8*mib); err != nil {
 		t.Fatalf("write: %d bytes, %v", n, err)
@@ -203,7 +205,7 @@ func TestChangesNearCapUploadEarly(t *testing.T) {
 	files := map[string][]byte{}
 	for i := range 2 {
 		name := fmt.Sprintf("near-%d", i)
-		files[name] = randomBytes(30*mib, uint64(170+i)) // 60 MiB in all: 94% of the cap
+		files[name] = testutil.RandomBytes(30*mib, uint64(170+i)) // 60 MiB in all: 94% of the cap
 		if err := os.WriteFile(m.path(name), files[name], 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -321,10 +323,10 @@ func smallCacheDisk(t *testing.T, crash bool) {
 	clean := map[string][]byte{}
 	for i := range 4 {
 		name := fmt.Sprintf("clean-%d", i)
-		clean[name] = randomBytes(8*mib, uint64(180+i))
+		clean[name] = testutil.RandomBytes(8*mib, uint64(180+i))
 		put(t, emu, name, clean[name])
 	}
-	keep := randomBytes(4096, 190)
+	keep := testutil.RandomBytes(4096, 190)
 	put(t, emu, "keep", keep)
 	args := []string{"--cache-max-size", "1GiB", "--cache-min-free", "8MiB", "--write-back-delay", "1h", "--cache-full-wait", "2s"}
 	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
@@ -336,7 +338,7 @@ func smallCacheDisk(t *testing.T, crash bool) {
 	// 32 MiB of clean copies on a 48 MiB disk: 20 MiB more fit only if
 	// some are evicted for the 8 MiB floor.
 	acked := map[string][]byte{}
-	big := randomBytes(20*mib, 191)
+	big := testutil.RandomBytes(20*mib, 191)
 	got, err := writeFileAcked(m.path("big"), big)
 	if err != nil {
 		t.Fatalf("writing 20 MiB with clean copies to evict: %v (after %d bytes)", err, len(got))
@@ -353,7 +355,7 @@ func smallCacheDisk(t *testing.T, crash bool) {
 	sawFull := false
 	for i := 0; i < 6 && !sawFull; i++ {
 		name := fmt.Sprintf("fill-%d", i)
-		got, err := writeFileAcked(m.path(name), randomBytes(8*mib, uint64(200+i)))
+		got, err := writeFileAcked(m.path(name), testutil.RandomBytes(8*mib, uint64(200+i)))
 		switch {
 		case errors.Is(err, syscall.ENOSPC):
 			sawFull = true

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	"github.com/bucketfs/bucketfs/transfer"
 	bolt "go.etcd.io/bbolt"
 )
@@ -34,7 +35,7 @@ func TestCleanUnmountLeavesNoStagedParts(t *testing.T) {
 		return 0, false
 	})
 	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
-	data := randomBytes(23<<20, 7)
+	data := testutil.RandomBytes(23<<20, 7)
 	if err := os.WriteFile(m.path("big.bin"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}

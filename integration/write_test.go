@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"golang.org/x/sys/unix"
 )
@@ -54,7 +55,7 @@ func TestWriteFilesThenUnmount(t *testing.T) {
 	want := map[string][]byte{}
 	for i := range 50 {
 		name := fmt.Sprintf("out/f%02d", i)
-		data := randomBytes(100+i*997, uint64(100+i))
+		data := testutil.RandomBytes(100+i*997, uint64(100+i))
 		if err := os.WriteFile(m.path(name), data, 0o644); err != nil {
 			t.Fatalf("write %s: %v", name, err)
 		}
@@ -93,7 +94,7 @@ func TestWriteFilesThenUnmount(t *testing.T) {
 
 func TestModifyTruncateAppend(t *testing.T) {
 	emu := startEmulator(t, nil)
-	base := randomBytes(3<<20, 50)
+	base := testutil.RandomBytes(3<<20, 50)
 	put(t, emu, "patch", base)
 	put(t, emu, "trunc", base)
 	put(t, emu, "append", []byte("start"))
@@ -141,7 +142,7 @@ func TestUnmountWithBucketDown(t *testing.T) {
 	cacheDir := t.TempDir()
 	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: []string{"--flush-timeout", "2s"}})
 	emu.SetHook(func(r *http.Request) (int, bool) { return 503, isUploadReq(r) })
-	data := randomBytes(5000, 60)
+	data := testutil.RandomBytes(5000, 60)
 	if err := os.WriteFile(m.path("pending"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +292,7 @@ func TestUnlinkAndRmdir(t *testing.T) {
 	}
 	// Writing through a handle opened before its file was deleted does not
 	// bring the file back (the write itself may succeed, as on a local
-	// disk, or fail: see the README's limits).
+	// disk, or fail: see docs/design.md, limits).
 	held, err := os.OpenFile(m.path("again"), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -338,7 +339,7 @@ func TestCrashDuringWriteBackDamagedIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		junk := randomBytes(int(st.Size()), uint64(round))
+		junk := testutil.RandomBytes(int(st.Size()), uint64(round))
 		if err := os.WriteFile(index, junk, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -392,7 +393,7 @@ func crashDuringWriteBack(t *testing.T, damage func(round int, cacheDir string))
 				gone[old] = true
 				continue
 			}
-			data := randomBytes(rng.IntN(300<<10), rng.Uint64())
+			data := testutil.RandomBytes(rng.IntN(300<<10), rng.Uint64())
 			if err := os.WriteFile(m.path(name), data, 0o644); err != nil {
 				t.Fatalf("round %d: write %s: %v", round, name, err)
 			}
@@ -493,7 +494,7 @@ func TestLargeFileParallelUpload(t *testing.T) {
 	put(t, emu, ".bucketfs-staging/00112233aabbccdd/part-00001", []byte("part"))
 	put(t, emu, "visible", []byte("v"))
 	m := mount(t, emu, mountOpts{args: []string{"--parallel-upload-threshold", "8MiB", "--part-size", "5MiB", "--write-back-delay", "0"}})
-	data := randomBytes(23<<20+777, 42)
+	data := testutil.RandomBytes(23<<20+777, 42)
 	if err := os.WriteFile(m.path("big.bin"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +557,7 @@ func TestXattrsNotSupported(t *testing.T) {
 func TestRenameToItself(t *testing.T) {
 	emu := startEmulator(t, nil)
 	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "20ms"}})
-	data := randomBytes(50000, 9)
+	data := testutil.RandomBytes(50000, 9)
 	if err := os.WriteFile(m.path("x"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -701,7 +702,7 @@ func TestOpenFilesAcrossUnlinkAndRename(t *testing.T) {
 func TestRenameAfterUploadAndLookupAgain(t *testing.T) {
 	emu := startEmulator(t, nil)
 	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "0s"}})
-	if err := os.WriteFile(m.path("x"), randomBytes(4096, 1), 0o644); err != nil {
+	if err := os.WriteFile(m.path("x"), testutil.RandomBytes(4096, 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -725,7 +726,7 @@ func TestRenameAfterUploadAndLookupAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	want := randomBytes(4096, 1)
+	want := testutil.RandomBytes(4096, 1)
 	copy(want[100:], "written after the rename")
 	if got := readFile(t, m.path("y")); !bytes.Equal(got, want) {
 		t.Error("y does not read back the write")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/crc32c"
+	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
 // TestDownloadChecksWholeObject: a download given the object's CRC32C
@@ -30,9 +31,9 @@ func TestDownloadChecksWholeObject(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			emu := startEmulator(t)
 			g := newTestGCS(t, emu)
-			data := pattern(tt.size, 31)
+			data := testutil.Pattern(tt.size, 31)
 			gen := put(t, emu, "obj", data)
-			ctx := testCtx(t, 60*time.Second)
+			ctx := testutil.Ctx(t, 60*time.Second)
 			sum := crc32c.Checksum(data)
 			if tt.wrong {
 				sum ^= 1
@@ -91,8 +92,8 @@ func TestDownloadChecksWholeObject(t *testing.T) {
 func TestPutRefusesWrongChecksum(t *testing.T) {
 	emu := startEmulator(t)
 	g := newTestGCS(t, emu)
-	ctx := testCtx(t, 60*time.Second)
-	data := pattern(10000, 32)
+	ctx := testutil.Ctx(t, 60*time.Second)
+	data := testutil.Pattern(10000, 32)
 	_, err := g.Put(ctx, "bad", bytes.NewReader(data), PutOptions{CRC32C: crc32c.Checksum(data) ^ 4, SendCRC32C: true})
 	if err == nil {
 		t.Fatal("an upload with a wrong checksum succeeded")
@@ -114,8 +115,8 @@ func TestPutRefusesWrongChecksum(t *testing.T) {
 func TestParallelComposeChecksParts(t *testing.T) {
 	emu := startEmulator(t)
 	g := newTestGCS(t, emu)
-	ctx := testCtx(t, 60*time.Second)
-	data := pattern(3*MinPartSize+123, 33)
+	ctx := testutil.Ctx(t, 60*time.Second)
+	data := testutil.Pattern(3*MinPartSize+123, 33)
 	p := NewParallel(g, ParallelOptions{PartSize: MinPartSize, Parallelism: 4})
 	p.maxComposedPart = MinPartSize
 	sum := crc32c.Checksum(data)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
+	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
 const testChunk = 4096
@@ -92,11 +93,11 @@ func TestDownloadWhole(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			emu := startEmulator(t)
 			g := newTestGCS(t, emu)
-			data := pattern(tt.size, 20)
+			data := testutil.Pattern(tt.size, 20)
 			gen := put(t, emu, "obj", data)
 			rec := &rangeRecorder{}
 			emu.SetHook(rec.hook)
-			ctx := testCtx(t, 60*time.Second)
+			ctx := testutil.Ctx(t, 60*time.Second)
 
 			dst := newMemFile(tt.size, 0)
 			d := NewDownload(g, "obj", gen, int64(tt.size), dst, nil, DownloadOptions{ChunkSize: testChunk, Parallelism: tt.parallelism})
@@ -134,7 +135,7 @@ func TestDownloadEmptyObject(t *testing.T) {
 	emu := startEmulator(t)
 	g := newTestGCS(t, emu)
 	gen := put(t, emu, "empty", nil)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testutil.Ctx(t, 30*time.Second)
 	d := NewDownload(g, "empty", gen, 0, newMemFile(0, 0), nil, DownloadOptions{ChunkSize: testChunk, Parallelism: 2})
 	defer d.Stop()
 	waitClosed(t, ctx, d.Complete(), "an empty download to be complete")
@@ -154,9 +155,9 @@ func TestDownloadEnsureAheadOfWalk(t *testing.T) {
 	emu := startEmulator(t)
 	g := newTestGCS(t, emu)
 	const size = 10*testChunk + 1000
-	data := pattern(size, 21)
+	data := testutil.Pattern(size, 21)
 	gen := put(t, emu, "obj", data)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testutil.Ctx(t, 60*time.Second)
 	parked, release := parkFirstRead(emu)
 	var released sync.Once
 	defer released.Do(func() { close(release) })
@@ -210,9 +211,9 @@ func TestDownloadEnsureSharesFetch(t *testing.T) {
 	emu := startEmulator(t)
 	g := newTestGCS(t, emu)
 	const size = 8 * testChunk
-	data := pattern(size, 22)
+	data := testutil.Pattern(size, 22)
 	gen := put(t, emu, "obj", data)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testutil.Ctx(t, 60*time.Second)
 	parked, release := parkFirstRead(emu)
 	var released sync.Once
 	defer released.Do(func() { close(release) })
@@ -285,11 +286,11 @@ func TestDownloadPresentSkips(t *testing.T) {
 	g := newTestGCS(t, emu)
 	const size = 10*testChunk + 1000
 	const chunks = 11
-	data := pattern(size, 23)
+	data := testutil.Pattern(size, 23)
 	gen := put(t, emu, "obj", data)
 	rec := &rangeRecorder{}
 	emu.SetHook(rec.hook)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testutil.Ctx(t, 60*time.Second)
 
 	const marker = 0xEE
 	present := make([]bool, chunks)
@@ -374,9 +375,9 @@ func TestDownloadErrors(t *testing.T) {
 			emu := startEmulator(t)
 			g := newTestGCS(t, emu)
 			const size = 3 * testChunk
-			gen := put(t, emu, "obj", pattern(size, 24))
+			gen := put(t, emu, "obj", testutil.Pattern(size, 24))
 			tt.setup(t, emu)
-			ctx := testCtx(t, 60*time.Second)
+			ctx := testutil.Ctx(t, 60*time.Second)
 
 			d := NewDownload(g, "obj", gen, size, newMemFile(size, 0), nil, DownloadOptions{ChunkSize: testChunk, Parallelism: 2})
 			defer d.Stop()
@@ -410,9 +411,9 @@ func TestDownloadRetryAfterFailure(t *testing.T) {
 	emu := startEmulator(t)
 	g := newTestGCS(t, emu)
 	const size = 3 * testChunk
-	data := pattern(size, 25)
+	data := testutil.Pattern(size, 25)
 	gen := put(t, emu, "obj", data)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testutil.Ctx(t, 60*time.Second)
 	var failed atomic.Bool
 	emu.SetHook(func(r *http.Request) (int, bool) {
 		if isMediaRead(r) && failed.CompareAndSwap(false, true) {
@@ -442,8 +443,8 @@ func TestDownloadRetryAfterFailure(t *testing.T) {
 func TestDownloadShortObject(t *testing.T) {
 	emu := startEmulator(t)
 	g := newTestGCS(t, emu)
-	gen := put(t, emu, "obj", pattern(testChunk+100, 26))
-	ctx := testCtx(t, 60*time.Second)
+	gen := put(t, emu, "obj", testutil.Pattern(testChunk+100, 26))
+	ctx := testutil.Ctx(t, 60*time.Second)
 	const claimed = 2 * testChunk
 	d := NewDownload(g, "obj", gen, claimed, newMemFile(claimed, 0), nil, DownloadOptions{ChunkSize: testChunk, Parallelism: 1})
 	defer d.Stop()
@@ -467,8 +468,8 @@ func TestDownloadStop(t *testing.T) {
 	emu := startEmulator(t)
 	g := newTestGCS(t, emu)
 	const size = 20 * testChunk
-	gen := put(t, emu, "obj", pattern(size, 27))
-	ctx := testCtx(t, 60*time.Second)
+	gen := put(t, emu, "obj", testutil.Pattern(size, 27))
+	ctx := testutil.Ctx(t, 60*time.Second)
 
 	const par = 4
 	var held atomic.Int64

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
 // Folder rename is tested against the emulator's folders.rename
@@ -21,13 +23,13 @@ func TestRenameFolder(t *testing.T) {
 	emu := startEmulator(t)
 	emu.SetHierarchical(bucketName, true)
 	g := newTestGCS(t, emu)
-	ctx := testCtx(t, time.Minute)
+	ctx := testutil.Ctx(t, time.Minute)
 	files := map[string][]byte{
 		"a b/":          nil,
-		"a b/x":         pattern(1000, 1),
-		"a b/sub/y%z":   pattern(70_000, 2),
-		"a bc/stays":    pattern(10, 3),
-		"other/a b/not": pattern(10, 4),
+		"a b/x":         testutil.Pattern(1000, 1),
+		"a b/sub/y%z":   testutil.Pattern(70_000, 2),
+		"a bc/stays":    testutil.Pattern(10, 3),
+		"other/a b/not": testutil.Pattern(10, 4),
 	}
 	before := map[string]ObjectAttrs{}
 	for name, data := range files {
@@ -86,7 +88,7 @@ func TestRenameFolder(t *testing.T) {
 func TestRenameFolderRefused(t *testing.T) {
 	emu := startEmulator(t)
 	g := newTestGCS(t, emu)
-	ctx := testCtx(t, time.Minute)
+	ctx := testutil.Ctx(t, time.Minute)
 	put(t, emu, "d/x", []byte("x"))
 	put(t, emu, "e/y", []byte("y"))
 
@@ -131,7 +133,7 @@ func TestDeleteEmptyFolders(t *testing.T) {
 	emu := startEmulator(t)
 	emu.SetHierarchical(bucketName, true)
 	g := newTestGCS(t, emu)
-	ctx := testCtx(t, time.Minute)
+	ctx := testutil.Ctx(t, time.Minute)
 	for _, n := range []string{"a/", "a/b/c/x", "a/b/y", "a/keep/z", "a/b/d/e/f"} {
 		put(t, emu, n, []byte(n))
 	}
@@ -172,7 +174,7 @@ func TestDeleteEmptyFoldersFlat(t *testing.T) {
 	emu := startEmulator(t)
 	g := newTestGCS(t, emu)
 	before := emu.Requests()
-	err := g.DeleteEmptyFolders(testCtx(t, time.Minute), "a/")
+	err := g.DeleteEmptyFolders(testutil.Ctx(t, time.Minute), "a/")
 	if !errors.Is(err, ErrNotSupported) {
 		t.Fatalf("flat bucket: %v, want ErrNotSupported", err)
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
+	"github.com/bucketfs/bucketfs/internal/testutil"
+	"github.com/bucketfs/bucketfs/internal/testutil/testemu"
 )
 
 // The tests of this package talk to an in-process GCS emulator over HTTP.
@@ -23,29 +25,15 @@ import (
 
 const bucketName = "test-bucket"
 
-// testCtx returns a context that ends well before the package's -timeout.
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // startEmulator runs an emulator holding the empty bucket bucketName.
 func startEmulator(t *testing.T) *emulator.Server {
-	t.Helper()
-	emu, err := emulator.Start(emulator.Options{Buckets: []string{bucketName}})
-	if err != nil {
-		t.Fatalf("starting emulator: %v", err)
-	}
-	t.Cleanup(emu.Close)
-	return emu
+	return testemu.Start(t, emulator.Options{Buckets: []string{bucketName}})
 }
 
 // newTestGCS returns a *GCS for bucketName of emu.
 func newTestGCS(t *testing.T, emu *emulator.Server) *GCS {
 	t.Helper()
-	g, err := NewGCS(testCtx(t, 30*time.Second), bucketName, GCSOptions{Endpoint: emu.URL(), Anonymous: true})
+	g, err := NewGCS(testutil.Ctx(t, 30*time.Second), bucketName, GCSOptions{Endpoint: emu.URL(), Anonymous: true})
 	if err != nil {
 		t.Fatalf("NewGCS: %v", err)
 	}
@@ -53,27 +41,10 @@ func newTestGCS(t *testing.T, emu *emulator.Server) *GCS {
 	return g
 }
 
-// pattern returns n deterministic bytes; different seeds differ.
-func pattern(n int, seed uint32) []byte {
-	b := make([]byte, n)
-	x := seed*2654435761 + 2463534242
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		b[i] = byte(x)
-	}
-	return b
-}
-
 // put stores data as object name of bucketName and returns its generation.
 func put(t *testing.T, emu *emulator.Server, name string, data []byte) int64 {
 	t.Helper()
-	gen, err := emu.Put(bucketName, name, data)
-	if err != nil {
-		t.Fatalf("emulator put %s: %v", name, err)
-	}
-	return gen
+	return testemu.Put(t, emu, bucketName, name, data)
 }
 
 // isMediaRead reports whether r downloads object bytes (JSON API reads, as
@@ -138,9 +109,9 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("StatExisting", func(t *testing.T) {
 		b, emu := newBucket(t)
-		data := pattern(1234, 1)
+		data := testutil.Pattern(1234, 1)
 		gen := put(t, emu, "dir/a.txt", data)
-		a, err := b.Stat(testCtx(t, 30*time.Second), "dir/a.txt")
+		a, err := b.Stat(testutil.Ctx(t, 30*time.Second), "dir/a.txt")
 		if err != nil {
 			t.Fatalf("Stat: %v", err)
 		}
@@ -154,7 +125,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("StatMissing", func(t *testing.T) {
 		b, _ := newBucket(t)
-		_, err := b.Stat(testCtx(t, 30*time.Second), "no/such/object")
+		_, err := b.Stat(testutil.Ctx(t, 30*time.Second), "no/such/object")
 		if !errors.Is(err, ErrNotExist) {
 			t.Fatalf("Stat of a missing object: err = %v, want ErrNotExist", err)
 		}
@@ -188,7 +159,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 			{ListQuery{Delimiter: "/", Placeholders: true}, []string{"dir/", "top.txt"}, []string{"dir/", "other/"}},
 			{ListQuery{Prefix: "dir/", Delimiter: "/", Placeholders: true}, []string{"dir/", "dir/a", "dir/b"}, []string{"dir/sub/"}},
 		}
-		ctx := testCtx(t, 30*time.Second)
+		ctx := testutil.Ctx(t, 30*time.Second)
 		for _, tt := range tests {
 			page, err := b.List(ctx, tt.q)
 			if err != nil {
@@ -222,7 +193,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 			want = append(want, name)
 		}
 		put(t, emu, "q/outside", []byte("x"))
-		ctx := testCtx(t, 30*time.Second)
+		ctx := testutil.Ctx(t, 30*time.Second)
 		seen := map[string]int{}
 		q := ListQuery{Prefix: "p/", PageSize: 2}
 		pages := 0
@@ -263,7 +234,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("ReadRange", func(t *testing.T) {
 		b, emu := newBucket(t)
-		data := pattern(1000, 2)
+		data := testutil.Pattern(1000, 2)
 		gen := put(t, emu, "obj", data)
 		tests := []struct {
 			name        string
@@ -277,7 +248,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 			{"past the end gives a short count", gen, 900, 500, data[900:]},
 			{"live generation (0)", 0, 10, 20, data[10:30]},
 		}
-		ctx := testCtx(t, 30*time.Second)
+		ctx := testutil.Ctx(t, 30*time.Second)
 		for _, tt := range tests {
 			var buf bytes.Buffer
 			n, err := b.ReadRange(ctx, "obj", tt.gen, tt.off, tt.length, &buf)
@@ -293,9 +264,9 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("ReadRangeOldGeneration", func(t *testing.T) {
 		b, emu := newBucket(t)
-		old := put(t, emu, "obj", pattern(100, 3))
-		cur := put(t, emu, "obj", pattern(100, 4))
-		ctx := testCtx(t, 30*time.Second)
+		old := put(t, emu, "obj", testutil.Pattern(100, 3))
+		cur := put(t, emu, "obj", testutil.Pattern(100, 4))
+		ctx := testutil.Ctx(t, 30*time.Second)
 		var buf bytes.Buffer
 		_, err := b.ReadRange(ctx, "obj", old, 0, 100, &buf)
 		if !errors.Is(err, ErrNotExist) || !IsStale(err) {
@@ -306,23 +277,23 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 			t.Errorf("ReadRange of overwritten generation: err = %#v, want an *OpError{Op: read, Object: obj}", err)
 		}
 		buf.Reset()
-		if n, err := b.ReadRange(ctx, "obj", cur, 0, 100, &buf); err != nil || n != 100 || !bytes.Equal(buf.Bytes(), pattern(100, 4)) {
+		if n, err := b.ReadRange(ctx, "obj", cur, 0, 100, &buf); err != nil || n != 100 || !bytes.Equal(buf.Bytes(), testutil.Pattern(100, 4)) {
 			t.Errorf("ReadRange of live generation = %d, %v; want 100 bytes of the new content", n, err)
 		}
 	})
 	t.Run("ReadRangeMissing", func(t *testing.T) {
 		b, _ := newBucket(t)
 		var buf bytes.Buffer
-		_, err := b.ReadRange(testCtx(t, 30*time.Second), "missing", 0, 0, 10, &buf)
+		_, err := b.ReadRange(testutil.Ctx(t, 30*time.Second), "missing", 0, 0, 10, &buf)
 		if !errors.Is(err, ErrNotExist) {
 			t.Errorf("ReadRange of a missing object: err = %v, want ErrNotExist", err)
 		}
 	})
 	t.Run("ReadRangeWriterError", func(t *testing.T) {
 		b, emu := newBucket(t)
-		put(t, emu, "obj", pattern(1000, 5))
+		put(t, emu, "obj", testutil.Pattern(1000, 5))
 		werr := errors.New("disk full")
-		_, err := b.ReadRange(testCtx(t, 30*time.Second), "obj", 0, 0, 1000, failingWriter{werr})
+		_, err := b.ReadRange(testutil.Ctx(t, 30*time.Second), "obj", 0, 0, 1000, failingWriter{werr})
 		if !errors.Is(err, werr) {
 			t.Errorf("ReadRange into a failing writer: err = %v, want the writer's error", err)
 		}
@@ -332,7 +303,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("PutDoesNotExistCondition", func(t *testing.T) {
 		b, emu := newBucket(t)
-		ctx := testCtx(t, 30*time.Second)
+		ctx := testutil.Ctx(t, 30*time.Second)
 		a, err := b.Put(ctx, "new", bytes.NewReader([]byte("first")), PutOptions{IfGenerationMatch: 0, ContentType: "text/plain"})
 		if err != nil {
 			t.Fatalf("Put of a new object with IfGenerationMatch 0: %v", err)
@@ -353,7 +324,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("PutGenerationMatch", func(t *testing.T) {
 		b, emu := newBucket(t)
-		ctx := testCtx(t, 30*time.Second)
+		ctx := testutil.Ctx(t, 30*time.Second)
 		old := put(t, emu, "obj", []byte("old"))
 		_, err := b.Put(ctx, "obj", bytes.NewReader([]byte("wrong")), PutOptions{IfGenerationMatch: old + 12345})
 		if !errors.Is(err, ErrPrecondition) {
@@ -380,7 +351,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("PutUnconditional", func(t *testing.T) {
 		b, emu := newBucket(t)
-		ctx := testCtx(t, 30*time.Second)
+		ctx := testutil.Ctx(t, 30*time.Second)
 		put(t, emu, "obj", []byte("old"))
 		if _, err := b.Put(ctx, "obj", strings.NewReader("replaced"), PutOptions{Unconditional: true}); err != nil {
 			t.Fatalf("unconditional Put over an existing object: %v", err)
@@ -391,7 +362,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("Delete", func(t *testing.T) {
 		b, emu := newBucket(t)
-		ctx := testCtx(t, 30*time.Second)
+		ctx := testutil.Ctx(t, 30*time.Second)
 		gen := put(t, emu, "obj", []byte("x"))
 		put(t, emu, "keep", []byte("y"))
 		if err := b.Delete(ctx, "obj", gen); err != nil {
@@ -409,7 +380,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("DeleteGenerationMismatch", func(t *testing.T) {
 		b, emu := newBucket(t)
-		ctx := testCtx(t, 30*time.Second)
+		ctx := testutil.Ctx(t, 30*time.Second)
 		gen := put(t, emu, "obj", []byte("x"))
 		if err := b.Delete(ctx, "obj", gen+1); !errors.Is(err, ErrPrecondition) {
 			t.Errorf("Delete with a generation that is not the live one: err = %v, want ErrPrecondition", err)
@@ -420,7 +391,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("Copy", func(t *testing.T) {
 		b, _ := newBucket(t)
-		ctx := testCtx(t, 30*time.Second)
+		ctx := testutil.Ctx(t, 30*time.Second)
 		src, err := b.Put(ctx, "dir/src", bytes.NewReader([]byte("copied bytes")), PutOptions{Metadata: map[string]string{"mode": "600"}})
 		if err != nil {
 			t.Fatal(err)
@@ -460,7 +431,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("SetMetadata", func(t *testing.T) {
 		b, _ := newBucket(t)
-		ctx := testCtx(t, 30*time.Second)
+		ctx := testutil.Ctx(t, 30*time.Second)
 		a, err := b.Put(ctx, "obj", bytes.NewReader([]byte("content")), PutOptions{Metadata: map[string]string{"keep": "1", "mode": "644"}})
 		if err != nil {
 			t.Fatal(err)
@@ -492,11 +463,11 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("Compose", func(t *testing.T) {
 		b, emu := newBucket(t)
-		ctx := testCtx(t, 30*time.Second)
+		ctx := testutil.Ctx(t, 30*time.Second)
 		var want []byte
 		var srcs []string
 		for i := range MaxComposeSources {
-			p := pattern(1000+i, uint32(i))
+			p := testutil.Pattern(1000+i, uint32(i))
 			name := fmt.Sprintf("part-%02d", i)
 			put(t, emu, name, p)
 			want = append(want, p...)
@@ -543,7 +514,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("CheckAccess", func(t *testing.T) {
 		b, _ := newBucket(t)
-		if err := b.CheckAccess(testCtx(t, 30*time.Second)); err != nil {
+		if err := b.CheckAccess(testutil.Ctx(t, 30*time.Second)); err != nil {
 			t.Errorf("CheckAccess on an existing bucket: %v", err)
 		}
 	})
@@ -552,7 +523,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 		if err := emu.Fake().Backend().DeleteBucket(bucketName); err != nil {
 			t.Fatalf("deleting the emulator's bucket: %v", err)
 		}
-		err := b.CheckAccess(testCtx(t, 30*time.Second))
+		err := b.CheckAccess(testutil.Ctx(t, 30*time.Second))
 		if !errors.Is(err, ErrBucketNotExist) {
 			t.Errorf("CheckAccess on a missing bucket: err = %v, want ErrBucketNotExist", err)
 		}
@@ -575,7 +546,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 			b, emu := newBucket(t)
 			put(t, emu, "obj", []byte("data"))
 			emu.Fault(bucketName, f.status)
-			ctx := testCtx(t, 30*time.Second)
+			ctx := testutil.Ctx(t, 30*time.Second)
 			calls := []struct {
 				op   string
 				call func() error
@@ -627,7 +598,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("CancelWhileAtServer", func(t *testing.T) {
 		b, emu := newBucket(t)
-		put(t, emu, "obj", pattern(100, 6))
+		put(t, emu, "obj", testutil.Pattern(100, 6))
 		parked := make(chan struct{}, 1)
 		emu.SetHook(func(r *http.Request) (int, bool) {
 			if isMediaRead(r) {
@@ -637,7 +608,7 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 			}
 			return 0, false
 		})
-		ctx, cancel := context.WithCancel(testCtx(t, 30*time.Second))
+		ctx, cancel := context.WithCancel(testutil.Ctx(t, 30*time.Second))
 		done := make(chan error, 1)
 		go func() {
 			_, err := b.ReadRange(ctx, "obj", 0, 0, 100, &bytes.Buffer{})
@@ -660,9 +631,9 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 	})
 	t.Run("ConcurrentReads", func(t *testing.T) {
 		b, emu := newBucket(t)
-		data := pattern(64<<10, 7)
+		data := testutil.Pattern(64<<10, 7)
 		gen := put(t, emu, "obj", data)
-		ctx := testCtx(t, 60*time.Second)
+		ctx := testutil.Ctx(t, 60*time.Second)
 		const n = 8
 		part := int64(len(data) / n)
 		var wg sync.WaitGroup
@@ -700,9 +671,9 @@ func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
 func TestReadRangeAtEnd(t *testing.T) {
 	emu := startEmulator(t)
 	g := newTestGCS(t, emu)
-	gen := put(t, emu, "obj", pattern(100, 8))
+	gen := put(t, emu, "obj", testutil.Pattern(100, 8))
 	var buf bytes.Buffer
-	n, err := g.ReadRange(testCtx(t, 30*time.Second), "obj", gen, 100, 10, &buf)
+	n, err := g.ReadRange(testutil.Ctx(t, 30*time.Second), "obj", gen, 100, 10, &buf)
 	if err != nil || n != 0 {
 		t.Errorf("BUG: ReadRange(off = size = 100, len 10) = %d, %v; want 0, nil (a short count at the end of the object)", n, err)
 	}
@@ -761,7 +732,7 @@ func TestValidBucketNameComponentLength(t *testing.T) {
 }
 
 func TestNewGCSRejectsBadBucketName(t *testing.T) {
-	_, err := NewGCS(testCtx(t, 10*time.Second), "Bad_Name", GCSOptions{Endpoint: "http://127.0.0.1:1", Anonymous: true})
+	_, err := NewGCS(testutil.Ctx(t, 10*time.Second), "Bad_Name", GCSOptions{Endpoint: "http://127.0.0.1:1", Anonymous: true})
 	if err == nil {
 		t.Fatal("NewGCS accepted an invalid bucket name")
 	}
@@ -800,7 +771,7 @@ func TestNormalizeEndpoint(t *testing.T) {
 }
 
 func TestNewGCSRejectsBadEndpoint(t *testing.T) {
-	_, err := NewGCS(testCtx(t, 10*time.Second), "bucket", GCSOptions{Endpoint: "localhost:4443", Anonymous: true})
+	_, err := NewGCS(testutil.Ctx(t, 10*time.Second), "bucket", GCSOptions{Endpoint: "localhost:4443", Anonymous: true})
 	if err == nil || !strings.Contains(err.Error(), "invalid endpoint") {
 		t.Errorf("NewGCS with endpoint without scheme: err = %v, want an invalid endpoint error", err)
 	}

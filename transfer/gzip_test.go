@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 )
 
@@ -18,11 +19,11 @@ func TestGzipObjectReadAsStored(t *testing.T) {
 	g := newTestGCS(t, emu)
 	var zb bytes.Buffer
 	zw := gzip.NewWriter(&zb)
-	zw.Write(pattern(50000, 7))
+	zw.Write(testutil.Pattern(50000, 7))
 	zw.Close()
 	stored := zb.Bytes()
 	emu.Fake().CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: bucketName, Name: "z", ContentEncoding: "gzip"}, Content: stored})
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testutil.Ctx(t, 30*time.Second)
 	a, err := g.Stat(ctx, "z")
 	if err != nil {
 		t.Fatal(err)

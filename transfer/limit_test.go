@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
+	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
 // concurrencyProbe wraps a Bucket and records how many ReadRange calls are
@@ -81,10 +82,10 @@ func waitClosed(t *testing.T, ctx context.Context, ch <-chan struct{}, what stri
 // held at the server, and gives up with its context's error.
 func TestLimitedOneSlot(t *testing.T) {
 	emu := startEmulator(t)
-	data := pattern(4096, 10)
+	data := testutil.Pattern(4096, 10)
 	gen := put(t, emu, "obj", data)
 	l := NewLimited(newTestGCS(t, emu), 1)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testutil.Ctx(t, 60*time.Second)
 	parked, release := parkFirstRead(emu)
 
 	first := make(chan error, 1)
@@ -164,11 +165,11 @@ func TestLimitedConcurrency(t *testing.T) {
 	for _, n := range []int{1, 3} {
 		t.Run("", func(t *testing.T) {
 			emu := startEmulator(t)
-			data := pattern(8192, 11)
+			data := testutil.Pattern(8192, 11)
 			gen := put(t, emu, "obj", data)
 			probe := &concurrencyProbe{Bucket: newTestGCS(t, emu)}
 			l := NewLimited(probe, n)
-			ctx := testCtx(t, 60*time.Second)
+			ctx := testutil.Ctx(t, 60*time.Second)
 
 			// Hold every read at the server until n of them are there, so
 			// that a limiter allowing fewer than n would never get going.
@@ -224,7 +225,7 @@ func TestLimitedConcurrency(t *testing.T) {
 func TestLimitedReleasesOnError(t *testing.T) {
 	emu := startEmulator(t)
 	l := NewLimited(newTestGCS(t, emu), 1)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testutil.Ctx(t, 30*time.Second)
 	for i := range 3 {
 		if _, err := l.Stat(ctx, "missing"); !errors.Is(err, ErrNotExist) {
 			t.Fatalf("Stat %d of a missing object: err = %v, want ErrNotExist", i, err)
@@ -245,7 +246,7 @@ func TestNewLimitedClampsN(t *testing.T) {
 	if cap(l.sem) != 1 {
 		t.Errorf("NewLimited(b, 0) has %d slots, want 1", cap(l.sem))
 	}
-	if _, err := l.Stat(testCtx(t, 30*time.Second), "obj"); err != nil {
+	if _, err := l.Stat(testutil.Ctx(t, 30*time.Second), "obj"); err != nil {
 		t.Errorf("Stat through NewLimited(b, 0): %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
+	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
 // recorder is an Observer that keeps what it is told.
@@ -64,8 +65,8 @@ func TestMeteredCounts(t *testing.T) {
 	emu := startEmulator(t)
 	rec := newRecorder()
 	m := NewMetered(newTestGCS(t, emu), rec)
-	ctx := testCtx(t, time.Minute)
-	data := pattern(100_000, 1)
+	ctx := testutil.Ctx(t, time.Minute)
+	data := testutil.Pattern(100_000, 1)
 
 	a, err := m.Put(ctx, "obj", bytes.NewReader(data), PutOptions{})
 	if err != nil {

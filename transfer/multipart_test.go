@@ -32,6 +32,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
 const (
@@ -86,29 +88,12 @@ func needS3(t *testing.T) *s3Server {
 	return s3Shared.srv
 }
 
-// findVersitygw looks on PATH, then in the bin directories of GOPATH.
-func findVersitygw() (string, error) {
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p, nil
-	}
-	out, err := exec.Command("go", "env", "GOPATH").Output()
-	if err == nil {
-		for _, dir := range filepath.SplitList(strings.TrimSpace(string(out))) {
-			p := filepath.Join(dir, "bin", "versitygw")
-			if _, err := os.Stat(p); err == nil {
-				return p, nil
-			}
-		}
-	}
-	return "", errors.New("versitygw (the S3-compatible server of the multipart tests) is neither on PATH nor in $(go env GOPATH)/bin: run scripts/deps.sh, or set BUCKETFS_NO_S3=1 to skip these tests")
-}
-
 // startS3 starts versitygw on a free port over a new temporary directory and
 // creates s3Bucket in it.
 func startS3() (*s3Server, error) {
-	bin, err := findVersitygw()
+	bin, err := testutil.FindVersitygw()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the S3-compatible server of the multipart tests: %w: run scripts/deps.sh, or set BUCKETFS_NO_S3=1 to skip these tests", err)
 	}
 	dir, err := os.MkdirTemp("", "bucketfs-versitygw-")
 	if err != nil {
@@ -297,7 +282,7 @@ func uploadParts(ctx context.Context, t *testing.T, m *Multipart, name, id strin
 func TestMultipartUpload(t *testing.T) {
 	t.Parallel()
 	s := needS3(t)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := testutil.Ctx(t, 2*time.Minute)
 	m := s.multipart(t, s3Bucket, s3SecretKey)
 	name := objName(t, "big.bin")
 
@@ -331,7 +316,7 @@ func TestMultipartUpload(t *testing.T) {
 func TestMultipartRetriedPart(t *testing.T) {
 	t.Parallel()
 	s := needS3(t)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := testutil.Ctx(t, 2*time.Minute)
 	m := s.multipart(t, s3Bucket, s3SecretKey)
 	name := objName(t, "retried.bin")
 
@@ -367,7 +352,7 @@ func TestMultipartRetriedPart(t *testing.T) {
 func TestMultipartAbort(t *testing.T) {
 	t.Parallel()
 	s := needS3(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := testutil.Ctx(t, time.Minute)
 	m := s.multipart(t, s3Bucket, s3SecretKey)
 	name := objName(t, "aborted.bin")
 
@@ -425,7 +410,7 @@ func assertOpErr(t *testing.T, err error, op string, want error) {
 func TestMultipartListUploads(t *testing.T) {
 	t.Parallel()
 	s := needS3(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := testutil.Ctx(t, time.Minute)
 	m := s.multipart(t, s3Bucket, s3SecretKey)
 	base := objName(t, "")
 	start := time.Now()
@@ -463,7 +448,7 @@ func TestMultipartListUploads(t *testing.T) {
 func TestMultipartPartTooSmall(t *testing.T) {
 	t.Parallel()
 	s := needS3(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := testutil.Ctx(t, time.Minute)
 	m := s.multipart(t, s3Bucket, s3SecretKey)
 	name := objName(t, "small-parts.bin")
 
@@ -489,7 +474,7 @@ func TestMultipartPartTooSmall(t *testing.T) {
 func TestMultipartBadSecret(t *testing.T) {
 	t.Parallel()
 	s := needS3(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := testutil.Ctx(t, time.Minute)
 	m := s.multipart(t, s3Bucket, "not-the-secret")
 	name := objName(t, "x")
 
@@ -507,7 +492,7 @@ func TestMultipartBadSecret(t *testing.T) {
 func TestMultipartNoBucket(t *testing.T) {
 	t.Parallel()
 	s := needS3(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := testutil.Ctx(t, time.Minute)
 	m := s.multipart(t, "no-such-bucket", s3SecretKey)
 
 	_, err := m.Initiate(ctx, "x")
@@ -519,7 +504,7 @@ func TestMultipartNoBucket(t *testing.T) {
 func TestMultipartSpecialName(t *testing.T) {
 	t.Parallel()
 	s := needS3(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := testutil.Ctx(t, time.Minute)
 	m := s.multipart(t, s3Bucket, s3SecretKey)
 	dir := objName(t, "spa ce")
 	name := dir + "/ünï cødé+plus %41percent #hash ?query &and=eq;.txt"
@@ -582,7 +567,7 @@ func TestMultipartCancel(t *testing.T) {
 	t.Run("mid-part", func(t *testing.T) {
 		t.Parallel()
 		s := needS3(t)
-		ctx := testCtx(t, time.Minute)
+		ctx := testutil.Ctx(t, time.Minute)
 		m := s.multipart(t, s3Bucket, s3SecretKey)
 		name := objName(t, "cancelled.bin")
 		id, err := m.Initiate(ctx, name)
@@ -707,7 +692,7 @@ func TestMultipartUnsupported(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			m := (&fakeXMLAPI{}).serve(t, answer(c.status, c.ctype, c.body))
-			ctx := testCtx(t, 10*time.Second)
+			ctx := testutil.Ctx(t, 10*time.Second)
 			_, err := m.Initiate(ctx, "obj")
 			assertOpErr(t, err, "initiate", c.want)
 			if c.want != ErrMultipartUnsupported && errors.Is(err, ErrMultipartUnsupported) {
@@ -728,7 +713,7 @@ func TestMultipartAgainstEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testutil.Ctx(t, 30*time.Second)
 	if _, err := mp.Initiate(ctx, StagingPrefix+"0123456789abcdef/object"); !errors.Is(err, ErrMultipartUnsupported) {
 		t.Errorf("Initiate against the emulator: %v, want ErrMultipartUnsupported", err)
 	}
@@ -759,7 +744,7 @@ func TestMultipartErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			m := (&fakeXMLAPI{}).serve(t, answer(c.status, "application/xml", c.body))
-			_, err := m.Complete(testCtx(t, 10*time.Second), "obj", "id", []CompletedPart{{1, `"e"`}})
+			_, err := m.Complete(testutil.Ctx(t, 10*time.Second), "obj", "id", []CompletedPart{{1, `"e"`}})
 			if err == nil {
 				t.Fatal("Complete succeeded")
 			}
@@ -803,7 +788,7 @@ func TestMultipartWire(t *testing.T) {
 			w.WriteHeader(http.StatusNoContent)
 		}
 	})
-	ctx := testCtx(t, 10*time.Second)
+	ctx := testutil.Ctx(t, 10*time.Second)
 	name := "dir/ü +%#?&=.txt"
 	id, err := m.Initiate(ctx, name)
 	if err != nil || id != "id/+=1" {
@@ -861,7 +846,7 @@ func TestMultipartListUploadsPages(t *testing.T) {
 			<Upload><Key>p +/b</Key><UploadId>3</UploadId><Initiated>2024-05-01T10:00:02.000Z</Initiated></Upload>
 			</ListMultipartUploadsResult>`)
 	})
-	got, err := m.ListUploads(testCtx(t, 10*time.Second), "p +/")
+	got, err := m.ListUploads(testutil.Ctx(t, 10*time.Second), "p +/")
 	if err != nil {
 		t.Fatalf("ListUploads: %v", err)
 	}
@@ -897,7 +882,7 @@ func TestMultipartOptions(t *testing.T) {
 		t.Errorf("NewMultipart: %v", err)
 	}
 	m, _ := NewMultipart(MultipartOptions{Endpoint: "http://127.0.0.1:1", Bucket: "bkt"})
-	ctx := testCtx(t, 10*time.Second)
+	ctx := testutil.Ctx(t, 10*time.Second)
 	if _, err := m.UploadPart(ctx, "x", "id", 0, strings.NewReader(""), 0); err == nil {
 		t.Error("UploadPart accepted part number 0")
 	}

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
 // Parallel against the emulator over HTTP. The emulator has no XML
@@ -49,7 +51,7 @@ func stagedNames(t *testing.T, ctx context.Context, b Bucket) []string {
 func TestParallelComposed(t *testing.T) {
 	emu := startEmulator(t)
 	b := newTestGCS(t, emu)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testutil.Ctx(t, 60*time.Second)
 	// 70 parts of 1 KiB: two tiers of compose (70 -> 3 -> the object).
 	p := newParallel(t, b, ParallelOptions{PartSize: 1 << 10, Parallelism: 8})
 	p.maxComposedPart = 1 << 10
@@ -60,7 +62,7 @@ func TestParallelComposed(t *testing.T) {
 		}
 		return 0, false
 	})
-	data := pattern(70<<10-123, 7)
+	data := testutil.Pattern(70<<10-123, 7)
 	staging := NewStaging()
 	a, err := p.Put(ctx, "big", bytes.NewReader(data), int64(len(data)), PutOptions{IfGenerationMatch: 0, ContentType: "application/x-test"}, staging)
 	if err != nil {
@@ -108,9 +110,9 @@ func TestParallelComposed(t *testing.T) {
 func TestParallelComposedOneTier(t *testing.T) {
 	emu := startEmulator(t)
 	b := newTestGCS(t, emu)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testutil.Ctx(t, 60*time.Second)
 	p := newParallel(t, b, ParallelOptions{PartSize: 1 << 10})
-	data := pattern(100<<10, 8)
+	data := testutil.Pattern(100<<10, 8)
 	staging := NewStaging()
 	if _, err := p.Put(ctx, "obj", bytes.NewReader(data), int64(len(data)), PutOptions{IfGenerationMatch: 0}, staging); err != nil {
 		t.Fatal(err)
@@ -126,7 +128,7 @@ func TestParallelComposedOneTier(t *testing.T) {
 func TestParallelRetriesParts(t *testing.T) {
 	emu := startEmulator(t)
 	b := newTestGCS(t, emu)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testutil.Ctx(t, 60*time.Second)
 	var mu sync.Mutex
 	seen := map[string]int{}
 	failed := 0
@@ -145,7 +147,7 @@ func TestParallelRetriesParts(t *testing.T) {
 		return 0, false
 	})
 	p := newParallel(t, b, ParallelOptions{PartSize: 1 << 10, Parallelism: 4})
-	data := pattern(20<<10, 9)
+	data := testutil.Pattern(20<<10, 9)
 	staging := NewStaging()
 	if _, err := p.Put(ctx, "obj", bytes.NewReader(data), int64(len(data)), PutOptions{IfGenerationMatch: 0}, staging); err != nil {
 		t.Fatalf("Put with failing first tries: %v", err)
@@ -166,7 +168,7 @@ func TestParallelRetriesParts(t *testing.T) {
 func TestParallelRefusedCleansUp(t *testing.T) {
 	emu := startEmulator(t)
 	b := newTestGCS(t, emu)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testutil.Ctx(t, 60*time.Second)
 	var n atomic.Int64
 	emu.SetHook(func(r *http.Request) (int, bool) {
 		if r.Method == http.MethodPost && strings.Contains(r.URL.Query().Get("name"), "part-") && n.Add(1) > 5 {
@@ -177,9 +179,9 @@ func TestParallelRefusedCleansUp(t *testing.T) {
 	// One part at a time: a part sent beside the refused one may be
 	// stored by the server after Put has given up on it (its request was
 	// on its way when Put cancelled it), and then after Clean; a leftover
-	// that Clean cannot see (README, large files).
+	// that Clean cannot see (docs/design.md, large files).
 	p := newParallel(t, b, ParallelOptions{PartSize: 1 << 10, Parallelism: 1})
-	data := pattern(50<<10, 3)
+	data := testutil.Pattern(50<<10, 3)
 	staging := NewStaging()
 	_, err := p.Put(ctx, "obj", bytes.NewReader(data), int64(len(data)), PutOptions{IfGenerationMatch: 0}, staging)
 	if !errors.Is(err, ErrPermission) {
@@ -206,7 +208,7 @@ func TestParallelRefusedCleansUp(t *testing.T) {
 func TestParallelBadStaging(t *testing.T) {
 	emu := startEmulator(t)
 	p := newParallel(t, newTestGCS(t, emu), ParallelOptions{})
-	ctx := testCtx(t, 10*time.Second)
+	ctx := testutil.Ctx(t, 10*time.Second)
 	for _, s := range []string{"", "photos/", StagingPrefix, StagingPrefix + "x/", StagingPrefix + "0123456789abcdeg/", NewStaging() + "x/"} {
 		if _, err := p.Put(ctx, "o", strings.NewReader("x"), 1, PutOptions{}, s); err == nil {
 			t.Errorf("Put with staging %q succeeded", s)
@@ -337,11 +339,11 @@ func (m *memMultipart) ListUploads(ctx context.Context, prefix string) ([]Pendin
 func TestParallelXML(t *testing.T) {
 	emu := startEmulator(t)
 	b := newTestGCS(t, emu)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testutil.Ctx(t, 60*time.Second)
 	mp := newMemMultipart(b)
 	mp.failOn[2] = 2 // part 2 fails twice, then goes
 	p := newParallel(t, b, ParallelOptions{PartSize: MinPartSize, Parallelism: 4, Multipart: mp})
-	data := pattern(3*MinPartSize+4321, 11)
+	data := testutil.Pattern(3*MinPartSize+4321, 11)
 	staging := NewStaging()
 	a, err := p.Put(ctx, "big", bytes.NewReader(data), int64(len(data)), PutOptions{IfGenerationMatch: 0}, staging)
 	if err != nil {
@@ -406,14 +408,14 @@ func TestParallelFallsBackToCompose(t *testing.T) {
 func testFallback(t *testing.T, set func(*memMultipart), logged string) {
 	emu := startEmulator(t)
 	b := newTestGCS(t, emu)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testutil.Ctx(t, 60*time.Second)
 	mp := newMemMultipart(b)
 	set(mp)
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))
 	p := newParallel(t, b, ParallelOptions{PartSize: 1 << 10, Multipart: mp, Logger: log})
-	data := pattern(10<<10, 5)
+	data := testutil.Pattern(10<<10, 5)
 	for i := range 3 {
 		name := fmt.Sprintf("obj%d", i)
 		staging := NewStaging()
@@ -446,7 +448,7 @@ func testFallback(t *testing.T, set func(*memMultipart), logged string) {
 func TestParallelCleanWithoutListPermission(t *testing.T) {
 	emu := startEmulator(t)
 	b := newTestGCS(t, emu)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testutil.Ctx(t, 30*time.Second)
 	mp := newMemMultipart(b)
 	mp.refused = true
 	var logs bytes.Buffer
@@ -486,7 +488,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // upload's Clean waited for a slot until its deadline).
 func TestInParallelGivesBackEverySlot(t *testing.T) {
 	p := newParallel(t, nil, ParallelOptions{Parallelism: 1})
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testutil.Ctx(t, 30*time.Second)
 	for range 500 {
 		err := p.inParallel(ctx, 3, func(ctx context.Context, i int) error {
 			return errors.New("refused")

@@ -6,7 +6,7 @@
 //	bucketfs flush MOUNTPOINT
 //	bucketfs fsck --cache-dir DIR [--rebuild]
 //	bucketfs version
-//	mount.fuse.bucketfs BUCKET MOUNTPOINT [-sfnv] [-o OPTIONS]   (mount helper, see helper.go)
+//	mount.fuse.bucketfs BUCKET MOUNTPOINT [-sfnv] [-o OPTIONS]   (mount helper, see mounthelper.go)
 package main
 
 import (

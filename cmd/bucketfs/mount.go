@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/mountinfo"
+	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/bucketfs/bucketfs/cache"
 	bfs "github.com/bucketfs/bucketfs/fs"
@@ -244,11 +245,7 @@ func runMount(args []string) error {
 	ops := newOperations(log)
 	defer ops.stop()
 
-	if err := checkFUSE(); err != nil {
-		return err
-	}
-	clearDeadMount(c.mountpoint, c.bucket, log)
-	mnt, err := checkMountpoint(c.mountpoint)
+	mnt, err := prepareMountpoint(c, log)
 	if err != nil {
 		return err
 	}
@@ -264,36 +261,12 @@ func runMount(args []string) error {
 		return err
 	}
 	defer gcs.Close()
-	bucket := transfer.NewLimited(ops.meter(gcs), c.maxRequests)
-	if err := checkBucket(ctx, bucket, c); err != nil {
-		return err
-	}
-
-	mp, err := gcs.Multipart(c.multipartEndpoint)
+	bucket, large, err := openBucket(ctx, c, gcs, ops, log)
 	if err != nil {
 		return err
 	}
-	large := transfer.NewParallel(bucket, transfer.ParallelOptions{
-		PartSize:    int64(c.partSize),
-		Parallelism: c.partParallelism,
-		Multipart:   ops.meterMultipart(mp),
-		Logger:      log,
-	})
 
-	ch, err := cache.Open(cache.Options{
-		Dir:         c.cacheDir,
-		MaxSize:     int64(c.cacheMax),
-		MinFree:     int64(c.cacheMinFree),
-		FullWait:    c.fullWait,
-		ChunkSize:   int64(c.chunkSize),
-		Parallelism: c.parallelism,
-		Logger:      log,
-
-		WriteBackDelay:    c.writeBackDelay,
-		UploadParallelism: c.uploadParallelism,
-		Large:             large,
-		LargeThreshold:    int64(c.largeThreshold),
-	}, bucket)
+	ch, err := openCache(c, bucket, large, log)
 	if err != nil {
 		return err
 	}
@@ -304,20 +277,7 @@ func runMount(args []string) error {
 		}
 	}()
 
-	fsys := bfs.New(bucket, ch, bfs.Options{
-		UID: uint32(c.uid), GID: uint32(c.gid),
-		FileMode: uint32(c.fileMode), DirMode: uint32(c.dirMode),
-		MetadataTTL:       c.metadataTTL,
-		ReadOnly:          c.readOnly,
-		NoExec:            c.noexec,
-		FsyncRemote:       c.fsyncMode == "remote",
-		AllowOther:        c.allowOther,
-		Passthrough:       c.passthrough,
-		PassthroughWrites: c.passthrough && c.ptWrites,
-		Logger:            log,
-		Debug:             c.debugFUSE,
-		OpObserver:        ops.fuseObserver(),
-	})
+	fsys := newFS(c, bucket, ch, ops, log)
 	if err := ops.start(c, mnt, ch); err != nil {
 		return err
 	}
@@ -334,26 +294,8 @@ func runMount(args []string) error {
 		"cache_max_size", FormatSize(int64(c.cacheMax)), "read_only", c.readOnly, "pid", os.Getpid())
 	notifyReady(log, fmt.Sprintf("gs://%s mounted on %s", c.bucket, mnt))
 
-	served := make(chan struct{})
-	go func() {
-		server.Wait()
-		close(served)
-	}()
-	select {
-	case <-served:
-		log.Info("unmounted from outside", "mountpoint", mnt)
-		notifyStopping(log, "unmounted; flushing changes to the bucket")
-	case s := <-sigs:
-		log.Info("unmounting", "signal", s.String(), "mountpoint", mnt)
-		notifyStopping(log, "unmounting; then flushing changes to the bucket")
-		if err := server.Unmount(); err != nil {
-			log.Warn("mountpoint busy; detaching it lazily (it goes away when the last file is closed)", "err", err)
-			if out, err := exec.Command("fusermount3", "-uz", mnt).CombinedOutput(); err != nil {
-				log.Error("lazy unmount failed", "err", err, "output", strings.TrimSpace(string(out)))
-			}
-		}
-		<-served
-	}
+	serveUntilUnmounted(server, mnt, sigs, log)
+
 	// The kernel sends no more requests: everything changed is in the
 	// cache. Files it did not release (an unmount can drop the release of
 	// a file closed just before) are closed here, so their uploads need
@@ -374,6 +316,99 @@ func runMount(args []string) error {
 	}
 	log.Info("stopped", "mountpoint", mnt)
 	return nil
+}
+
+// prepareMountpoint checks that FUSE can be used, detaches a dead mount a
+// crashed bucketfs left on the mountpoint, and checks the mountpoint; it
+// returns the mountpoint's cleaned path.
+func prepareMountpoint(c *mountConfig, log *slog.Logger) (string, error) {
+	if err := checkFUSE(); err != nil {
+		return "", err
+	}
+	clearDeadMount(c.mountpoint, c.bucket, log)
+	return checkMountpoint(c.mountpoint)
+}
+
+// openBucket wraps gcs with the metrics and the --max-requests limit,
+// checks the bucket, and builds the parallel uploader for large files.
+func openBucket(ctx context.Context, c *mountConfig, gcs *transfer.GCS, ops *operations, log *slog.Logger) (transfer.Bucket, *transfer.Parallel, error) {
+	bucket := transfer.NewLimited(ops.meter(gcs), c.maxRequests)
+	if err := checkBucket(ctx, bucket, c); err != nil {
+		return nil, nil, err
+	}
+	mp, err := gcs.Multipart(c.multipartEndpoint)
+	if err != nil {
+		return nil, nil, err
+	}
+	large := transfer.NewParallel(bucket, transfer.ParallelOptions{
+		PartSize:    int64(c.partSize),
+		Parallelism: c.partParallelism,
+		Multipart:   ops.meterMultipart(mp),
+		Logger:      log,
+	})
+	return bucket, large, nil
+}
+
+// openCache opens the cache directory with the mount's settings.
+func openCache(c *mountConfig, bucket transfer.Bucket, large *transfer.Parallel, log *slog.Logger) (*cache.Cache, error) {
+	return cache.Open(cache.Options{
+		Dir:         c.cacheDir,
+		MaxSize:     int64(c.cacheMax),
+		MinFree:     int64(c.cacheMinFree),
+		FullWait:    c.fullWait,
+		ChunkSize:   int64(c.chunkSize),
+		Parallelism: c.parallelism,
+		Logger:      log,
+
+		WriteBackDelay:    c.writeBackDelay,
+		UploadParallelism: c.uploadParallelism,
+		Large:             large,
+		LargeThreshold:    int64(c.largeThreshold),
+	}, bucket)
+}
+
+// newFS builds the FUSE tree with the mount's settings.
+func newFS(c *mountConfig, bucket transfer.Bucket, ch *cache.Cache, ops *operations, log *slog.Logger) *bfs.FS {
+	return bfs.New(bucket, ch, bfs.Options{
+		UID: uint32(c.uid), GID: uint32(c.gid),
+		FileMode: uint32(c.fileMode), DirMode: uint32(c.dirMode),
+		MetadataTTL:       c.metadataTTL,
+		ReadOnly:          c.readOnly,
+		NoExec:            c.noexec,
+		FsyncRemote:       c.fsyncMode == "remote",
+		AllowOther:        c.allowOther,
+		Passthrough:       c.passthrough,
+		PassthroughWrites: c.passthrough && c.ptWrites,
+		Logger:            log,
+		Debug:             c.debugFUSE,
+		OpObserver:        ops.fuseObserver(),
+	})
+}
+
+// serveUntilUnmounted returns once the mount is gone: unmounted from
+// outside (fusermount3 -u, umount), or by us on SIGINT or SIGTERM, lazily
+// if files are still open.
+func serveUntilUnmounted(server *fuse.Server, mnt string, sigs <-chan os.Signal, log *slog.Logger) {
+	served := make(chan struct{})
+	go func() {
+		server.Wait()
+		close(served)
+	}()
+	select {
+	case <-served:
+		log.Info("unmounted from outside", "mountpoint", mnt)
+		notifyStopping(log, "unmounted; flushing changes to the bucket")
+	case s := <-sigs:
+		log.Info("unmounting", "signal", s.String(), "mountpoint", mnt)
+		notifyStopping(log, "unmounting; then flushing changes to the bucket")
+		if err := server.Unmount(); err != nil {
+			log.Warn("mountpoint busy; detaching it lazily (it goes away when the last file is closed)", "err", err)
+			if out, err := exec.Command("fusermount3", "-uz", mnt).CombinedOutput(); err != nil {
+				log.Error("lazy unmount failed", "err", err, "output", strings.TrimSpace(string(out)))
+			}
+		}
+		<-served
+	}
 }
 
 // flush uploads every change, reporting progress on stderr at most once a

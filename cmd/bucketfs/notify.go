@@ -19,7 +19,7 @@ import (
 //     descriptor is in $BUCKETFS_STATUS_FD, "ready" once the mount is live
 //     or "error: MESSAGE" if the mount failed; then the pipe is closed.
 
-// statusFDEnv names the helper's pipe; see helper.go.
+// statusFDEnv names the helper's pipe; see mounthelper.go.
 const statusFDEnv = "BUCKETFS_STATUS_FD"
 
 // statusPipe is the helper's pipe, nil when not started by the helper or

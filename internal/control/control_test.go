@@ -11,15 +11,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 func TestStatusAndFlush(t *testing.T) {
 	dir := t.TempDir()
@@ -51,13 +47,13 @@ func TestStatusAndFlush(t *testing.T) {
 		t.Fatalf("socket %v, %v; want a socket with mode 0600", st.Mode(), err)
 	}
 
-	got, err := GetStatus(testCtx(t), path, 7)
+	got, err := GetStatus(testutil.Ctx(t, 30*time.Second), path, 7)
 	if err != nil || got.Bucket != "b" || got.DirtyFiles != 7 {
 		t.Fatalf("GetStatus = %+v, %v", got, err)
 	}
 
 	var seen []Progress
-	left, err := Flush(testCtx(t), path, 200*time.Millisecond, func(p Progress) { seen = append(seen, p) })
+	left, err := Flush(testutil.Ctx(t, 30*time.Second), path, 200*time.Millisecond, func(p Progress) { seen = append(seen, p) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +70,7 @@ func TestStatusAndFlush(t *testing.T) {
 	}
 	res := make(chan result, 1)
 	go func() {
-		left, err := Flush(testCtx(t), path, 0, nil)
+		left, err := Flush(testutil.Ctx(t, 30*time.Second), path, 0, nil)
 		res <- result{left, err}
 	}()
 	<-flushes
@@ -87,7 +83,7 @@ func TestStatusAndFlush(t *testing.T) {
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket still there after Close: %v", err)
 	}
-	if _, err := GetStatus(testCtx(t), path, 0); !errors.Is(err, ErrNotRunning) {
+	if _, err := GetStatus(testutil.Ctx(t, 30*time.Second), path, 0); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("GetStatus after Close: %v, want ErrNotRunning", err)
 	}
 }
@@ -111,7 +107,7 @@ func TestFlushEndsWhenClientGoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ctx, cancel := context.WithCancel(testCtx(t))
+	ctx, cancel := context.WithCancel(testutil.Ctx(t, 30*time.Second))
 	go func() {
 		<-started
 		cancel()
@@ -139,7 +135,7 @@ func TestLongSocketPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if st, err := GetStatus(testCtx(t), path, 0); err != nil || st.Bucket != "long" {
+	if st, err := GetStatus(testutil.Ctx(t, 30*time.Second), path, 0); err != nil || st.Bucket != "long" {
 		t.Fatalf("GetStatus over a %d-byte path: %+v, %v", len(path), st, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
+	"github.com/bucketfs/bucketfs/internal/testutil"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
@@ -50,27 +51,6 @@ func newClient(t *testing.T, s *Server, xml bool) *storage.Client {
 	return c
 }
 
-// testCtx returns a context that ends before the test binary's -timeout.
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// pattern returns n deterministic bytes.
-func pattern(n int) []byte {
-	b := make([]byte, n)
-	x := uint32(2463534242)
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		b[i] = byte(x)
-	}
-	return b
-}
-
 // readAll reads length bytes at off (length < 0: to the end) of gen (< 0:
 // current) through c.
 func readAll(ctx context.Context, c *storage.Client, bucket, name string, gen, off, length int64) ([]byte, error) {
@@ -87,11 +67,11 @@ func readAll(ctx context.Context, c *storage.Client, bucket, name string, gen, o
 }
 
 func TestPutReadRangeList(t *testing.T) {
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testutil.Ctx(t, 30*time.Second)
 	s := start(t, nil)
 	c := newClient(t, s, false)
 
-	data := pattern(1 << 20)
+	data := testutil.Pattern(1<<20, 0)
 	gen, err := s.Put(testBucket, "dir/file.bin", data)
 	if err != nil {
 		t.Fatalf("Put: %v", err)
@@ -178,9 +158,9 @@ func TestPutReadRangeList(t *testing.T) {
 }
 
 func TestOtherReadForms(t *testing.T) {
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testutil.Ctx(t, 30*time.Second)
 	s := start(t, nil)
-	data := pattern(5000)
+	data := testutil.Pattern(5000, 0)
 	// A name with "//" and a space: the counters must decode it.
 	const name = "odd//name with space"
 	if _, err := s.Put(testBucket, name, data); err != nil {
@@ -227,7 +207,7 @@ func TestOtherReadForms(t *testing.T) {
 }
 
 func TestGenerations(t *testing.T) {
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testutil.Ctx(t, 30*time.Second)
 	s := start(t, nil)
 	c := newClient(t, s, false)
 
@@ -307,7 +287,7 @@ func TestGenerations(t *testing.T) {
 }
 
 func TestUploadThroughClient(t *testing.T) {
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testutil.Ctx(t, 30*time.Second)
 	s := start(t, nil)
 	c := newClient(t, s, false)
 
@@ -319,7 +299,7 @@ func TestUploadThroughClient(t *testing.T) {
 		{"small", 1000, 0},
 		{"resumable", 1 << 20, 256 << 10}, // several chunks: session URLs must point here
 	} {
-		data := pattern(tc.size)
+		data := testutil.Pattern(tc.size, 0)
 		w := c.Bucket(testBucket).Object(tc.name).NewWriter(ctx)
 		w.ChunkSize = tc.chunkSize
 		if _, err := w.Write(data); err != nil {
@@ -340,7 +320,7 @@ func TestUploadThroughClient(t *testing.T) {
 }
 
 func TestFaultAndMissingBucket(t *testing.T) {
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testutil.Ctx(t, 30*time.Second)
 	s := start(t, nil)
 	c := newClient(t, s, false)
 	if _, err := s.Put(testBucket, "f", []byte("data")); err != nil {
@@ -400,7 +380,7 @@ func TestFaultAndMissingBucket(t *testing.T) {
 }
 
 func TestHook(t *testing.T) {
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testutil.Ctx(t, 30*time.Second)
 	s := start(t, nil)
 	c := newClient(t, s, false)
 	if _, err := s.Put(testBucket, "f", []byte("data")); err != nil {
@@ -434,10 +414,10 @@ func TestHook(t *testing.T) {
 }
 
 func TestWANPerConn(t *testing.T) {
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testutil.Ctx(t, 60*time.Second)
 	s := start(t, &WANProfile{Latency: 50 * time.Millisecond, PerConn: 4 << 20})
 	c := newClient(t, s, false)
-	data := pattern(4 << 20)
+	data := testutil.Pattern(4<<20, 0)
 	if _, err := s.Put(testBucket, "big", data); err != nil {
 		t.Fatal(err)
 	}
@@ -484,10 +464,10 @@ func TestWANPerConn(t *testing.T) {
 }
 
 func TestWANTotal(t *testing.T) {
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testutil.Ctx(t, 60*time.Second)
 	s := start(t, &WANProfile{Total: 8 << 20})
 	c := newClient(t, s, false)
-	data := pattern(2 << 20)
+	data := testutil.Pattern(2<<20, 0)
 	names := []string{"p0", "p1", "p2", "p3"}
 	for _, n := range names {
 		if _, err := s.Put(testBucket, n, data); err != nil {
@@ -521,10 +501,10 @@ func TestWANTotal(t *testing.T) {
 // TestWANCancel checks that a client going away ends the shaping wait (and
 // so the handler) promptly, and that Close does not hang.
 func TestWANCancel(t *testing.T) {
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testutil.Ctx(t, 30*time.Second)
 	s := start(t, &WANProfile{PerConn: 64 << 10}) // 4 MiB would take a minute
 	c := newClient(t, s, false)
-	if _, err := s.Put(testBucket, "slow", pattern(4<<20)); err != nil {
+	if _, err := s.Put(testBucket, "slow", testutil.Pattern(4<<20, 0)); err != nil {
 		t.Fatal(err)
 	}
 	rctx, cancel := context.WithCancel(ctx)
@@ -558,7 +538,7 @@ func TestWANCancel(t *testing.T) {
 
 // TestCloseCancelsShaping checks that Close ends a request stuck in shaping.
 func TestCloseCancelsShaping(t *testing.T) {
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testutil.Ctx(t, 30*time.Second)
 	s := start(t, &WANProfile{Latency: time.Minute})
 	c := newClient(t, s, false)
 	arrived := make(chan struct{}, 1)
