@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bucketfs/bucketfs/cache"
+	"github.com/bucketfs/bucketfs/fs/names"
 	"github.com/bucketfs/bucketfs/transfer"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -115,9 +116,9 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 	if err := f.makeEmpty(ctx, a, map[string]string{symlinkKey: target}); err != nil {
 		return nil, f.errno(ctx, "symlink", full, err)
 	}
-	f.meta.forget(full)
+	f.names.Forget(full)
 	a.Metadata = map[string]string{symlinkKey: target}
-	return d.child(ctx, name, child{kind: kindFile, attrs: a}, out)
+	return d.child(ctx, name, names.Entry{Kind: names.File, Attrs: a}, out)
 }
 
 // makeEmpty makes a (a new name) an empty object in the cache, written
@@ -143,11 +144,11 @@ func (d *dirNode) checkNew(ctx context.Context, name string) syscall.Errno {
 	if errno := d.newNameErrno(name); errno != 0 {
 		return errno
 	}
-	c, err := d.fsys.meta.resolve(ctx, d.prefix()+name, d.fsys.warnOnce)
+	c, err := d.fsys.names.Resolve(ctx, d.prefix()+name, d.fsys.warnOnce)
 	if err != nil {
 		return d.fsys.errno(ctx, "create", d.prefix()+name, err)
 	}
-	if c.kind != kindNone {
+	if c.Kind != names.None {
 		return syscall.EEXIST
 	}
 	return 0
@@ -168,6 +169,6 @@ func (n *fileNode) setMeta(ctx context.Context, md map[string]string) error {
 		return err
 	}
 	n.setAttrs(na)
-	n.fsys.meta.forget(a.Name)
+	n.fsys.names.Forget(a.Name)
 	return nil
 }
