@@ -157,14 +157,14 @@ func (d *dirNode) checkNew(ctx context.Context, name string) syscall.Errno {
 // setMeta applies a setattr's metadata changes to the file of node n:
 // through the cache, which sends them in order with the file's other
 // changes; a file too big for the cache (so with no local changes) is
-// patched in the bucket at once.
+// patched in the bucket at once (cache.PatchMeta).
 func (n *fileNode) setMeta(ctx context.Context, md map[string]string) error {
 	a := n.currentAttrs()
 	err := n.fsys.cache.SetMeta(ctx, a, md)
 	if !errors.Is(err, cache.ErrNoSpace) || a.Generation <= 0 {
 		return err
 	}
-	na, err := n.fsys.bucket.SetMetadata(ctx, a.Name, a.Generation, md)
+	na, err := n.fsys.cache.PatchMeta(ctx, a, md)
 	if err != nil {
 		return err
 	}
