@@ -259,8 +259,8 @@ func (f *FS) errno(ctx context.Context, op, name string, err error) syscall.Errn
 }
 
 // uninterrupted is the context of a FUSE request that changes or looks up
-// names: the kernel's interrupts do not cancel it (the requests it makes
-// of the bucket are bounded by the names package instead). Only reads
-// and opens, which may wait for a download, stop when the caller is
-// interrupted.
+// names: the kernel's interrupts do not cancel it (see askContext in
+// fs/names, which bounds the bucket requests of lookups and listings
+// instead). Only reads and opens, which may wait for a download, stop
+// when the caller is interrupted.
 func uninterrupted(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
