@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bucketfs/bucketfs/cache"
+	"github.com/bucketfs/bucketfs/fs/names"
 	"github.com/bucketfs/bucketfs/transfer"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -115,9 +116,9 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 	if err := f.makeEmpty(ctx, a, map[string]string{symlinkKey: target}); err != nil {
 		return nil, f.errno(ctx, "symlink", full, err)
 	}
-	f.meta.forget(full)
+	f.names.Forget(full)
 	a.Metadata = map[string]string{symlinkKey: target}
-	return d.child(ctx, name, child{kind: kindFile, attrs: a}, out)
+	return d.child(ctx, name, names.Entry{Kind: names.File, Attrs: a}, out)
 }
 
 // makeEmpty makes a (a new name) an empty object in the cache, written
@@ -143,11 +144,11 @@ func (d *dirNode) checkNew(ctx context.Context, name string) syscall.Errno {
 	if errno := d.newNameErrno(name); errno != 0 {
 		return errno
 	}
-	c, err := d.fsys.meta.resolve(ctx, d.prefix()+name, d.fsys.warnOnce)
+	c, err := d.fsys.names.Resolve(ctx, d.prefix()+name, d.fsys.warnOnce)
 	if err != nil {
 		return d.fsys.errno(ctx, "create", d.prefix()+name, err)
 	}
-	if c.kind != kindNone {
+	if c.Kind != names.None {
 		return syscall.EEXIST
 	}
 	return 0
@@ -156,18 +157,18 @@ func (d *dirNode) checkNew(ctx context.Context, name string) syscall.Errno {
 // setMeta applies a setattr's metadata changes to the file of node n:
 // through the cache, which sends them in order with the file's other
 // changes; a file too big for the cache (so with no local changes) is
-// patched in the bucket at once.
+// patched in the bucket at once (cache.PatchMeta).
 func (n *fileNode) setMeta(ctx context.Context, md map[string]string) error {
 	a := n.currentAttrs()
 	err := n.fsys.cache.SetMeta(ctx, a, md)
 	if !errors.Is(err, cache.ErrNoSpace) || a.Generation <= 0 {
 		return err
 	}
-	na, err := n.fsys.bucket.SetMetadata(ctx, a.Name, a.Generation, md)
+	na, err := n.fsys.cache.PatchMeta(ctx, a, md)
 	if err != nil {
 		return err
 	}
 	n.setAttrs(na)
-	n.fsys.meta.forget(a.Name)
+	n.fsys.names.Forget(a.Name)
 	return nil
 }

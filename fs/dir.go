@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bucketfs/bucketfs/cache"
+	"github.com/bucketfs/bucketfs/fs/names"
 	"github.com/bucketfs/bucketfs/transfer"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -53,16 +54,16 @@ var (
 // Lookup implements gofs.NodeLookuper.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	ctx = uninterrupted(ctx)
-	if len(name) > maxNameLen {
+	if len(name) > names.MaxNameLen {
 		return nil, syscall.ENAMETOOLONG
 	}
-	if !validName(name) || d.reserved(name) || !d.storable(name) {
+	if !names.ValidName(name) || d.reserved(name) || !d.storable(name) {
 		// Nothing can have such a name, here or in the bucket: no need
 		// to ask (the bucket client would refuse the name itself).
 		return nil, syscall.ENOENT
 	}
 	full := d.prefix() + name
-	c, err := d.fsys.meta.resolve(ctx, full, d.fsys.warnOnce)
+	c, err := d.fsys.names.Resolve(ctx, full, d.fsys.warnOnce)
 	if err != nil {
 		return nil, d.fsys.errno(ctx, "lookup", full, err)
 	}
@@ -79,9 +80,9 @@ const maxObjectName = 1024
 func (d *dirNode) newNameErrno(name string) syscall.Errno {
 	seg := strings.TrimSuffix(name, "/")
 	switch {
-	case len(seg) > maxNameLen || len(d.prefix())+len(name) > maxObjectName:
+	case len(seg) > names.MaxNameLen || len(d.prefix())+len(name) > maxObjectName:
 		return syscall.ENAMETOOLONG
-	case !validName(seg), !validObjectText(seg):
+	case !names.ValidName(seg), !validObjectText(seg):
 		return syscall.EINVAL
 	case d.reserved(seg):
 		return syscall.EPERM
@@ -112,12 +113,12 @@ func (d *dirNode) reserved(name string) bool {
 }
 
 // child returns the inode for name, updating an existing inode's attributes.
-func (d *dirNode) child(ctx context.Context, name string, c child, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+func (d *dirNode) child(ctx context.Context, name string, c names.Entry, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	f := d.fsys
 	full := d.prefix() + name
-	switch c.kind {
-	case kindDir:
-		ph, _, err := f.meta.dirAttrs(ctx, full+"/")
+	switch c.Kind {
+	case names.Dir:
+		ph, _, err := f.names.DirAttrs(ctx, full+"/")
 		if err != nil {
 			return nil, f.errno(ctx, "lookup", full, err)
 		}
@@ -125,16 +126,16 @@ func (d *dirNode) child(ctx context.Context, name string, c child, out *fuse.Ent
 		in := d.NewInode(ctx, &dirNode{fsys: f, pfx: full + "/"},
 			gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: out.Attr.Ino})
 		return in, 0
-	case kindFile:
-		if isSymlink(c.attrs) {
-			ino := f.fileIno(c.attrs)
-			f.fillFile(&out.Attr, c.attrs, ino)
-			return d.NewInode(ctx, &symlinkNode{fsys: f, name: full, ino: ino, a: c.attrs},
+	case names.File:
+		if isSymlink(c.Attrs) {
+			ino := f.fileIno(c.Attrs)
+			f.fillFile(&out.Attr, c.Attrs, ino)
+			return d.NewInode(ctx, &symlinkNode{fsys: f, name: full, ino: ino, a: c.Attrs},
 				gofs.StableAttr{Mode: syscall.S_IFLNK, Ino: ino}), 0
 		}
 		var ino uint64
 		for _, n := range f.nodesNamed(full) {
-			if n.holds(c.attrs.Generation) {
+			if n.holds(c.Attrs.Generation) {
 				// The kernel has a node for this very file already (a
 				// lookup made again, as for a rename's target, or after
 				// this cache's own upload): the same inode, not a second
@@ -144,13 +145,13 @@ func (d *dirNode) child(ctx context.Context, name string, c child, out *fuse.Ent
 			}
 		}
 		if ino == 0 {
-			ino = f.fileIno(c.attrs)
+			ino = f.fileIno(c.Attrs)
 		}
 		in := d.NewInode(ctx, &fileNode{fsys: f, name: full, ino: ino},
 			gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
 		n := in.Operations().(*fileNode)
 		f.track(n)
-		n.setAttrs(c.attrs)
+		n.setAttrs(c.Attrs)
 		f.fillFile(&out.Attr, n.currentAttrs(), n.ino)
 		return in, 0
 	default:
@@ -174,7 +175,7 @@ func (d *dirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) {
 	f := d.fsys
 	prefix := d.prefix() // one value for the whole listing, even if a rename moves d meanwhile
-	l, err := f.meta.list(ctx, prefix, f.warnOnce)
+	l, err := f.names.List(ctx, prefix, f.warnOnce)
 	if err != nil {
 		return nil, f.errno(ctx, "readdir", prefix, err)
 	}
@@ -183,19 +184,19 @@ func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) 
 	if _, p := d.Parent(); p != nil {
 		parent = p.StableAttr().Ino
 	}
-	entries := make([]fuse.DirEntry, 0, len(l.names)+2)
+	entries := make([]fuse.DirEntry, 0, len(l.Names())+2)
 	entries = append(entries,
 		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: self},
 		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parent})
-	for _, n := range l.names {
-		c := l.children[n]
+	for _, n := range l.Names() {
+		c := l.Child(n)
 		e := fuse.DirEntry{Name: n}
-		if c.kind == kindDir {
+		if c.Kind == names.Dir {
 			e.Mode = syscall.S_IFDIR
-			e.Ino = f.ino(kindDir, prefix+n+"/")
-		} else if isSymlink(c.attrs) {
+			e.Ino = f.ino(names.Dir, prefix+n+"/")
+		} else if isSymlink(c.Attrs) {
 			e.Mode = syscall.S_IFLNK
-			e.Ino = f.fileIno(c.attrs)
+			e.Ino = f.fileIno(c.Attrs)
 		} else {
 			e.Mode = syscall.S_IFREG
 			if in := d.GetChild(n); in != nil {
@@ -204,7 +205,7 @@ func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) 
 				}
 			}
 			if e.Ino == 0 {
-				e.Ino = f.fileIno(c.attrs)
+				e.Ino = f.fileIno(c.Attrs)
 			}
 		}
 		entries = append(entries, e)
@@ -269,7 +270,7 @@ func (d *dirNode) Fsync(ctx context.Context, fh gofs.FileHandle, flags uint32) s
 func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	ctx = uninterrupted(ctx)
 	prefix := d.prefix()
-	ph, _, err := d.fsys.meta.dirAttrs(ctx, prefix)
+	ph, _, err := d.fsys.names.DirAttrs(ctx, prefix)
 	if err != nil {
 		return d.fsys.errno(ctx, "getattr", prefix, err)
 	}
@@ -304,7 +305,7 @@ func (d *dirNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetA
 // making the placeholder if there is none.
 func (d *dirNode) setMeta(ctx context.Context, prefix string, md map[string]string) error {
 	f := d.fsys
-	ph, exists, err := f.meta.dirAttrs(ctx, prefix)
+	ph, exists, err := f.names.DirAttrs(ctx, prefix)
 	if err != nil {
 		return err
 	}
@@ -351,7 +352,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 		}
 		f.fillFile(&out.Attr, n.currentAttrs(), ino)
 	}
-	f.meta.forget(full)
+	f.names.Forget(full)
 	return in, h, 0, 0
 }
 
@@ -367,11 +368,11 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 		return nil, errno
 	}
 	full := d.prefix() + name
-	c, err := f.meta.resolve(ctx, full, f.warnOnce)
+	c, err := f.names.Resolve(ctx, full, f.warnOnce)
 	if err != nil {
 		return nil, f.errno(ctx, "mkdir", full, err)
 	}
-	if c.kind != kindNone {
+	if c.Kind != names.None {
 		return nil, syscall.EEXIST
 	}
 	var md map[string]string
@@ -381,9 +382,9 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if err := f.makeEmpty(ctx, transfer.ObjectAttrs{Name: full + "/"}, md); err != nil {
 		return nil, f.errno(ctx, "mkdir", full, err)
 	}
-	f.meta.forget(full)
-	f.meta.madeEmpty(full + "/")
-	return d.child(ctx, name, child{kind: kindDir}, out)
+	f.names.Forget(full)
+	f.names.MadeEmpty(full + "/")
+	return d.child(ctx, name, names.Entry{Kind: names.Dir}, out)
 }
 
 // Unlink implements gofs.NodeUnlinker. The deletion is recorded in the
@@ -396,21 +397,21 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 		return syscall.EROFS
 	}
 	full := d.prefix() + name
-	c, err := f.meta.resolve(ctx, full, f.warnOnce)
+	c, err := f.names.Resolve(ctx, full, f.warnOnce)
 	if err != nil {
 		return f.errno(ctx, "unlink", full, err)
 	}
-	switch c.kind {
-	case kindNone:
+	switch c.Kind {
+	case names.None:
 		return syscall.ENOENT
-	case kindDir:
+	case names.Dir:
 		return syscall.EISDIR
 	}
 	victims := f.fileNodes(full)
-	if err := f.cache.Remove(ctx, full, c.attrs.Generation); err != nil {
+	if err := f.cache.Remove(ctx, full, c.Attrs.Generation); err != nil {
 		return f.errno(ctx, "unlink", full, err)
 	}
-	f.meta.forget(full)
+	f.names.Forget(full)
 	victims.unlinked()
 	return 0
 }
@@ -424,26 +425,26 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 		return syscall.EROFS
 	}
 	full := d.prefix() + name
-	c, err := f.meta.resolve(ctx, full, f.warnOnce)
+	c, err := f.names.Resolve(ctx, full, f.warnOnce)
 	if err != nil {
 		return f.errno(ctx, "rmdir", full, err)
 	}
-	if c.kind != kindDir {
+	if c.Kind != names.Dir {
 		return syscall.ENOTDIR
 	}
-	l, err := f.meta.list(ctx, full+"/", f.warnOnce)
+	l, err := f.names.List(ctx, full+"/", f.warnOnce)
 	if err != nil {
 		return f.errno(ctx, "rmdir", full, err)
 	}
-	if len(l.names) > 0 {
+	if len(l.Names()) > 0 {
 		return syscall.ENOTEMPTY
 	}
 	// Whatever placeholder the bucket has (there may be none).
 	if err := f.cache.Remove(ctx, full+"/", -1); err != nil {
 		return f.errno(ctx, "rmdir", full, err)
 	}
-	f.meta.forget(full)
-	f.meta.forget(full + "/")
+	f.names.Forget(full)
+	f.names.Forget(full + "/")
 	return 0
 }
 
@@ -472,44 +473,44 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	if from == to {
 		return 0 // renaming a name to itself does nothing (POSIX)
 	}
-	src, err := f.meta.resolve(ctx, from, f.warnOnce)
+	src, err := f.names.Resolve(ctx, from, f.warnOnce)
 	if err != nil {
 		return f.errno(ctx, "rename", from, err)
 	}
 	switch {
-	case src.kind == kindNone:
+	case src.Kind == names.None:
 		return syscall.ENOENT
 	case flags&renameExchange != 0:
 		return f.exchange(ctx, from, src, to)
-	case src.kind == kindDir:
+	case src.Kind == names.Dir:
 		return d.renameDir(ctx, name, np, newName, flags)
 	}
-	dst, err := f.meta.resolve(ctx, to, f.warnOnce)
+	dst, err := f.names.Resolve(ctx, to, f.warnOnce)
 	if err != nil {
 		return f.errno(ctx, "rename", to, err)
 	}
 	switch {
-	case dst.kind == kindDir:
+	case dst.Kind == names.Dir:
 		return syscall.EISDIR
-	case dst.kind == kindFile && flags&renameNoReplace != 0:
+	case dst.Kind == names.File && flags&renameNoReplace != 0:
 		return syscall.EEXIST
 	}
 	victims := f.fileNodes(to) // the file replaced, if the kernel knows it
 	moving := f.nodesNamed(from)
-	if err := f.cache.Rename(ctx, src.attrs, to, dst.attrs.Generation); err != nil {
+	if err := f.cache.Rename(ctx, src.Attrs, to, dst.Attrs.Generation); err != nil {
 		return f.errno(ctx, "rename", from, err)
 	}
-	f.meta.forget(from)
-	f.meta.forget(to)
+	f.names.Forget(from)
+	f.names.Forget(to)
 	// Both names hold other files now: a lookup must not find the inode
 	// of either version by its name and generation (symbolic links have
 	// no node index to find theirs by).
-	f.releaseFileIno(src.attrs)
-	f.releaseFileIno(dst.attrs)
+	f.releaseFileIno(src.Attrs)
+	f.releaseFileIno(dst.Attrs)
 	victims.unlinked()
 	// The kernel moves the inode to the new name: so does the node.
 	for _, n := range moving {
-		n.renamed(to, dst.attrs.Generation)
+		n.renamed(to, dst.Attrs.Generation)
 	}
 	return 0
 }
@@ -519,30 +520,30 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 // follows, and the kernel's nodes follow their content, as the kernel
 // swaps its entries. Directories are not exchanged (EINVAL, README): the
 // swap of two trees would have to be one step of the index.
-func (f *FS) exchange(ctx context.Context, from string, src child, to string) syscall.Errno {
-	dst, err := f.meta.resolve(ctx, to, f.warnOnce)
+func (f *FS) exchange(ctx context.Context, from string, src names.Entry, to string) syscall.Errno {
+	dst, err := f.names.Resolve(ctx, to, f.warnOnce)
 	if err != nil {
 		return f.errno(ctx, "rename", to, err)
 	}
 	switch {
-	case dst.kind == kindNone:
+	case dst.Kind == names.None:
 		return syscall.ENOENT
-	case src.kind == kindDir || dst.kind == kindDir:
+	case src.Kind == names.Dir || dst.Kind == names.Dir:
 		return syscall.EINVAL
 	}
 	movingFrom, movingTo := f.nodesNamed(from), f.nodesNamed(to)
-	if err := f.cache.Exchange(ctx, src.attrs, dst.attrs); err != nil {
+	if err := f.cache.Exchange(ctx, src.Attrs, dst.Attrs); err != nil {
 		return f.errno(ctx, "rename", from, err)
 	}
-	f.meta.forget(from)
-	f.meta.forget(to)
-	f.releaseFileIno(src.attrs) // as in Rename
-	f.releaseFileIno(dst.attrs)
+	f.names.Forget(from)
+	f.names.Forget(to)
+	f.releaseFileIno(src.Attrs) // as in Rename
+	f.releaseFileIno(dst.Attrs)
 	for _, n := range movingFrom {
-		n.renamed(to, dst.attrs.Generation)
+		n.renamed(to, dst.Attrs.Generation)
 	}
 	for _, n := range movingTo {
-		n.renamed(from, src.attrs.Generation)
+		n.renamed(from, src.Attrs.Generation)
 	}
 	return 0
 }
@@ -554,27 +555,27 @@ func (f *FS) exchange(ctx context.Context, from string, src child, to string) sy
 func (d *dirNode) renameDir(ctx context.Context, name string, np *dirNode, newName string, flags uint32) syscall.Errno {
 	f := d.fsys
 	from, to := d.prefix()+name, np.prefix()+newName
-	dst, err := f.meta.resolve(ctx, to, f.warnOnce)
+	dst, err := f.names.Resolve(ctx, to, f.warnOnce)
 	if err != nil {
 		return f.errno(ctx, "rename", to, err)
 	}
 	switch {
-	case dst.kind == kindFile:
+	case dst.Kind == names.File:
 		return syscall.ENOTDIR
-	case dst.kind == kindDir && flags&renameNoReplace != 0:
+	case dst.Kind == names.Dir && flags&renameNoReplace != 0:
 		return syscall.EEXIST
-	case dst.kind == kindDir:
-		l, err := f.meta.list(ctx, to+"/", f.warnOnce)
+	case dst.Kind == names.Dir:
+		l, err := f.names.List(ctx, to+"/", f.warnOnce)
 		if err != nil {
 			return f.errno(ctx, "rename", to, err)
 		}
-		if len(l.names) > 0 {
+		if len(l.Names()) > 0 {
 			return syscall.ENOTEMPTY
 		}
 	}
 	moved, err := f.cache.RenameDir(ctx, from+"/", to+"/")
 	if err != nil {
-		f.meta.dirMoved(from+"/", to+"/") // the bucket may have renamed it
+		f.names.DirMoved(from+"/", to+"/") // the bucket may have renamed it
 		return f.errno(ctx, "rename", from, err)
 	}
 	f.moveTree(d, name, from+"/", to+"/", moved)
@@ -591,7 +592,7 @@ func (f *FS) moveTree(d *dirNode, name, from, to string, moved map[string]cache.
 	f.releaseFileInosUnder(from) // as in Rename
 	f.releaseFileInosUnder(to)
 	f.mu.Lock()
-	dirKey := string(rune('0' + kindDir))
+	dirKey := string(rune('0' + names.Dir))
 	for k, ino := range f.inos {
 		if rest, ok := strings.CutPrefix(k, dirKey+from); ok {
 			delete(f.inos, k)
@@ -653,9 +654,9 @@ func (f *FS) moveTree(d *dirNode, name, from, to string, moved map[string]cache.
 			}
 		}
 	}
-	f.meta.forgetUnder(from)
-	f.meta.forgetUnder(to)
-	f.meta.dirMoved(from, to)
+	f.names.ForgetUnder(from)
+	f.names.ForgetUnder(to)
+	f.names.DirMoved(from, to)
 }
 
 // nodeSnapshots are file nodes with what they looked like before a

@@ -13,15 +13,17 @@
 // go-fuse's tree of children says. A file's own upload does not give it a
 // new inode while the kernel holds it. Symbolic links are symlinkNodes.
 //
-// Names and attributes come from metaCache, which trusts what it learned
-// for the metadata TTL (positive and negative lookups, whole listings); the
-// kernel's entry and attribute timeouts are set to the same TTL. File data
-// comes from the cache package. Mode, owner, modification time and a
-// link's target live in the object's custom metadata (attrs.go).
+// Names and attributes come from the name cache (package fs/names), which
+// trusts what it learned for the metadata TTL (positive and negative
+// lookups, whole listings); the kernel's entry and attribute timeouts are
+// set to the same TTL. File data comes from the cache package. Mode,
+// owner, modification time and a link's target live in the object's
+// custom metadata (attrs.go).
 //
-// Name operations do not stop when the kernel interrupts them (askContext
-// in meta.go): Go programs get signals all the time, and EINTR from mkdir
-// or stat breaks programs that do not expect it.
+// Name operations do not stop when the kernel interrupts them
+// (uninterrupted, and the name cache's own bound on its requests): Go
+// programs get signals all the time, and EINTR from mkdir or stat breaks
+// programs that do not expect it.
 //
 // Errors from the layers below become errnos in one function, toErrno.
 //
@@ -30,7 +32,5 @@
 // in go-fuse's tree under the moved one, the names of the file nodes in
 // the index, the inode numbers of directories, remembered lookups.
 //
-// Locks: FS.mu, FS.nodesMu, metaCache.mu, dirNode.mu and fileNode.mu each
-// guard their own fields; no two are ever held at once, and none is held
-// across I/O.
+// Locks: the rule is written once, in the LOCK ORDER block of fs.go.
 package fs

@@ -217,7 +217,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 // its own size (or ENOENT). Opening the new version in this inode instead
 // would mix it with the old size the kernel holds.
 func (n *fileNode) staleAtOpen(gen int64) syscall.Errno {
-	n.fsys.meta.stale(n.objName())
+	n.fsys.names.Stale(n.objName())
 	n.fsys.log.Info("the version a file was opened at is gone from the bucket (changed by another client); opening it again by name",
 		"object", n.objName(), "generation", gen)
 	return syscall.ESTALE

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache"
+	"github.com/bucketfs/bucketfs/fs/names"
 	"github.com/bucketfs/bucketfs/transfer"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -39,18 +40,26 @@ type Options struct {
 	OpObserver OpObserver
 }
 
+// LOCK ORDER (the one statement of the rule; doc.go and nodes.go point
+// here): FS.mu, FS.nodesMu, dirNode.mu and fileNode.mu each guard their
+// own fields and are held only around them: never across I/O (a request
+// to the bucket, a call of the cache) nor a call into go-fuse. The one
+// nesting: FS.mu is taken under fileNode.mu (repoint releases the node's
+// inode number as it changes the node's name). No other two are held at
+// once; nodesMu is a leaf, taken with nothing else held. The lock of the
+// name cache (names.Cache) and the cache's locks are taken with none of
+// these held.
+
 // FS is the file tree of one mounted bucket.
 type FS struct {
 	opts   Options
 	bucket transfer.Bucket
 	cache  *cache.Cache
-	meta   *metaCache
+	names  *names.Cache
 	log    *slog.Logger
 	start  time.Time
 
-	// nodesMu is a leaf lock (taken with nothing else held, or under a
-	// fileNode's mu never; see nodes.go).
-	nodesMu sync.Mutex
+	nodesMu sync.Mutex                        // a leaf (LOCK ORDER above)
 	nodes   map[string]map[*fileNode]struct{} // guarded by nodesMu: object name -> file nodes the kernel has for it
 
 	mu      sync.Mutex
@@ -66,13 +75,13 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 	}
 	f := &FS{
 		opts: o, bucket: bucket, cache: c, log: o.Logger, start: time.Now(),
-		meta:    newMetaCache(bucket, c, o.MetadataTTL),
+		names:   names.New(bucket, c, o.MetadataTTL),
 		inos:    map[string]uint64{},
 		nodes:   map[string]map[*fileNode]struct{}{},
 		nextIno: 2, // 1 is the root
 		warned:  map[string]struct{}{},
 	}
-	c.OnConfirmed(f.meta.confirmed)
+	c.OnConfirmed(f.names.Confirmed)
 	return f
 }
 
@@ -113,7 +122,7 @@ func (f *FS) MountOptions() *gofs.Options {
 }
 
 // ino returns the stable inode number of name as kind (file or dir).
-func (f *FS) ino(k kind, name string) uint64 {
+func (f *FS) ino(k names.Kind, name string) uint64 {
 	key := string(rune('0'+k)) + name
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -139,7 +148,7 @@ func (f *FS) fileIno(a transfer.ObjectAttrs) uint64 {
 		f.nextIno++
 		return n
 	}
-	return f.ino(kindFile, fileKey(a))
+	return f.ino(names.File, fileKey(a))
 }
 
 func fileKey(a transfer.ObjectAttrs) string {
@@ -154,14 +163,14 @@ func (f *FS) releaseFileIno(a transfer.ObjectAttrs) {
 		return
 	}
 	f.mu.Lock()
-	delete(f.inos, string(rune('0'+kindFile))+fileKey(a))
+	delete(f.inos, string(rune('0'+names.File))+fileKey(a))
 	f.mu.Unlock()
 }
 
 // releaseFileInosUnder forgets the inode numbers of every file version
 // under prefix (a directory renamed): those names are other files now.
 func (f *FS) releaseFileInosUnder(prefix string) {
-	key := string(rune('0'+kindFile)) + prefix
+	key := string(rune('0'+names.File)) + prefix
 	f.mu.Lock()
 	for k := range f.inos {
 		if strings.HasPrefix(k, key) {
@@ -210,7 +219,7 @@ func (f *FS) fillFile(out *fuse.Attr, a transfer.ObjectAttrs, ino uint64) {
 // kept in its metadata and its time (as for a file), else the flags'
 // and the mount's start time.
 func (f *FS) fillDir(out *fuse.Attr, prefix string, ph transfer.ObjectAttrs) {
-	out.Ino = f.ino(kindDir, prefix)
+	out.Ino = f.ino(names.Dir, prefix)
 	if prefix == "" {
 		out.Ino = 1
 	}
@@ -240,7 +249,7 @@ func statfs(out *fuse.StatfsOut) {
 	out.Bavail = blocks
 	out.Files = 1 << 30
 	out.Ffree = 1 << 30
-	out.NameLen = maxNameLen
+	out.NameLen = names.MaxNameLen
 }
 
 // errno translates an error of the layers below into the errno the
@@ -248,3 +257,10 @@ func statfs(out *fuse.StatfsOut) {
 func (f *FS) errno(ctx context.Context, op, name string, err error) syscall.Errno {
 	return toErrno(f.log, op, name, err)
 }
+
+// uninterrupted is the context of a FUSE request that changes or looks up
+// names: the kernel's interrupts do not cancel it (see askContext in
+// fs/names, which bounds the bucket requests of lookups and listings
+// instead). Only reads and opens, which may wait for a download, stop
+// when the caller is interrupted.
+func uninterrupted(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

@@ -8,9 +8,7 @@ package fs
 // tester: a file renamed while its old node stayed named after the old
 // name wrote its next bytes into a deleted file). So the file system
 // keeps its own index, updated by every change of a node's name.
-//
-// Lock order: fileNode.mu and FS.mu are never held while nodesMu is
-// taken by these helpers' callers; nodesMu is held only around the map.
+// nodesMu is held only around the map (LOCK ORDER, fs.go).
 
 // track records that the kernel has node n for its object name.
 func (f *FS) track(n *fileNode) {

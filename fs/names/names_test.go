@@ -1,4 +1,4 @@
-package fs
+package names
 
 import (
 	"context"
@@ -15,8 +15,8 @@ func TestValidName(t *testing.T) {
 		"": false, ".": false, "..": false, strings.Repeat("x", 256): false,
 		"a/b": false, "nul\x00": false, "...": true,
 	} {
-		if got := validName(name); got != want {
-			t.Errorf("validName(%q) = %v, want %v", name, got, want)
+		if got := ValidName(name); got != want {
+			t.Errorf("ValidName(%q) = %v, want %v", name, got, want)
 		}
 	}
 }
@@ -72,18 +72,18 @@ func (r *racingLocal) LocalNames(prefix string) (present, removed []string) {
 func TestListingDoesNotLoseAFileConfirmedMeanwhile(t *testing.T) {
 	b := &listOnlyBucket{}
 	local := &racingLocal{dirty: true}
-	m := newMetaCache(b, local, time.Minute)
+	m := New(b, local, time.Minute)
 	uploaded := transfer.ObjectAttrs{Name: "d/f", Size: 1, Generation: 7}
 	local.onConfirm = func() {
 		b.objects = []transfer.ObjectAttrs{uploaded}
-		m.confirmed("d/f", uploaded, false)
+		m.Confirmed("d/f", uploaded, false)
 		local.dirty = false
 	}
-	l, err := m.list(context.Background(), "d/", func(string, string, ...any) {})
+	l, err := m.List(context.Background(), "d/", func(string, string, ...any) {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := l.children["f"]; c.kind != kindFile {
+	if c := l.children["f"]; c.Kind != File {
 		t.Errorf("d/ lists %v: the file confirmed while the listing was made is missing", l.names)
 	}
 }
@@ -101,27 +101,27 @@ func (noLocal) LocalNames(string) (present, removed []string) { return nil, nil 
 // was walked left a directory missing for the TTL).
 func TestCachedListingsShowWhatWasConfirmedSince(t *testing.T) {
 	b := &listOnlyBucket{} // empty when listed
-	m := newMetaCache(b, noLocal{}, time.Minute)
+	m := New(b, noLocal{}, time.Minute)
 	warn := func(string, string, ...any) {}
 	ctx := context.Background()
 	for _, p := range []string{"", "t/", "t/d/"} {
-		if _, err := m.list(ctx, p, warn); err != nil {
+		if _, err := m.List(ctx, p, warn); err != nil {
 			t.Fatal(err)
 		}
 	}
 	a := transfer.ObjectAttrs{Name: "t/d/sub/f", Size: 3, Generation: 9}
-	m.confirmed(a.Name, a, false) // the listings above stay cached
+	m.Confirmed(a.Name, a, false) // the listings above stay cached
 	for p, seg := range map[string]string{"": "t", "t/": "d", "t/d/": "sub"} {
-		l, err := m.list(ctx, p, warn)
+		l, err := m.List(ctx, p, warn)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.children[seg].kind != kindDir {
+		if l.children[seg].Kind != Dir {
 			t.Errorf("%q lists %v, want directory %s", p, l.names, seg)
 		}
 	}
-	if c, err := m.resolve(ctx, "t/d/sub", warn); err != nil || c.kind != kindDir {
-		t.Errorf("resolve(t/d/sub) = %v, %v; want a directory", c.kind, err)
+	if c, err := m.Resolve(ctx, "t/d/sub", warn); err != nil || c.Kind != Dir {
+		t.Errorf("resolve(t/d/sub) = %v, %v; want a directory", c.Kind, err)
 	}
 }
 
@@ -147,23 +147,27 @@ func TestPlaceholderConfirmedDuringAListingWins(t *testing.T) {
 	old := transfer.ObjectAttrs{Name: "d/", Generation: 1, Metadata: map[string]string{modeKey: "700"}}
 	changed := transfer.ObjectAttrs{Name: "d/", Generation: 2, Metadata: map[string]string{modeKey: "750"}}
 	b := &hookBucket{page: transfer.ListPage{Objects: []transfer.ObjectAttrs{old, {Name: "d/f", Generation: 1}}}}
-	m := newMetaCache(b, noLocal{}, time.Minute)
-	b.onList = func() { m.confirmed("d/", changed, false) }
+	m := New(b, noLocal{}, time.Minute)
+	b.onList = func() { m.Confirmed("d/", changed, false) }
 	ctx := context.Background()
-	if _, err := m.list(ctx, "d/", func(string, string, ...any) {}); err != nil {
+	if _, err := m.List(ctx, "d/", func(string, string, ...any) {}); err != nil {
 		t.Fatal(err)
 	}
-	a, ok, err := m.dirAttrs(ctx, "d/")
+	a, ok, err := m.DirAttrs(ctx, "d/")
 	if err != nil || !ok || a.Generation != 2 || a.Metadata[modeKey] != "750" {
 		t.Errorf("dirAttrs(d/) = %+v, %v, %v; want generation 2, mode 750", a, ok, err)
 	}
 	// A listing asked for afterwards is news again.
 	b.page.Objects[0] = transfer.ObjectAttrs{Name: "d/", Generation: 3}
-	m.forgetUnder("d/")
-	if _, err := m.list(ctx, "d/", func(string, string, ...any) {}); err != nil {
+	m.ForgetUnder("d/")
+	if _, err := m.List(ctx, "d/", func(string, string, ...any) {}); err != nil {
 		t.Fatal(err)
 	}
-	if a, ok, _ := m.dirAttrs(ctx, "d/"); !ok || a.Generation != 3 {
+	if a, ok, _ := m.DirAttrs(ctx, "d/"); !ok || a.Generation != 3 {
 		t.Errorf("after a new listing dirAttrs(d/) = %+v, %v; want generation 3", a, ok)
 	}
 }
+
+// modeKey is the metadata key fs keeps a mode in; to this package, a
+// key like any other.
+const modeKey = "bucketfs-mode"

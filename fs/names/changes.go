@@ -1,0 +1,229 @@
+package names
+
+import (
+	"maps"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// Forget drops what is remembered about name after a local change to it.
+// Listings stay: local changes are shown over them on every use.
+func (m *Cache) Forget(name string) {
+	m.mu.Lock()
+	m.known.dropEntry(name)
+	m.mu.Unlock()
+}
+
+// Stale drops what is remembered of name, and the listing of its
+// directory, which holds it too: the bucket has another version of it
+// than the one they say.
+func (m *Cache) Stale(name string) {
+	parent := parentPrefix(name)
+	m.mu.Lock()
+	m.changes[parent]++ // a listing running now may predate the change
+	m.known.dropEntry(name)
+	m.known.dropListing(parent)
+	m.mu.Unlock()
+}
+
+// ForgetUnder drops what is remembered about the names and listings
+// under prefix (a directory renamed).
+func (m *Cache) ForgetUnder(prefix string) {
+	m.mu.Lock()
+	m.known.dropUnder(prefix)
+	m.mu.Unlock()
+}
+
+// DirMoved records that directory prefix from is now prefix to: the
+// listings that hold either name are dropped, with what is remembered of
+// the names. A bucket that renames folders did it in one step, with no
+// local change to show over a listing that predates it.
+func (m *Cache) DirMoved(from, to string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range []string{from, to} {
+		full := strings.TrimSuffix(p, "/")
+		parent := parentPrefix(full)
+		m.changes[parent]++ // a listing running now may predate the move
+		m.known.dropListing(parent)
+		m.known.dropEntry(full)
+		m.known.dropPlaceholdersUnder(p)
+	}
+}
+
+// Confirmed records that a local change of name reached the bucket: the
+// object a is there now, or (deleted) it is gone. The change then leaves
+// the local overlay, so the cached listing of its directory must say what
+// the bucket now says, or the name would vanish (or come back) until the
+// TTL ends. Listings are replaced, never changed in place: readers hold
+// them without the lock. It has the signature of cache.OnConfirmed's
+// function, and takes no lock of the caller's.
+func (m *Cache) Confirmed(name string, a transfer.ObjectAttrs, deleted bool) {
+	full := strings.TrimSuffix(name, "/")
+	if full == "" {
+		return
+	}
+	isDir := full != name // a directory's placeholder
+	parent := parentPrefix(full)
+	seg := full[len(parent):]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.changes[parent]++ // even uncached: a listing running now may predate the change
+	m.known.dropEntry(full)
+	if isDir {
+		m.notePlaceholderLocked(name, a, !deleted, m.now())
+	}
+	if !isDir {
+		m.noteRecentLocked(parent, seg, Entry{Kind: File, Attrs: a}, deleted)
+	}
+	if !deleted {
+		m.ancestorsExistLocked(parent)
+	}
+	l, ok := m.known.listing(parent)
+	if !ok {
+		return
+	}
+	cur := l.children[seg]
+	var next Entry
+	switch {
+	case isDir && deleted:
+		// The directory may live on through other objects under it: let
+		// the bucket say.
+		m.known.dropListing(parent)
+		m.known.dropListing(name)
+		return
+	case isDir:
+		next = Entry{Kind: Dir}
+	case cur.Kind == Dir:
+		// A directory of that name wins; the file stays hidden behind it.
+		nl := &Listing{children: l.children, names: l.names, fetched: l.fetched, expires: l.expires, hidden: maps.Clone(l.hidden)}
+		if nl.hidden == nil {
+			nl.hidden = map[string]Entry{}
+		}
+		if deleted {
+			delete(nl.hidden, seg)
+		} else {
+			nl.hidden[seg] = Entry{Kind: File, Attrs: a}
+		}
+		m.known.putListing(parent, nl)
+		return
+	case deleted && cur.Kind != File:
+		return
+	case !deleted:
+		next = Entry{Kind: File, Attrs: a}
+	}
+	nl := &Listing{children: make(map[string]Entry, len(l.children)+1), fetched: l.fetched, expires: l.expires, hidden: l.hidden}
+	for k, v := range l.children {
+		nl.children[k] = v
+	}
+	if next.Kind == None {
+		delete(nl.children, seg)
+	} else {
+		nl.children[seg] = next
+	}
+	for k := range nl.children {
+		nl.names = append(nl.names, k)
+	}
+	sort.Strings(nl.names)
+	m.known.putListing(parent, nl)
+}
+
+// ancestorsExistLocked records that directory prefix dir and those above
+// it exist in the bucket now (an object under them was confirmed): a
+// listing of a level above asked for before may lack them, if they exist
+// only through that object.
+func (m *Cache) ancestorsExistLocked(dir string) {
+	for dir != "" {
+		up := parentPrefix(strings.TrimSuffix(dir, "/"))
+		seg := dir[len(up) : len(dir)-1]
+		// Not counted in m.changes: listings of every level above would
+		// be fetched again for each upload below; recent corrects them.
+		m.noteRecentLocked(up, seg, Entry{Kind: Dir}, false)
+		if l, ok := m.known.listing(up); ok && l.children[seg].Kind != Dir {
+			nl := &Listing{children: make(map[string]Entry, len(l.children)+1), fetched: l.fetched, expires: l.expires, hidden: l.hidden}
+			for k, v := range l.children {
+				nl.children[k] = v
+			}
+			nl.children[seg] = Entry{Kind: Dir}
+			for k := range nl.children {
+				nl.names = append(nl.names, k)
+			}
+			sort.Strings(nl.names)
+			m.known.putListing(up, nl)
+		}
+		dir = up
+	}
+}
+
+// noteRecentLocked records a confirmed change of name parent+seg (what it
+// is now: c, or nothing if deleted), and forgets changes old enough that
+// no answer predating them is used.
+func (m *Cache) noteRecentLocked(parent, seg string, c Entry, deleted bool) {
+	now := m.now()
+	if deleted {
+		c = Entry{Kind: None}
+	}
+	set := m.recent[parent]
+	if set == nil {
+		set = map[string]recentChange{}
+		m.recent[parent] = set
+	}
+	set[seg] = recentChange{Entry: c, at: now}
+	if now.Sub(m.recentSwept) > m.recentFor()/2 {
+		m.recentSwept = now
+		old := now.Add(-m.recentFor())
+		for p, set := range m.recent {
+			for k, rc := range set {
+				if rc.at.Before(old) {
+					delete(set, k)
+				}
+			}
+			if len(set) == 0 {
+				delete(m.recent, p)
+			}
+		}
+	}
+}
+
+// recentSinceLocked returns the confirmed change of file name made at or
+// after t, if any.
+func (m *Cache) recentSinceLocked(name string, t time.Time) (Entry, bool) {
+	parent := parentPrefix(name)
+	rc, ok := m.recent[parent][name[len(parent):]]
+	if !ok || rc.at.Before(t) {
+		return Entry{}, false
+	}
+	return rc.Entry, true
+}
+
+// MadeEmpty records that the directory prefix was just made here and is
+// empty in the bucket, so that looking up new names in it needs no request
+// for the TTL.
+func (m *Cache) MadeEmpty(prefix string) {
+	if m.ttl <= 0 {
+		return
+	}
+	m.mu.Lock()
+	now := m.now()
+	m.known.putListing(prefix, &Listing{children: map[string]Entry{}, fetched: now, expires: now.Add(m.ttl)})
+	m.mu.Unlock()
+}
+
+// notePlaceholderLocked records what the bucket said, at asked, of the
+// placeholder of directory prefix: a, or none (exists false). An older
+// answer than the one held is dropped.
+func (m *Cache) notePlaceholderLocked(prefix string, a transfer.ObjectAttrs, exists bool, asked time.Time) {
+	if m.ttl <= 0 {
+		return
+	}
+	if cur, ok := m.known.placeholder(prefix); ok && cur.asked.After(asked) {
+		return
+	}
+	if !exists {
+		a = transfer.ObjectAttrs{} // what a deletion was confirmed of is gone
+	}
+	m.known.putPlaceholder(prefix, placeholder{a: a, exists: exists, asked: asked, expires: asked.Add(m.ttl)})
+}

@@ -1,0 +1,217 @@
+package names
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// withLocal returns l with the local changes under prefix shown over it.
+func (m *Cache) withLocal(prefix string, l *Listing) *Listing {
+	names, removed := m.local.LocalNames(prefix)
+	m.mu.Lock()
+	var newer map[string]Entry // confirmed since the listing was asked for
+	for seg, rc := range m.recent[prefix] {
+		if !rc.at.Before(l.fetched) {
+			if newer == nil {
+				newer = map[string]Entry{}
+			}
+			newer[seg] = rc.Entry
+		}
+	}
+	m.mu.Unlock()
+	if len(names) == 0 && len(removed) == 0 && len(newer) == 0 {
+		return l
+	}
+	out := &Listing{children: make(map[string]Entry, len(l.children)+len(names)), fetched: l.fetched, expires: l.expires}
+	for k, v := range l.children {
+		out.children[k] = v
+	}
+	hidden := l.hidden // files behind a directory of the same name
+	for seg, c := range newer {
+		switch {
+		case out.children[seg].Kind == Dir:
+			if c.Kind != Dir {
+				hidden = maps.Clone(hidden)
+				if hidden == nil {
+					hidden = map[string]Entry{}
+				}
+				hidden[seg] = c // None: deleted since
+			}
+		case c.Kind == None:
+			delete(out.children, seg)
+		default:
+			out.children[seg] = c
+		}
+	}
+	for _, name := range removed {
+		rest := name[len(prefix):]
+		switch i := strings.IndexByte(rest, '/'); {
+		case i < 0 && out.children[rest].Kind == File:
+			delete(out.children, rest) // a deleted file
+		case i == len(rest)-1 && out.children[rest[:i]].Kind == Dir:
+			// A removed (empty) directory: a file of the same name in
+			// the bucket shows now (made after the directory was
+			// renamed away, while its objects are still being deleted).
+			delete(out.children, rest[:i])
+			if h := hidden[rest[:i]]; h.Kind == File && !slices.Contains(removed, prefix+rest[:i]) {
+				out.children[rest[:i]] = h
+			}
+		}
+	}
+	for _, name := range names {
+		rest := name[len(prefix):]
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			if ValidName(rest[:i]) {
+				out.children[rest[:i]] = Entry{Kind: Dir}
+			}
+			continue
+		}
+		if a, ok := m.local.Local(name); ok && ValidName(rest) && out.children[rest].Kind != Dir {
+			out.children[rest] = Entry{Kind: File, Attrs: a}
+		}
+	}
+	for n := range out.children {
+		out.names = append(out.names, n)
+	}
+	sort.Strings(out.names)
+	return out
+}
+
+// List returns the directory level under prefix, from the cache while
+// fresh, with the local changes shown over it. Objects whose names cannot
+// be file names are left out and reported through warn.
+//
+// A change confirmed while the local changes are laid over the listing
+// may have left the overlay after the listing was taken: Confirmed counts
+// the change (and updates the cached listing) before the change leaves
+// the overlay, so a count that moved meanwhile means "do it again".
+func (m *Cache) List(ctx context.Context, prefix string, warn WarnFunc) (*Listing, error) {
+	ctx, cancel := askContext(ctx)
+	defer cancel()
+	for try := 0; ; try++ {
+		before := m.changeCount(prefix)
+		l, err := m.listRemote(ctx, prefix, warn)
+		if err != nil {
+			return nil, err
+		}
+		out := m.withLocal(prefix, l)
+		if try == 3 || m.changeCount(prefix) == before {
+			return out, nil
+		}
+	}
+}
+
+func (m *Cache) changeCount(prefix string) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changes[prefix]
+}
+
+// listRemote is List without the local changes. A listing during which a
+// change of this cache was confirmed under prefix may miss it, and the
+// change has left the local overlay: such a listing is made again (a few
+// times at most).
+func (m *Cache) listRemote(ctx context.Context, prefix string, warn WarnFunc) (*Listing, error) {
+	for try := 0; ; try++ {
+		m.mu.Lock()
+		before := m.changes[prefix]
+		m.mu.Unlock()
+		l, err := m.listRemoteOnce(ctx, prefix, warn, before)
+		if err != nil || l != nil || try == 3 {
+			if l == nil && err == nil {
+				l, err = m.listRemoteOnce(ctx, prefix, warn, ^uint64(0))
+			}
+			return l, err
+		}
+	}
+}
+
+// listRemoteOnce lists prefix (or takes the cached listing). It returns
+// nil (and no error) if a change under prefix was confirmed since the
+// count before was read; before == ^0 accepts the listing anyway.
+func (m *Cache) listRemoteOnce(ctx context.Context, prefix string, warn WarnFunc, before uint64) (*Listing, error) {
+	now := m.now()
+	m.mu.Lock()
+	if l, ok := m.known.listing(prefix); ok && now.Before(l.expires) {
+		m.mu.Unlock()
+		return l, nil
+	}
+	m.mu.Unlock()
+
+	l := &Listing{children: map[string]Entry{}}
+	var files []transfer.ObjectAttrs
+	q := transfer.ListQuery{Prefix: prefix, Delimiter: "/", Placeholders: true}
+	phs := map[string]transfer.ObjectAttrs{} // placeholders seen: of prefix and of its subdirectories
+	for {
+		page, err := m.b.List(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range page.Prefixes {
+			if p == transfer.StagingPrefix {
+				continue // parts of uploads in flight (see fs's dirNode.reserved)
+			}
+			seg := strings.TrimSuffix(p[len(prefix):], "/")
+			if !ValidName(seg) {
+				warn(p, "objects hidden: their path has a segment that is not a valid file name (empty, '.', '..' or longer than 255 bytes)")
+				continue
+			}
+			l.children[seg] = Entry{Kind: Dir}
+		}
+		files = append(files, page.Objects...)
+		if page.NextPageToken == "" {
+			break
+		}
+		q.PageToken = page.NextPageToken
+	}
+	for _, a := range files {
+		seg := a.Name[len(prefix):]
+		switch {
+		case seg == "" || strings.IndexByte(seg, '/') == len(seg)-1:
+			// The directory's own placeholder object, or a
+			// subdirectory's (listed with Placeholders).
+			phs[a.Name] = a
+		case !ValidName(seg):
+			warn(a.Name, "object hidden: its name is not a valid file name (empty segment, '.', '..' or longer than 255 bytes)")
+		case l.children[seg].Kind == Dir:
+			warn(a.Name, "object hidden: a directory has the same name", "shown_as", a.Name+"/")
+			if l.hidden == nil {
+				l.hidden = map[string]Entry{}
+			}
+			l.hidden[seg] = Entry{Kind: File, Attrs: a}
+		default:
+			l.children[seg] = Entry{Kind: File, Attrs: a}
+		}
+	}
+	for n := range l.children {
+		l.names = append(l.names, n)
+	}
+	sort.Strings(l.names)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if before != ^uint64(0) && m.changes[prefix] != before {
+		return nil, nil // checked and stored under one lock: no change slips between
+	}
+	l.fetched = now
+	// The listing says which of its directories have a placeholder.
+	if prefix != "" {
+		a, ok := phs[prefix]
+		m.notePlaceholderLocked(prefix, a, ok, now)
+	}
+	for seg, c := range l.children {
+		if c.Kind == Dir {
+			a, ok := phs[prefix+seg+"/"]
+			m.notePlaceholderLocked(prefix+seg+"/", a, ok, now)
+		}
+	}
+	if m.ttl > 0 {
+		l.expires = now.Add(m.ttl)
+		m.known.putFetchedListing(prefix, l)
+	}
+	return l, nil
+}

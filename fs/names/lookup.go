@@ -1,0 +1,176 @@
+package names
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// resolveLocal says what name is from local changes alone, if they
+// decide (ok). dirGone says that they decide only that name is no
+// directory (one removed here, whose objects may still be in the bucket).
+func (m *Cache) resolveLocal(name string) (c Entry, ok, dirGone bool) {
+	if a, ok := m.local.Local(name); ok {
+		return Entry{Kind: File, Attrs: a}, true, false
+	}
+	if present, _ := m.local.LocalNames(name + "/"); len(present) > 0 {
+		return Entry{Kind: Dir}, true, false
+	}
+	_, removed := m.local.LocalNames(name)
+	if slices.Contains(removed, name) {
+		return Entry{Kind: None}, true, false // a file deleted here
+	}
+	if slices.Contains(removed, name+"/") {
+		// A directory removed here (or renamed away): its placeholder
+		// goes last, and until it is gone the bucket still says it is a
+		// directory. A file made at its name since is all there is.
+		return Entry{}, false, true
+	}
+	return Entry{}, false, false
+}
+
+// Resolve says what full name (a path without a trailing '/') is: a file,
+// a directory (a placeholder object or just a common prefix), or nothing.
+// When both a file and a directory have the name, the directory wins.
+func (m *Cache) Resolve(ctx context.Context, name string, warn WarnFunc) (Entry, error) {
+	if lc, ok, dirGone := m.resolveLocal(name); ok {
+		return lc, nil
+	} else if dirGone {
+		return m.fileBehind(ctx, name)
+	}
+	now := m.now()
+	m.mu.Lock()
+	if c, ok := m.known.entry(name); ok && now.Before(c.expires) {
+		if rc, ok := m.recentSinceLocked(name, c.asked); ok && c.Kind != Dir {
+			c.Entry = rc // confirmed since the bucket was asked
+		}
+		m.mu.Unlock()
+		return c.Entry, nil
+	}
+	if l, ok := m.known.listing(parentPrefix(name)); ok && now.Before(l.expires) {
+		c := l.children[name[len(parentPrefix(name)):]]
+		if rc, ok := m.recentSinceLocked(name, l.fetched); ok && c.Kind != Dir {
+			c = rc
+		}
+		m.mu.Unlock()
+		return c, nil
+	}
+	m.mu.Unlock()
+
+	ctx, cancel := askContext(ctx)
+	defer cancel()
+	// Ask for the object and for anything under name/ at the same time.
+	type statResult struct {
+		a   transfer.ObjectAttrs
+		err error
+	}
+	sc := make(chan statResult, 1)
+	go func() {
+		a, err := m.b.Stat(ctx, name)
+		sc <- statResult{a, err}
+	}()
+	page, lerr := m.b.List(ctx, transfer.ListQuery{Prefix: name + "/", Delimiter: "/", PageSize: 1, Placeholders: true})
+	st := <-sc
+	if lerr != nil {
+		return Entry{}, lerr
+	}
+	if st.err != nil && !errors.Is(st.err, transfer.ErrNotExist) {
+		return Entry{}, st.err
+	}
+	isDir := len(page.Objects) > 0 || len(page.Prefixes) > 0
+	var c Entry
+	switch {
+	case isDir:
+		if st.err == nil {
+			warn(name, "object hidden: a directory has the same name", "shown_as", name+"/")
+		}
+		c = Entry{Kind: Dir}
+		// "name/" comes before any other name under it: the first one
+		// says whether the directory has a placeholder.
+		ph := len(page.Objects) > 0 && page.Objects[0].Name == name+"/"
+		var a transfer.ObjectAttrs
+		if ph {
+			a = page.Objects[0]
+		}
+		m.mu.Lock()
+		m.notePlaceholderLocked(name+"/", a, ph, now)
+		m.mu.Unlock()
+	case st.err == nil:
+		c = Entry{Kind: File, Attrs: st.a}
+	}
+	m.mu.Lock()
+	if rc, ok := m.recentSinceLocked(name, now); ok && c.Kind != Dir {
+		c = rc // confirmed while the bucket was asked
+	}
+	m.mu.Unlock()
+	m.put(name, c, now)
+	return c, nil
+}
+
+// put remembers that the bucket said, when asked at now, that name is c.
+func (m *Cache) put(name string, c Entry, now time.Time) {
+	if m.ttl <= 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.known.putEntry(name, cachedEntry{Entry: c, asked: now, expires: now.Add(m.ttl)})
+}
+
+// fileBehind says whether the bucket has a file at name, a directory
+// removed here whose objects are still being deleted (resolveLocal).
+func (m *Cache) fileBehind(ctx context.Context, name string) (Entry, error) {
+	ctx, cancel := askContext(ctx)
+	defer cancel()
+	a, err := m.b.Stat(ctx, name)
+	switch {
+	case errors.Is(err, transfer.ErrNotExist):
+		return Entry{Kind: None}, nil
+	case err != nil:
+		return Entry{}, err
+	}
+	return Entry{Kind: File, Attrs: a}, nil
+}
+
+// DirAttrs returns the placeholder object of directory prefix (not "",
+// ending in '/'), where its mode, owner and time are kept, if it has one:
+// the local version if it has changes not yet in the bucket, else what
+// the bucket said within the TTL, else what it says now.
+func (m *Cache) DirAttrs(ctx context.Context, prefix string) (transfer.ObjectAttrs, bool, error) {
+	if prefix == "" {
+		return transfer.ObjectAttrs{}, false, nil // the root has no object
+	}
+	if a, ok := m.local.Local(prefix); ok {
+		return a, true, nil
+	}
+	now := m.now()
+	m.mu.Lock()
+	if p, ok := m.known.placeholder(prefix); ok && now.Before(p.expires) {
+		m.mu.Unlock()
+		return p.a, p.exists, nil
+	}
+	m.mu.Unlock()
+	ctx, cancel := askContext(ctx)
+	defer cancel()
+	a, err := m.b.Stat(ctx, prefix)
+	exists := err == nil
+	if err != nil {
+		if !errors.Is(err, transfer.ErrNotExist) {
+			return transfer.ObjectAttrs{}, false, err
+		}
+		a = transfer.ObjectAttrs{}
+	}
+	if a, ok := m.local.Local(prefix); ok {
+		return a, true, nil // made here meanwhile
+	}
+	m.mu.Lock()
+	m.notePlaceholderLocked(prefix, a, exists, now)
+	if p, ok := m.known.placeholder(prefix); ok && p.asked.After(now) {
+		a, exists = p.a, p.exists // confirmed while the bucket was asked
+	}
+	m.mu.Unlock()
+	return a, exists, nil
+}

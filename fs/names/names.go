@@ -1,0 +1,168 @@
+// Package names is the file tree's memory of names and attributes: what
+// the bucket said a name is (a file, a directory, nothing), whole
+// directory levels, and directories' placeholder objects ("dir/", which
+// keep their mode, owner and time), each trusted for a TTL, with the
+// changes not yet in the bucket (the cache's local overlay) shown over
+// them. A fresh listing answers lookups of its children too, so 'ls -l'
+// costs one listing, not one stat per file. TTL 0 disables caching.
+//
+// It knows the bucket only through Bucket (List and Stat) and the cache
+// only through Overlay. Package fs tells it of the changes it makes
+// (Forget, Stale, ForgetUnder, DirMoved, MadeEmpty), and the cache tells
+// it of the changes confirmed in the bucket (Confirmed, set with
+// cache.OnConfirmed).
+//
+// Answers and confirmations race: a listing asked for before a change
+// reached the bucket may come back after the change left the overlay.
+// Three rules keep such an answer from undoing the change:
+//   - a listing during which a change under its prefix was confirmed is
+//     made again (change counts, List);
+//   - a file's confirmed change is kept for a while (recent) and wins over
+//     any answer asked for before it;
+//   - a placeholder's newer news wins: an answer asked for before a
+//     confirmed change of the placeholder never replaces it.
+//
+// What was learned is kept in a store (store.go) behind a few methods
+// (get, put and drop of an entry, a listing, a placeholder, each with
+// when the bucket was asked), so that it can be kept on disk later; the
+// bookkeeping of answers in flight (change counts, recent confirmations)
+// stays in Cache and means nothing after a restart.
+//
+// Lock: Cache.mu guards the store and that bookkeeping. It is a leaf:
+// never held across a request to the bucket or a call of the Overlay.
+package names
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// MaxNameLen is the longest file name the kernel accepts (NAME_MAX).
+const MaxNameLen = 255
+
+// Kind is what a name is.
+type Kind int
+
+const (
+	None Kind = iota // no such name (a negative entry)
+	File
+	Dir
+)
+
+// Entry is what a name in a directory is.
+type Entry struct {
+	Kind  Kind
+	Attrs transfer.ObjectAttrs // for files
+}
+
+// Listing is one directory level, as listed from the bucket, with local
+// changes shown over it when List returns it. It is never changed once
+// made: readers hold it without a lock.
+type Listing struct {
+	children map[string]Entry
+	names    []string  // sorted
+	fetched  time.Time // when the listing was asked for
+	expires  time.Time
+	// hidden holds the files of the bucket that a directory of the same
+	// name hides: shown if that directory is removed here while the
+	// bucket still has objects under it (its old name after a rename).
+	hidden map[string]Entry
+}
+
+// Names returns the names of the level, sorted. The caller must not
+// change the slice.
+func (l *Listing) Names() []string { return l.names }
+
+// Child returns what seg, a name of the level, is (Kind None if absent).
+func (l *Listing) Child(seg string) Entry { return l.children[seg] }
+
+// WarnFunc reports an object that cannot be shown, once per name.
+type WarnFunc func(name, msg string, args ...any)
+
+// Bucket is the part of transfer.Bucket the cache asks.
+type Bucket interface {
+	Stat(ctx context.Context, name string) (transfer.ObjectAttrs, error)
+	List(ctx context.Context, q transfer.ListQuery) (transfer.ListPage, error)
+}
+
+// Overlay is the part of the cache the tree needs to show local changes.
+type Overlay interface {
+	// Local describes name's local copy if it has changes not yet uploaded.
+	Local(name string) (transfer.ObjectAttrs, bool)
+	// LocalNames lists the names under prefix with such changes: written
+	// (present) or deleted (removed).
+	LocalNames(prefix string) (present, removed []string)
+}
+
+// recentChange is a change of this cache to a file, confirmed in the
+// bucket at a time: what the file is now.
+type recentChange struct {
+	Entry
+	at time.Time
+}
+
+// Cache remembers names and attributes for a TTL: positive and negative
+// lookups, whole directory listings, directories' placeholders.
+type Cache struct {
+	b     Bucket
+	ttl   time.Duration
+	local Overlay          // changes not yet in the bucket; shown over what it says
+	now   func() time.Time // the clock (tests set another)
+
+	mu    sync.Mutex
+	known store // guarded by mu: what the bucket said
+	// changes counts the confirmed changes per prefix; a listing that ran
+	// while one came in may predate it, so it is fetched again.
+	changes map[string]uint64 // guarded by mu
+	// recent holds the files whose changes were confirmed lately, by
+	// prefix and name: an answer from the bucket asked for before the
+	// confirmation may predate it (a listing or a lookup running while
+	// many uploads end, as after a directory rename), so such answers
+	// are corrected with these. Kept for recentFor.
+	recent      map[string]map[string]recentChange // guarded by mu
+	recentSwept time.Time                          // guarded by mu: when old ones were last dropped
+}
+
+// New returns a cache of what b says, with the local changes of local
+// shown over it, trusted for ttl (0: not cached).
+func New(b Bucket, local Overlay, ttl time.Duration) *Cache {
+	return &Cache{b: b, local: local, ttl: ttl, now: time.Now, known: newStore(),
+		changes: map[string]uint64{}, recent: map[string]map[string]recentChange{}}
+}
+
+// recentFor is how long confirmed changes are kept in Cache.recent:
+// longer than any answer asked for before them is used.
+func (m *Cache) recentFor() time.Duration { return 2*m.ttl + time.Minute }
+
+// askTimeout bounds the questions a lookup or a listing asks the bucket.
+const askTimeout = time.Minute
+
+// askContext is the context of the bucket requests of a lookup or a
+// listing: not cancelled when the kernel interrupts the FUSE request, and
+// bounded by askTimeout. The kernel interrupts a request whenever the
+// calling thread gets a signal, and Go programs get one often (SIGURG,
+// for goroutine preemption): answering EINTR to mkdir or stat then fails
+// programs that do not retry it (found by the POSIX suite: a mkdir of a
+// deep path failed with EINTR about once in thirty runs). These answers
+// are short; a bucket that does not answer fails them with ETIMEDOUT.
+func askContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), askTimeout)
+}
+
+// parentPrefix returns the listing prefix of the directory holding name.
+func parentPrefix(name string) string {
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		return name[:i+1]
+	}
+	return ""
+}
+
+// ValidName reports whether seg can be a file name on Linux.
+func ValidName(seg string) bool {
+	return seg != "" && seg != "." && seg != ".." && len(seg) <= MaxNameLen &&
+		!strings.ContainsAny(seg, "/\x00")
+}
