@@ -18,7 +18,7 @@ build:
 
 # bin/bucketfs to $(PREFIX)/bin, the mount helper /sbin/mount.fuse.bucketfs
 # (a symlink to it, for mount(8) and /etc/fstab), the systemd unit
-# bucketfs@.service and the README.
+# bucketfs@.service, the README and the reference pages of docs/.
 install: build
 	install -D -m 0755 $(BIN)/bucketfs $(DESTDIR)$(PREFIX)/bin/bucketfs
 	install -d $(DESTDIR)$(SBINDIR)
@@ -27,11 +27,14 @@ install: build
 	sed 's|/usr/local/|$(PREFIX)/|g' deploy/bucketfs@.service >$(DESTDIR)$(UNITDIR)/bucketfs@.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/bucketfs@.service
 	install -D -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/bucketfs/README.md
+	install -d $(DESTDIR)$(PREFIX)/share/doc/bucketfs/docs
+	install -m 0644 docs/*.md $(DESTDIR)$(PREFIX)/share/doc/bucketfs/docs/
 	@if [ -z "$(DESTDIR)" ] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/bucketfs $(DESTDIR)$(SBINDIR)/mount.fuse.bucketfs \
 		$(DESTDIR)$(UNITDIR)/bucketfs@.service $(DESTDIR)$(PREFIX)/share/doc/bucketfs/README.md
+	rm -rf $(DESTDIR)$(PREFIX)/share/doc/bucketfs/docs
 
 # Unit and integration tests (real FUSE mounts; needs fuse3 and root or
 # user_allow_other). Every test has a timeout; the race detector is on.

@@ -282,7 +282,7 @@ func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 // Setattr implements gofs.NodeSetattrer: chmod, chown and utimes of a
 // directory are kept in the metadata of its placeholder object ("dir/"),
 // made for them if the directory exists only through objects under it.
-// The root has no object: its changes are accepted and not kept (README,
+// The root has no object: its changes are accepted and not kept (docs/design.md,
 // limits), so that tools which copy trees (tar, rsync -a, cp -a) do not
 // fail.
 func (d *dirNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
@@ -452,7 +452,7 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 // the cache at once (replacing a file there), and the bucket follows (the
 // new object uploaded, the old one deleted). A directory is renamed with
 // everything under it (renameDir). RENAME_EXCHANGE swaps two files
-// (exchange); with a directory it is not supported (EINVAL, README).
+// (exchange); with a directory it is not supported (EINVAL, docs/design.md).
 func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	ctx = uninterrupted(ctx)
 	f := d.fsys
@@ -518,7 +518,7 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 // exchange swaps file src and file to (RENAME_EXCHANGE): each name takes
 // the other's content in the cache at once (cache.Exchange), the bucket
 // follows, and the kernel's nodes follow their content, as the kernel
-// swaps its entries. Directories are not exchanged (EINVAL, README): the
+// swaps its entries. Directories are not exchanged (EINVAL, docs/design.md): the
 // swap of two trees would have to be one step of the index.
 func (f *FS) exchange(ctx context.Context, from string, src names.Entry, to string) syscall.Errno {
 	dst, err := f.names.Resolve(ctx, to, f.warnOnce)
@@ -683,7 +683,7 @@ func (s nodeSnapshots) unlinked() {
 
 // Link implements gofs.NodeLinker: hard links are not supported (an
 // object store has one name per object); EPERM is link(2)'s answer for
-// a filesystem without them (README, limits). git, cp and rsync then
+// a filesystem without them (docs/design.md, limits). git, cp and rsync then
 // copy instead.
 func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	return nil, syscall.EPERM

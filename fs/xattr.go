@@ -11,7 +11,7 @@ import (
 // then marks the mount as having no xattrs and stops asking: applications
 // get EOPNOTSUPP, and a write no longer costs a round trip to look up
 // security.capability (which the kernel does before the first write to a
-// file). Extended attributes are not stored yet (README, limits).
+// file). Extended attributes are not stored yet (docs/design.md, limits).
 type noXattrs struct{}
 
 var (

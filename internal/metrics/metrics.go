@@ -1,7 +1,7 @@
 // Package metrics exports what a running mount does as Prometheus
 // metrics: FUSE requests (fed by fs.Options.OpObserver), bucket calls
 // (a transfer.Observer for transfer.Metered), and the cache and its
-// write-back (read from cache.Status at every scrape). The README lists
+// write-back (read from cache.Status at every scrape). docs/operating.md lists
 // every series.
 //
 // It is the only package of bucketfs that imports the Prometheus client;
