@@ -38,23 +38,6 @@ import (
 // After a crash the journal has all of a directory rename or none of
 // it; the copies and deletions it recorded go on at the next start.
 
-// copySource is where an upload's content comes from: the cache file,
-// or (from not empty) a server-side copy of generation gen of object
-// from.
-type copySource struct {
-	from string
-	gen  int64
-}
-
-// sendContent writes name's content in the bucket under o: the cache file
-// id (size bytes), or a copy of src.
-func (c *Cache) sendContent(ctx context.Context, name string, id uint64, size int64, src copySource, o transfer.PutOptions) (transfer.ObjectAttrs, error) {
-	if src.from != "" {
-		return c.b.Copy(ctx, src.from, src.gen, name, o)
-	}
-	return c.putObject(ctx, name, id, size, o)
-}
-
 // holdLocked records e's pending copy, if any, as a hold on its source.
 func (c *Cache) holdLocked(e *entry) {
 	if !e.rec.pendingCopy() || e.holding != "" {
