@@ -328,3 +328,20 @@ func (c *Cache) countHidden() {
 	c.mu.Unlock()
 	c.removeAll(victims)
 }
+
+// cost is what a record counts against the cache's size: its size, but
+// nothing for a pending copy not cached (renaming a directory bigger than
+// the cache must not evict everything else). Bytes read into such a copy
+// before it is made are not counted until it is made or written.
+func (r *record) cost() int64 {
+	if r.pendingCopy() && !r.Complete {
+		return 0
+	}
+	return r.Size
+}
+
+// chargeLocked sets what e counts in c.used to n bytes.
+func (c *Cache) chargeLocked(e *entry, n int64) {
+	c.used += n - e.charged
+	e.charged = n
+}
