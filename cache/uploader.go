@@ -34,14 +34,6 @@ func (c *Cache) kickLocked() {
 	}
 }
 
-// notifyLocked wakes whoever waits for a change of write-back state: the
-// uploader (once, however many changes) and Flush waiters.
-func (c *Cache) notifyLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
-	c.kickLocked()
-}
-
 // startUploader runs the loop that starts due uploads.
 func (c *Cache) startUploader() {
 	life, cancel := context.WithCancel(context.Background())
