@@ -46,40 +46,6 @@ func ConflictName(name string, at time.Time, try int) string {
 	return n
 }
 
-// snapshotLocked copies e's record for persistEntry, numbered so that a
-// later state is never overwritten by an earlier one.
-func (c *Cache) snapshotLocked(e *entry) (record, uint64) {
-	e.recSeq++
-	return e.rec, e.recSeq
-}
-
-// persistEntry writes snapshot rec (number seq) as e's record to the
-// journal (it then survives a crash of the process; Sync makes it survive
-// a power loss), unless a later snapshot has been written already. It
-// changes nothing if the name's record is no longer e's (evicted, or the
-// name now holds another version).
-func (c *Cache) persistEntry(e *entry, rec record, seq uint64) error {
-	e.persistMu.Lock()
-	if seq <= e.persistedSeq {
-		e.persistMu.Unlock()
-		return nil
-	}
-	err := c.j.append(putOp(e.name, rec, rec.ID))
-	if err == nil {
-		e.persistedSeq = seq
-	}
-	e.persistMu.Unlock()
-	if err == nil && rec.CopyFrom == "" {
-		// The journal no longer says the content is a copy (a record
-		// never becomes one again): the source version is not needed
-		// by this entry any more.
-		c.mu.Lock()
-		c.releaseHoldLocked(e)
-		c.mu.Unlock()
-	}
-	return err
-}
-
 // Remove records that name is deleted; the deletion reaches the bucket in
 // order with name's other changes (an upload in flight ends first; a new
 // file of the same name replaces the deletion). base is the generation
