@@ -25,7 +25,7 @@ import (
 // persistMu or nothing, never under Cache.mu (the journal writes to
 // disk). describer.mu (describe.go) is a leaf, taken under journal.mu,
 // persistMu or nothing.
-// waitLocked (folder.go) releases Cache.mu while it waits.
+// waitLocked (wait.go) releases Cache.mu while it waits.
 // cleanMu (staging.go) is taken with no other lock held, across the
 // network requests of a cleaning round; Cache.mu may be taken under it.
 // No disk or network I/O happens under Cache.mu: decisions are made under
