@@ -27,7 +27,44 @@ const (
 // upload sends the local copy of name to the bucket once and settles the
 // outcome. e.uploading is set by takeDue and cleared here.
 func (c *Cache) upload(ctx context.Context, name string) {
+	u, ok := c.takeUpload(name)
+	if !ok {
+		return
+	}
+	e := u.e
+	if u.deleted {
+		c.deleteRemote(ctx, e, name, u.base, u.version, u.inflight)
+		return
+	}
+	if u.metaOnly {
+		c.patchMeta(ctx, e, name, u.base, u.meta, u.version, u.inflight)
+		return
+	}
+	c.uploadContent(ctx, u)
+}
+
+// uploadJob is what one upload sends: its entry's state when it started,
+// taken under the lock.
+type uploadJob struct {
+	e                     *entry
+	name                  string
+	version               uint64 // e.version then
+	inflight              int    // e.inflight then
+	base, size            int64
+	id                    uint64
+	deleted, metaOnly     bool
+	meta                  map[string]string
+	src                   copySource
+	contentType, encoding string
+	ref                   sumsRef
+	seq                   uint64 // e.uploadSeq of this upload
+}
+
+// takeUpload takes the snapshot an upload of name sends. It reports false
+// (and settles the running flag) if there is nothing to send now.
+func (c *Cache) takeUpload(name string) (uploadJob, bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	e := c.entries[name]
 	if e == nil || !e.rec.Dirty || e.dropped || !isClosed(e.ready) || e.rec.ID == 0 {
 		if e != nil {
@@ -37,41 +74,37 @@ func (c *Cache) upload(ctx context.Context, name string) {
 			}
 		}
 		c.notifyLocked()
-		c.mu.Unlock()
-		return
+		return uploadJob{}, false
 	}
-	version, inflight := e.version, e.inflight
-	base, size, id := e.rec.Generation, e.rec.Size, e.rec.ID
-	deleted, metaOnly, meta := e.rec.Deleted, e.rec.MetaOnly, e.rec.Meta
-	src := copySource{from: e.rec.CopyFrom, gen: e.rec.CopyGen}
-	contentType, encoding := e.rec.CopyType, e.rec.Encoding
-	ref := sumsRef{chunk: e.rec.ChunkSize, sums: slices.Clone(e.rec.Sums), written: slices.Clone(e.rec.Written)}
+	u := uploadJob{e: e, name: name, version: e.version, inflight: e.inflight}
+	u.base, u.size, u.id = e.rec.Generation, e.rec.Size, e.rec.ID
+	u.deleted, u.metaOnly, u.meta = e.rec.Deleted, e.rec.MetaOnly, e.rec.Meta
+	u.src = copySource{from: e.rec.CopyFrom, gen: e.rec.CopyGen}
+	u.contentType, u.encoding = e.rec.CopyType, e.rec.Encoding
+	u.ref = sumsRef{chunk: e.rec.ChunkSize, sums: slices.Clone(e.rec.Sums), written: slices.Clone(e.rec.Written)}
 	e.forced = false
 	e.uploadSeq++
-	seq := e.uploadSeq
-	c.mu.Unlock()
+	u.seq = e.uploadSeq
+	return u, true
+}
 
-	if deleted {
-		c.deleteRemote(ctx, e, name, base, version, inflight)
-		return
-	}
-	if metaOnly {
-		c.patchMeta(ctx, e, name, base, meta, version, inflight)
-		return
-	}
+// uploadContent sends u's content (the cache file, or a server-side copy
+// of its pending source) and settles the outcome.
+func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
+	e, name, base, src := u.e, u.name, u.base, u.src
 	// The file says how big the copy is (writes through passthrough
 	// handles are not counted anywhere else until those handles close),
 	// and when it was last changed.
 	var mtime time.Time
 	if src.from != "" {
 		// A copy: its time is in meta already, its size the source's.
-	} else if st, err := os.Stat(c.dataPath(id)); err == nil {
-		size, mtime = st.Size(), st.ModTime()
+	} else if st, err := os.Stat(c.dataPath(u.id)); err == nil {
+		u.size, mtime = st.Size(), st.ModTime()
 	}
 	var body fileSums
 	if src.from == "" {
 		var held bool
-		body, held = c.scanForUpload(ctx, e, name, id, size, ref)
+		body, held = c.scanForUpload(ctx, e, name, u.id, u.size, u.ref)
 		if held {
 			c.mu.Lock()
 			e.uploading = false
@@ -93,7 +126,7 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	}
 	// A base below 0 is a deletion of "whatever was there" (a removed
 	// directory's placeholder) written again: a new object.
-	attrs, err := c.sendContent(ctx, name, id, size, src, body.put(transfer.PutOptions{IfGenerationMatch: max(base, 0), ContentType: contentType, ContentEncoding: encoding, Metadata: uploadMeta(meta, mtime, attempt)}))
+	attrs, err := c.sendContent(ctx, name, u.id, u.size, src, body.put(transfer.PutOptions{IfGenerationMatch: max(base, 0), ContentType: u.contentType, ContentEncoding: u.encoding, Metadata: uploadMeta(u.meta, mtime, attempt)}))
 	if c.supersededDuring(e, name, base, attrs, err) {
 		return
 	}
@@ -109,38 +142,55 @@ func (c *Cache) upload(ctx context.Context, name string) {
 		}
 	}
 	if errors.Is(err, transfer.ErrPrecondition) {
-		gen, ours := c.ownVersion(ctx, e, name)
-		if ours {
-			// The bucket holds an upload of ours whose answer a crash
-			// (or a lost response) kept from us: not a conflict. Send
-			// the copy again, based on it.
-			c.log.Info("the bucket holds an earlier upload of this file that was not confirmed; uploading again on top of it", "object", name, "generation", gen)
-			c.mu.Lock()
-			e.uploading = false
-			if e.rec.Generation == base {
-				e.rec.Generation = gen
-			}
-			c.scheduleLocked(name, 0)
-			c.notifyLocked()
-			c.mu.Unlock()
-			return
-		}
-		c.log.Info("upload refused: the bucket's version is not the one the local change is based on", "object", name, "based_on", base, "bucket_generation", gen)
-		err = c.saveConflict(ctx, e, name, id, size, src, body, meta, version, inflight)
-		if err == nil {
-			c.mu.Lock()
-			e.uploadedSeq = seq // what was written is in the bucket, beside
-			c.notifyLocked()
-			c.mu.Unlock()
+		if err = c.refused(ctx, u, body); err == nil {
 			return
 		}
 	}
-
 	if err == nil {
 		// Before the change leaves the local overlay, so that listings
 		// never miss the name.
 		c.confirm(name, attrs, false)
 	}
+	c.uploadDone(ctx, u, body, attrs, err)
+}
+
+// refused handles an upload of u the bucket refused because its version
+// is not the one u is based on. It returns nil once that is settled:
+// the upload is queued again (the bucket's version is an unconfirmed
+// upload of ours), or the local version was saved beside the bucket's.
+func (c *Cache) refused(ctx context.Context, u uploadJob, body fileSums) error {
+	e, name, base := u.e, u.name, u.base
+	gen, ours := c.ownVersion(ctx, e, name)
+	if ours {
+		// The bucket holds an upload of ours whose answer a crash
+		// (or a lost response) kept from us: not a conflict. Send
+		// the copy again, based on it.
+		c.log.Info("the bucket holds an earlier upload of this file that was not confirmed; uploading again on top of it", "object", name, "generation", gen)
+		c.mu.Lock()
+		e.uploading = false
+		if e.rec.Generation == base {
+			e.rec.Generation = gen
+		}
+		c.scheduleLocked(name, 0)
+		c.notifyLocked()
+		c.mu.Unlock()
+		return nil
+	}
+	c.log.Info("upload refused: the bucket's version is not the one the local change is based on", "object", name, "based_on", base, "bucket_generation", gen)
+	err := c.saveConflict(ctx, e, name, u.id, u.size, u.src, body, u.meta, u.version, u.inflight)
+	if err == nil {
+		c.mu.Lock()
+		e.uploadedSeq = u.seq // what was written is in the bucket, beside
+		c.notifyLocked()
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// uploadDone settles an upload of u's content that ended with err (nil:
+// the bucket has it as attrs).
+func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attrs transfer.ObjectAttrs, err error) {
+	e, name, src, size := u.e, u.name, u.src, u.size
 	c.mu.Lock()
 	e.uploading = false
 	if err != nil {
@@ -153,16 +203,14 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	e.uploadedHere = true
 	e.rec.Generation = attrs.Generation
 	e.rec.Attempts = nil // confirmed: the bucket's version is known
-	e.uploadedSeq = seq
+	e.uploadedSeq = u.seq
 	c.stats.Uploads++
 	// Still the copy this upload made (a change since would have made
 	// the content local): the bucket has the content now.
 	wasCopy := src.from != "" && e.rec.CopyFrom == src.from
 	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
 	var victims []*entry
-	if e.version == version && inflight == 0 && e.inflight == 0 {
-		e.rec.Dirty = false
-		e.dirtying = nil
+	if c.settleLocked(e, name, u.version, u.inflight, true) {
 		e.rec.Meta = ownMeta(attrs.Metadata) // what the bucket has now (its time among it)
 		if src.from == "" {
 			c.adoptSumsLocked(e, body, attrs)
@@ -173,15 +221,11 @@ func (c *Cache) upload(ctx context.Context, name string) {
 			// through a handle a rename moved, would be stale).
 			c.resizeLocked(e, size)
 		}
-		e.dirtySince = time.Time{}
 		if wasCopy && !e.rec.Complete && e.refs == 0 {
 			victims = c.dropLocked(e) // a copy made, none of it cached: nothing to keep
 		}
-	} else {
-		if wasCopy {
-			e.rec.MetaOnly = true // only attributes changed since: patch them
-		}
-		c.scheduleLocked(name, 0) // changed meanwhile: send the new version
+	} else if wasCopy {
+		e.rec.MetaOnly = true // only attributes changed since: patch them (sent as queued again)
 	}
 	if len(victims) > 0 {
 		c.notifyLocked()
@@ -200,6 +244,25 @@ func (c *Cache) upload(ctx context.Context, name string) {
 	c.mu.Lock()
 	c.notifyLocked()
 	c.mu.Unlock()
+}
+
+// settleLocked is the one ending of a transfer of e's changes (upload,
+// deleteRemote, saveConflict, patchMeta) that reached the bucket, or
+// that there is no point in sending again. version and inflight are
+// e.version and e.inflight as the transfer took its snapshot; also is
+// the caller's own condition for e to be clean. If no change began or
+// ended since and also holds, e is clean now: its dirty flag, dirtying
+// and dirtySince are cleared, and settleLocked returns true (the caller
+// then records what the bucket has). Otherwise name is queued again at
+// once, to send what e is now, and it returns false: a change made
+// during a transfer is sent again, never dropped.
+func (c *Cache) settleLocked(e *entry, name string, version uint64, inflight int, also bool) bool {
+	if e.version != version || inflight != 0 || e.inflight != 0 || !also {
+		c.scheduleLocked(name, 0)
+		return false
+	}
+	e.rec.Dirty, e.dirtying, e.dirtySince = false, nil, time.Time{}
+	return true
 }
 
 // deleteRemote carries out a recorded deletion of name, based on
@@ -264,23 +327,17 @@ func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base in
 		return
 	}
 	var victims []*entry
-	if e.version == version && inflight == 0 && e.inflight == 0 {
-		e.rec.Dirty = false
-		e.dirtying = nil
-		e.dirtySince = time.Time{}
+	if c.settleLocked(e, name, version, inflight, true) {
 		e.rec.Generation = 0 // the object is gone
 		e.rec.Attempts = nil
 		if e.writers == 0 {
 			victims = c.dropLocked(e)
 		}
-	} else {
-		// Written again meanwhile: send the new state, as a new object
-		// if the old one is gone now.
-		if gone && e.rec.Generation == base {
-			e.rec.Generation = 0
-			e.rec.Attempts = nil
-		}
-		c.scheduleLocked(name, 0)
+	} else if gone && e.rec.Generation == base {
+		// Written again meanwhile: the new state is sent (queued again),
+		// as a new object since the old one is gone now.
+		e.rec.Generation = 0
+		e.rec.Attempts = nil
 	}
 	c.notifyLocked()
 	c.mu.Unlock()
@@ -431,15 +488,10 @@ func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint
 	c.noteErrorLocked("conflict", name, fmt.Errorf("the object changed in the bucket; the local version was saved as %s", sibling))
 	e.uploading = false
 	var victims []*entry
-	if e.version == version && inflight == 0 && e.inflight == 0 && e.writers == 0 {
-		e.rec.Dirty = false
-		e.dirtying = nil
-		e.dirtySince = time.Time{}
+	// Newer changes (or a writer that may make them) are still based on
+	// the old generation: they go beside it too, on the next try.
+	if c.settleLocked(e, name, version, inflight, e.writers == 0) {
 		victims = c.dropLocked(e)
-	} else {
-		// Newer changes (or a writer that may make them), still based on
-		// the old generation: they go beside it too, on the next try.
-		c.scheduleLocked(name, 0)
 	}
 	c.notifyLocked()
 	c.mu.Unlock()
