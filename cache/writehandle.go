@@ -59,46 +59,9 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 		c.release(e)
 		return nil, err
 	}
-	c.mu.Lock()
-	if e.rec.Deleted {
-		// Written again after a deletion not yet sent: a new, empty file
-		// that replaces it (its first change clears Deleted).
-		trunc = true
-	} else if e.rec.Meta == nil && !e.rec.Dirty {
-		e.rec.Meta = ownMeta(a.Metadata) // an upload keeps what the object had
-	}
-	if trunc {
-		// New content: whatever the old version's encoding, it is not
-		// this one's.
-		e.rec.Encoding = ""
-	}
-	complete := e.rec.Complete || (e.dl != nil && isClosed(e.dl.Complete()))
-	var dl *transfer.Download
-	switch {
-	case complete:
-	case trunc && e.dl == nil:
-		// Nothing is being written into the file: it can start empty. It
-		// counts as complete from now on, so no download starts into it.
-		complete = true
-		e.rec.Complete, e.rec.Present = true, nil
-	default:
-		if e.dl == nil {
-			if err := c.startDownloadLocked(e); err != nil {
-				c.mu.Unlock()
-				c.release(e)
-				return nil, err
-			}
-		}
-		dl = e.dl
-	}
-	c.mu.Unlock()
-	if dl != nil {
-		// Every byte, fetched now if the background walk has not (or
-		// gave up); when this returns no fetch writes into the file any more.
-		if err := dl.EnsureComplete(ctx); err != nil {
-			c.release(e)
-			return nil, fmt.Errorf("fetching %s before writing it: %w", a.Name, staleOr(err))
-		}
+	if trunc, err = c.completeForWrite(ctx, e, a, trunc); err != nil {
+		c.release(e)
+		return nil, err
 	}
 	c.mu.Lock()
 	f := e.spare
@@ -169,6 +132,53 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 		}
 	}
 	return h, nil
+}
+
+// completeForWrite makes e's copy whole before a write handle opens on
+// it: fetched fully, or, with trunc set and no download running, empty
+// and complete at once. A deletion written again is truncated: it
+// returns trunc, set then.
+func (c *Cache) completeForWrite(ctx context.Context, e *entry, a transfer.ObjectAttrs, trunc bool) (bool, error) {
+	c.mu.Lock()
+	if e.rec.Deleted {
+		// Written again after a deletion not yet sent: a new, empty file
+		// that replaces it (its first change clears Deleted).
+		trunc = true
+	} else if e.rec.Meta == nil && !e.rec.Dirty {
+		e.rec.Meta = ownMeta(a.Metadata) // an upload keeps what the object had
+	}
+	if trunc {
+		// New content: whatever the old version's encoding, it is not
+		// this one's.
+		e.rec.Encoding = ""
+	}
+	complete := e.rec.Complete || (e.dl != nil && isClosed(e.dl.Complete()))
+	var dl *transfer.Download
+	switch {
+	case complete:
+	case trunc && e.dl == nil:
+		// Nothing is being written into the file: it can start empty. It
+		// counts as complete from now on, so no download starts into it.
+		complete = true
+		e.rec.Complete, e.rec.Present = true, nil
+	default:
+		if e.dl == nil {
+			if err := c.startDownloadLocked(e); err != nil {
+				c.mu.Unlock()
+				return trunc, err
+			}
+		}
+		dl = e.dl
+	}
+	c.mu.Unlock()
+	if dl != nil {
+		// Every byte, fetched now if the background walk has not (or
+		// gave up); when this returns no fetch writes into the file any more.
+		if err := dl.EnsureComplete(ctx); err != nil {
+			return trunc, fmt.Errorf("fetching %s before writing it: %w", a.Name, staleOr(err))
+		}
+	}
+	return trunc, nil
 }
 
 // Size is the current size of the local copy.
