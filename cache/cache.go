@@ -105,48 +105,25 @@ type Cache struct {
 	verifySlot     chan struct{}  // one background check of a copy at a time (checksum.go)
 	syncVerifyMax  int64          // copies up to this size are checked at open, larger ones in the background
 
-	mu      sync.Mutex
-	entries map[string]*entry // guarded by mu: the cached version of each name
-	lru     *list.List        // guarded by mu: *entry, front = most recently used
-	used    int64             // guarded by mu: bytes reserved, including dropped entries not yet removed (the sum of entry.charged)
-	closed  bool              // guarded by mu
-	stats   Stats             // guarded by mu
-	opened  time.Time         // when Open ran
-
+	opened    time.Time    // when Open ran
 	readBytes atomic.Int64 // Stats.ReadBytes, counted without mu
+	floor     int64        // free bytes kept on the disk (Options.MinFree resolved); 0: none (space.go)
 
-	// Space (space.go).
-	floor      int64        // free bytes kept on the disk (Options.MinFree resolved); 0: none
-	free       int64        // guarded by mu: free bytes on the disk at freeAt, less the growth reserved since
-	freeAt     time.Time    // guarded by mu: when free was measured; zero: never
-	freeing    int64        // guarded by mu: bytes of the copies evicted since freeAt
-	pressureAt time.Time    // guarded by mu: when pressureLocked last counted changed bytes
-	pressure   bool         // guarded by mu: changed bytes were near the cap then
-	recentErrs []ErrorEvent // guarded by mu: see Status
-
-	// Write-back (writeback.go).
-	queue    map[string]time.Time // guarded by mu: dirty names -> when their upload is due
-	inFlight map[string]bool      // guarded by mu: names with a transfer running (whatever entry)
-	changed  chan struct{}        // guarded by mu: closed and replaced when write-back state changes
-	kick     chan struct{}        // buffered 1: wakes the uploader
-	nextDue  time.Time            // guarded by mu: when the uploader wakes by itself
-	localIdx []string             // guarded by mu: sorted names that may be dirty (see LocalNames)
-	holds    map[string]int       // guarded by mu: name -> pending copies of its bucket version (rename.go)
-	quiet    prefixSet            // guarded by mu: prefixes whose transfers wait for a directory rename
-	frozen   prefixSet            // guarded by mu: prefixes the bucket is renaming; their names wait (folder.go)
-	waiters  int                  // guarded by mu: calls waiting in waitLocked (folder.go)
-	waited   chan struct{}        // guarded by mu: closed and replaced when a call starts waiting there (a test watches it)
-
-	flat       atomic.Bool        // the bucket has no hierarchical namespace: no folder calls (folder.go)
+	kick       chan struct{}      // buffered 1: wakes the uploader (uploader.go)
 	stopUpload context.CancelFunc // ends the uploader and its uploads
+	flat       atomic.Bool        // the bucket has no hierarchical namespace: no folder calls (folder.go)
+	cleanKick  chan struct{}      // buffered 1: wakes the cleaner (staging.go)
+	cleanMu    sync.Mutex         // one cleaning round at a time (staging.go)
 
-	confirmedFn  func(name string, a transfer.ObjectAttrs, deleted bool) // guarded by mu: see OnConfirmed
-	writeHandles map[*WriteHandle]struct{}                               // guarded by mu: every WriteHandle not yet closed
-
-	// Parallel uploads (staging.go).
-	liveStaging map[string]bool // guarded by mu: staging prefixes of running uploads
-	cleanKick   chan struct{}   // buffered 1: wakes the cleaner
-	cleanMu     sync.Mutex      // one cleaning round at a time (staging.go)
+	// mu guards the state below, grouped by subsystem; state.go has the
+	// groups and the invariants that tie them together.
+	mu cacheMu
+	cacheIndex
+	cacheStatus
+	cacheSpace
+	cacheWriteBack
+	cacheRenames
+	cacheStaging
 }
 
 // Open opens (creating if needed) the cache in o.Dir for bucket b. It
@@ -167,21 +144,27 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 	}
 	c := &Cache{
 		opts: o, b: b, log: o.Logger, opened: time.Now(),
-		dataDir:  filepath.Join(o.Dir, "data"),
-		entries:  map[string]*entry{},
-		lru:      list.New(),
-		queue:    map[string]time.Time{},
-		inFlight: map[string]bool{},
-		holds:    map[string]int{},
-		quiet:    prefixSet{},
-		frozen:   prefixSet{},
-		waited:   make(chan struct{}),
-		changed:  make(chan struct{}),
-		kick:     make(chan struct{}, 1),
-
-		writeHandles: map[*WriteHandle]struct{}{},
-
-		liveStaging:    map[string]bool{},
+		dataDir: filepath.Join(o.Dir, "data"),
+		kick:    make(chan struct{}, 1),
+		cacheIndex: cacheIndex{
+			entries: map[string]*entry{},
+			lru:     list.New(),
+		},
+		cacheWriteBack: cacheWriteBack{
+			queue:        map[string]time.Time{},
+			inFlight:     map[string]bool{},
+			waited:       make(chan struct{}),
+			changed:      make(chan struct{}),
+			writeHandles: map[*WriteHandle]struct{}{},
+		},
+		cacheRenames: cacheRenames{
+			holds:  map[string]int{},
+			quiet:  prefixSet{},
+			frozen: prefixSet{},
+		},
+		cacheStaging: cacheStaging{
+			liveStaging: map[string]bool{},
+		},
 		stopCheckpoint: make(chan struct{}),
 		closing:        make(chan struct{}),
 		verifySlot:     make(chan struct{}, 1),

@@ -11,27 +11,44 @@ import (
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
-// entry is one cached object version. Fields are guarded by Cache.mu.
+// entry is one cached object version. Its fields are guarded by
+// Cache.mu (but persistMu and what it guards), grouped by subsystem; the
+// invariants that tie them together are in state.go.
 type entry struct {
 	name  string
 	rec   record
-	elem  *list.Element // in Cache.lru while indexed
-	refs  int           // open handles
 	ready chan struct{} // closed once the record and file exist (or failed)
 	err   error         // creation failure, set before ready is closed
 
-	dl     *transfer.Download // running or not yet retired download
-	dlFile *os.File           // dl's destination
-	dlIdle bool               // dl's background walk has ended
+	entryIndex
+	entryFill
+	entryWriteBack
+	entryHolds
+	entryPersist
+}
 
-	dropped bool // no longer indexed: remove the file when the last handle goes
+// entryIndex is an entry's place in the index, and the space it counts.
+type entryIndex struct {
+	elem    *list.Element // in Cache.lru while indexed
+	refs    int           // open handles
+	dropped bool          // no longer indexed: remove the file when the last handle goes
+	charged int64         // bytes this entry counts in Cache.used (see record.cost)
+	spare   *os.File      // the new data file, open read-write, until OpenWrite takes it
+}
 
-	checked   []bool // chunks checked against their sums, or fetched, by this process (checksum.go)
-	verifying bool   // a background check of the copy runs
+// entryFill is the filling and checking of an entry's copy (cache.go,
+// checksum.go).
+type entryFill struct {
+	dl        *transfer.Download // running or not yet retired download
+	dlFile    *os.File           // dl's destination
+	dlIdle    bool               // dl's background walk has ended
+	checked   []bool             // chunks checked against their sums, or fetched, by this process (checksum.go)
+	verifying bool               // a background check of the copy runs
+}
 
-	spare *os.File // the new data file, open read-write, until OpenWrite takes it
-
-	// Write-back state (writeback.go).
+// entryWriteBack is an entry's local changes and their uploads
+// (writehandle.go, upload.go).
+type entryWriteBack struct {
 	writers      int                       // handles open for writing (len(handles))
 	handles      map[*WriteHandle]struct{} // those handles; a rename moves them, a deletion orphans them
 	version      uint64                    // bumped by every local change; not persisted
@@ -45,11 +62,18 @@ type entry struct {
 	uploadSeq    uint64                    // uploads started
 	uploadedSeq  uint64                    // the last upload started that succeeded
 	uploadedHere bool                      // rec.Generation was written by this cache's upload
-	charged      int64                     // bytes this entry counts in Cache.used (see record.cost)
-	holding      string                    // the name whose version this entry's pending copy holds (rename.go)
-	dlHold       string                    // the name whose version dl reads for a pending copy, held while it runs
+}
 
-	// Persisting snapshots of rec in order (persistEntry).
+// entryHolds are the holds an entry's pending copy keeps on its source
+// (rename.go).
+type entryHolds struct {
+	holding string // the name whose version this entry's pending copy holds
+	dlHold  string // the name whose version dl reads for a pending copy, held while it runs
+}
+
+// entryPersist orders the writes of snapshots of an entry's rec
+// (persistEntry).
+type entryPersist struct {
 	recSeq       uint64     // guarded by Cache.mu: number of the last snapshot taken
 	persistMu    sync.Mutex // serialises writes of this entry's record; taken without Cache.mu
 	persistedSeq uint64     // guarded by persistMu: number of the last snapshot written

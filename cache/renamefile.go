@@ -176,7 +176,8 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	nrec := e.rec
 	nrec.ID, nrec.Generation, nrec.Attempts = newID, toBase, attempts
 	nrec.Present = slices.Clone(e.rec.Present)
-	ne := &entry{name: to, rec: nrec, ready: make(chan struct{}), dirtying: make(chan struct{})}
+	ne := &entry{name: to, rec: nrec, ready: make(chan struct{})}
+	ne.dirtying = make(chan struct{})
 	close(ne.dirtying)
 	ne.dirtySince = e.dirtySince
 	if ne.dirtySince.IsZero() {
