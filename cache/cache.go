@@ -124,6 +124,7 @@ type Cache struct {
 	cacheWriteBack
 	cacheRenames
 	cacheStaging
+	inv *invariantState // nil but in tests (state.go)
 }
 
 // Open opens (creating if needed) the cache in o.Dir for bucket b. It
@@ -179,6 +180,10 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		c.opts.UploadParallelism = 8
 	}
 	c.stats.MaxBytes = o.MaxSize
+	if checkInvariants {
+		c.inv = &invariantState{known: map[*entry]struct{}{}}
+		c.mu.check = c.checkInvariantsLocked
+	}
 	if err := checkWritable(o.Dir, c.dataDir); err != nil {
 		return nil, err
 	}
