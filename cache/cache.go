@@ -25,7 +25,9 @@ import (
 // persistMu or nothing, never under Cache.mu (the journal writes to
 // disk). describer.mu (describe.go) is a leaf, taken under journal.mu,
 // persistMu or nothing.
-// waitLocked (wait.go) releases Cache.mu while it waits.
+// waitLocked (wait.go) releases Cache.mu while it waits. In tests,
+// releasing Cache.mu checks the invariants (state.go); the check only
+// tries an entry's persistMu (TryLock), never waits for it.
 // cleanMu (staging.go) is taken with no other lock held, across the
 // network requests of a cleaning round; Cache.mu may be taken under it.
 // No disk or network I/O happens under Cache.mu: decisions are made under
