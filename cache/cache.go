@@ -25,7 +25,9 @@ import (
 // persistMu or nothing, never under Cache.mu (the journal writes to
 // disk). describer.mu (describe.go) is a leaf, taken under journal.mu,
 // persistMu or nothing.
-// waitLocked (folder.go) releases Cache.mu while it waits.
+// waitLocked (wait.go) releases Cache.mu while it waits. In tests,
+// releasing Cache.mu checks the invariants (state.go); the check only
+// tries an entry's persistMu (TryLock), never waits for it.
 // cleanMu (staging.go) is taken with no other lock held, across the
 // network requests of a cleaning round; Cache.mu may be taken under it.
 // No disk or network I/O happens under Cache.mu: decisions are made under
@@ -106,92 +108,26 @@ type Cache struct {
 	syncVerifyMax  int64          // copies up to this size are checked at open, larger ones in the background
 	verifyWait     time.Duration  // how long an open waits for a background check
 
-	mu      sync.Mutex
-	entries map[string]*entry // guarded by mu: the cached version of each name
-	lru     *list.List        // guarded by mu: *entry, front = most recently used
-	used    int64             // guarded by mu: bytes reserved, including dropped entries not yet removed (the sum of entry.charged)
-	closed  bool              // guarded by mu
-	stats   Stats             // guarded by mu
-	opened  time.Time         // when Open ran
-
+	opened    time.Time    // when Open ran
 	readBytes atomic.Int64 // Stats.ReadBytes, counted without mu
+	floor     int64        // free bytes kept on the disk (Options.MinFree resolved); 0: none (space.go)
 
-	// Space (space.go).
-	floor      int64        // free bytes kept on the disk (Options.MinFree resolved); 0: none
-	free       int64        // guarded by mu: free bytes on the disk at freeAt, less the growth reserved since
-	freeAt     time.Time    // guarded by mu: when free was measured; zero: never
-	freeing    int64        // guarded by mu: bytes of the copies evicted since freeAt
-	pressureAt time.Time    // guarded by mu: when pressureLocked last counted changed bytes
-	pressure   bool         // guarded by mu: changed bytes were near the cap then
-	recentErrs []ErrorEvent // guarded by mu: see Status
-
-	// Write-back (writeback.go).
-	queue    map[string]time.Time // guarded by mu: dirty names -> when their upload is due
-	inFlight map[string]bool      // guarded by mu: names with a transfer running (whatever entry)
-	changed  chan struct{}        // guarded by mu: closed and replaced when write-back state changes
-	kick     chan struct{}        // buffered 1: wakes the uploader
-	nextDue  time.Time            // guarded by mu: when the uploader wakes by itself
-	localIdx []string             // guarded by mu: sorted names that may be dirty (see LocalNames)
-	holds    map[string]int       // guarded by mu: name -> pending copies of its bucket version (rename.go)
-	quiet    prefixSet            // guarded by mu: prefixes whose transfers wait for a directory rename
-	frozen   prefixSet            // guarded by mu: prefixes the bucket is renaming; their names wait (folder.go)
-	waiters  int                  // guarded by mu: calls waiting in waitLocked (folder.go)
-	waited   chan struct{}        // guarded by mu: closed and replaced when a call starts waiting there (a test watches it)
-
-	flat       atomic.Bool        // the bucket has no hierarchical namespace: no folder calls (folder.go)
+	kick       chan struct{}      // buffered 1: wakes the uploader (uploader.go)
 	stopUpload context.CancelFunc // ends the uploader and its uploads
+	flat       atomic.Bool        // the bucket has no hierarchical namespace: no folder calls (folder.go)
+	cleanKick  chan struct{}      // buffered 1: wakes the cleaner (staging.go)
+	cleanMu    sync.Mutex         // one cleaning round at a time (staging.go)
 
-	confirmedFn  func(name string, a transfer.ObjectAttrs, deleted bool) // guarded by mu: see OnConfirmed
-	writeHandles map[*WriteHandle]struct{}                               // guarded by mu: every WriteHandle not yet closed
-
-	// Parallel uploads (staging.go).
-	liveStaging map[string]bool // guarded by mu: staging prefixes of running uploads
-	cleanKick   chan struct{}   // buffered 1: wakes the cleaner
-	cleanMu     sync.Mutex      // one cleaning round at a time (staging.go)
-}
-
-// entry is one cached object version. Fields are guarded by Cache.mu.
-type entry struct {
-	name  string
-	rec   record
-	elem  *list.Element // in Cache.lru while indexed
-	refs  int           // open handles
-	ready chan struct{} // closed once the record and file exist (or failed)
-	err   error         // creation failure, set before ready is closed
-
-	dl     *transfer.Download // running or not yet retired download
-	dlFile *os.File           // dl's destination
-	dlIdle bool               // dl's background walk has ended
-
-	dropped bool // no longer indexed: remove the file when the last handle goes
-
-	checked   []bool        // chunks checked against their sums, or fetched, by this process (checksum.go)
-	verifying chan struct{} // closed when the background check of the copy ends; nil when none runs
-
-	spare *os.File // the new data file, open read-write, until OpenWrite takes it
-
-	// Write-back state (writeback.go).
-	writers      int                       // handles open for writing (len(handles))
-	handles      map[*WriteHandle]struct{} // those handles; a rename moves them, a deletion orphans them
-	version      uint64                    // bumped by every local change; not persisted
-	dirtying     chan struct{}             // closed once the dirty flag is durable
-	dirtyErr     error                     // why the dirty flag could not be recorded
-	dirtySince   time.Time                 // when it went from clean to dirty; zero if clean, or dirty since the start
-	uploading    bool                      // an upload of this entry runs
-	retries      int                       // failed uploads in a row
-	inflight     int                       // changes begun and not ended
-	forced       bool                      // FlushName asked: upload even while open for writing
-	uploadSeq    uint64                    // uploads started
-	uploadedSeq  uint64                    // the last upload started that succeeded
-	uploadedHere bool                      // rec.Generation was written by this cache's upload
-	charged      int64                     // bytes this entry counts in Cache.used (see record.cost)
-	holding      string                    // the name whose version this entry's pending copy holds (rename.go)
-	dlHold       string                    // the name whose version dl reads for a pending copy, held while it runs
-
-	// Persisting snapshots of rec in order (persistEntry).
-	recSeq       uint64     // guarded by Cache.mu: number of the last snapshot taken
-	persistMu    sync.Mutex // serialises writes of this entry's record; taken without Cache.mu
-	persistedSeq uint64     // guarded by persistMu: number of the last snapshot written
+	// mu guards the state below, grouped by subsystem; state.go has the
+	// groups and the invariants that tie them together.
+	mu cacheMu
+	cacheIndex
+	cacheStatus
+	cacheSpace
+	cacheWriteBack
+	cacheRenames
+	cacheStaging
+	inv *invariantState // nil but in tests (state.go)
 }
 
 // Open opens (creating if needed) the cache in o.Dir for bucket b. It
@@ -212,21 +148,27 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 	}
 	c := &Cache{
 		opts: o, b: b, log: o.Logger, opened: time.Now(),
-		dataDir:  filepath.Join(o.Dir, "data"),
-		entries:  map[string]*entry{},
-		lru:      list.New(),
-		queue:    map[string]time.Time{},
-		inFlight: map[string]bool{},
-		holds:    map[string]int{},
-		quiet:    prefixSet{},
-		frozen:   prefixSet{},
-		waited:   make(chan struct{}),
-		changed:  make(chan struct{}),
-		kick:     make(chan struct{}, 1),
-
-		writeHandles: map[*WriteHandle]struct{}{},
-
-		liveStaging:    map[string]bool{},
+		dataDir: filepath.Join(o.Dir, "data"),
+		kick:    make(chan struct{}, 1),
+		cacheIndex: cacheIndex{
+			entries: map[string]*entry{},
+			lru:     list.New(),
+		},
+		cacheWriteBack: cacheWriteBack{
+			queue:        map[string]time.Time{},
+			inFlight:     map[string]bool{},
+			waited:       make(chan struct{}),
+			changed:      make(chan struct{}),
+			writeHandles: map[*WriteHandle]struct{}{},
+		},
+		cacheRenames: cacheRenames{
+			holds:  map[string]int{},
+			quiet:  prefixSet{},
+			frozen: prefixSet{},
+		},
+		cacheStaging: cacheStaging{
+			liveStaging: map[string]bool{},
+		},
 		stopCheckpoint: make(chan struct{}),
 		closing:        make(chan struct{}),
 		verifySlot:     make(chan struct{}, 1),
@@ -242,6 +184,10 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		c.opts.UploadParallelism = 8
 	}
 	c.stats.MaxBytes = o.MaxSize
+	if checkInvariants {
+		c.inv = &invariantState{known: map[*entry]struct{}{}}
+		c.mu.check = c.checkInvariantsLocked
+	}
 	if err := checkWritable(o.Dir, c.dataDir); err != nil {
 		return nil, err
 	}
@@ -664,127 +610,6 @@ func (c *Cache) release(e *entry) {
 		c.retire(e, dl, f)
 	}
 	c.removeAll(victims)
-}
-
-// makeRoomLocked picks least recently used idle entries to evict until
-// need more bytes fit under the cap and leave the disk's free-space floor
-// free, and takes them out of the index. It reports false (and evicts
-// nothing) if they cannot fit. need 0 (nothing is added) always fits:
-// what can be evicted is.
-func (c *Cache) makeRoomLocked(need int64) ([]*entry, bool) {
-	if need > c.opts.MaxSize {
-		return nil, false
-	}
-	over := max(c.used+need-c.opts.MaxSize, c.diskShortLocked(need))
-	if over <= 0 {
-		c.free -= need // until the next statfs says better
-		return nil, true
-	}
-	var pick []*entry
-	for el := c.lru.Back(); el != nil && over > 0; el = el.Prev() {
-		e := el.Value.(*entry)
-		if e.refs > 0 || !isClosed(e.ready) || e.rec.Dirty || e.uploading {
-			continue
-		}
-		pick = append(pick, e)
-		over -= e.charged
-	}
-	if over > 0 && need > 0 {
-		return nil, false
-	}
-	var victims []*entry
-	for _, e := range pick {
-		victims = append(victims, c.dropLocked(e)...)
-		c.freeing += e.charged
-		c.stats.Evictions++
-	}
-	c.free -= need
-	return victims, true
-}
-
-// dropLocked takes e out of the index. If no handle holds it, it is
-// returned for removal; otherwise the last release removes it.
-func (c *Cache) dropLocked(e *entry) []*entry {
-	if e.dropped {
-		return nil
-	}
-	e.dropped = true
-	if c.entries[e.name] == e {
-		delete(c.entries, e.name)
-	}
-	if e.elem != nil {
-		c.lru.Remove(e.elem)
-		e.elem = nil
-	}
-	if e.refs > 0 {
-		return nil
-	}
-	return []*entry{e}
-}
-
-// removeAll deletes the records and files of dropped entries, stopping
-// their downloads first, and returns their bytes to the budget.
-func (c *Cache) removeAll(victims []*entry) {
-	if len(victims) == 0 {
-		return
-	}
-	kept := victims[:0]
-	for _, e := range victims {
-		if e.rec.Dirty {
-			// Never: a dirty entry is not evicted or replaced. If a bug
-			// gets here, keep the file; the next start uploads it.
-			c.log.Error("refusing to remove a cache file with changes not yet uploaded", "object", e.name, "id", e.rec.ID)
-			continue
-		}
-		kept = append(kept, e)
-	}
-	victims = kept
-	for _, e := range victims {
-		c.mu.Lock()
-		dl, f := e.dl, e.dlFile
-		e.dl, e.dlFile = nil, nil
-		c.releaseDownloadHoldLocked(e)
-		c.mu.Unlock()
-		if dl != nil {
-			dl.Stop()
-			f.Close()
-		}
-	}
-	var ops []journalOp
-	for _, e := range victims {
-		if e.rec.ID != 0 {
-			ops = append(ops, removeOp(e.name, e.rec.ID))
-		}
-	}
-	var err error
-	if len(ops) > 0 {
-		err = c.j.append(ops...)
-	}
-	if err != nil {
-		// The files go below anyway (none holds changes): the next start
-		// drops records whose file is missing.
-		c.log.Warn("removing cache records failed; the next start drops them", "err", err)
-	}
-	for _, e := range victims {
-		c.mu.Lock()
-		spare := e.spare
-		e.spare = nil
-		c.mu.Unlock()
-		if spare != nil {
-			spare.Close()
-		}
-		if e.rec.ID != 0 {
-			if err := os.Remove(c.dataPath(e.rec.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				c.log.Warn("removing cache file failed", "object", e.name, "err", err)
-			}
-		}
-	}
-	c.mu.Lock()
-	for _, e := range victims {
-		c.chargeLocked(e, 0)
-		c.releaseHoldLocked(e)
-	}
-	c.mu.Unlock()
 }
 
 // Stats returns a snapshot of the counters.

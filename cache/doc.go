@@ -64,5 +64,33 @@
 // damage is held (ErrDamaged) until Resolve.
 //
 // Lock order and the rule about I/O under locks are written at the top of
-// cache.go.
+// cache.go; the state Cache.mu guards, grouped by subsystem, and its
+// invariants in state.go.
+//
+// Files:
+//
+//	cache.go        Cache, Open, acquiring entries, downloads, Stats, Close
+//	entry.go        entry (its fields by subsystem), persisting its record
+//	state.go        Cache's guarded state by subsystem; invariants
+//	evict.go        making room: eviction, dropping and removing entries
+//	space.go        space accounting (record.cost, charges), disk floor, growth
+//	handle.go       Handle: reading a version
+//	writeback.go    the durability contract; Remove, Flush, FlushName
+//	writehandle.go  WriteHandle: OpenWrite, changes (begin, end), Close
+//	uploader.go     the uploader's queue and loop (schedule, kick, takeDue)
+//	upload.go       one upload and its settling (settleLocked), deletions, conflicts
+//	overlay.go      the local overlay listings read (Local, LocalNames, Settled)
+//	wait.go         waiting for a change under Cache.mu (notifyLocked, waitLocked)
+//	meta.go         custom metadata, SetMeta and its patch
+//	renamefile.go   renaming one file (Rename)
+//	rename.go       renaming a directory (RenameDir), holds on copy sources
+//	folder.go       folder renames in a hierarchical namespace
+//	prefixset.go    prefixSet, the prefixes directory renames hold
+//	exchange.go     swapping two names (Exchange)
+//	staging.go      parallel uploads and the cleaning of their staging objects
+//	checksum.go     integrity: chunk sums, checks, held files, Resolve
+//	describe.go     data files' descriptions of their records
+//	index.go, index_open.go, journal.go, load.go, rebuild.go, fsck.go
+//	                the index on disk, its journal, loading and rebuilding it
+//	status.go, warnlimit.go  Status and rate-limited warnings
 package cache

@@ -70,10 +70,10 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) error {
 			name: name,
 			rec: record{ID: id, Generation: base.rec.Generation, Size: size, ChunkSize: c.opts.ChunkSize,
 				Complete: true, Dirty: true, Attempts: base.rec.Attempts, Meta: content.rec.Meta},
-			ready:      make(chan struct{}),
-			dirtying:   make(chan struct{}),
-			dirtySince: now,
+			ready: make(chan struct{}),
 		}
+		ne.dirtying = make(chan struct{})
+		ne.dirtySince = now
 		close(ne.dirtying)
 		ne.elem = c.lru.PushFront(ne)
 		c.entries[name] = ne // not ready: nothing uses it before the journal has it

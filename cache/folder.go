@@ -182,29 +182,6 @@ func (c *Cache) waitThawedLocked(ctx context.Context, name string) error {
 	return c.waitLocked(ctx, func() bool { return !c.frozen.covers(name) })
 }
 
-// waitLocked waits, with c.mu held (released while waiting), until ok
-// says so; ok runs under c.mu.
-func (c *Cache) waitLocked(ctx context.Context, ok func() bool) error {
-	for !ok() {
-		c.waiters++
-		// Not c.changed: the waiters would wake one another for ever.
-		close(c.waited)
-		c.waited = make(chan struct{})
-		wake := c.changed
-		c.mu.Unlock()
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			c.mu.Lock()
-			c.waiters--
-			return ctx.Err()
-		}
-		c.mu.Lock()
-		c.waiters--
-	}
-	return nil
-}
-
 func (c *Cache) thaw(prefixes ...string) {
 	c.mu.Lock()
 	c.frozen.remove(prefixes...)

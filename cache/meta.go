@@ -178,17 +178,15 @@ func (c *Cache) patchMeta(ctx context.Context, e *entry, name string, base int64
 	e.retries = 0
 	var victims []*entry
 	switch {
-	case e.version != version || inflight != 0 || e.inflight != 0 || !e.rec.MetaOnly:
-		c.scheduleLocked(name, 0) // changed meanwhile: send the new state
+	case !c.settleLocked(e, name, version, inflight, e.rec.MetaOnly):
+		// Changed meanwhile: the new state is sent (queued again).
 	case lost:
-		e.rec.Dirty, e.rec.MetaOnly, e.dirtying = false, false, nil
-		e.dirtySince = time.Time{}
+		e.rec.MetaOnly = false
 		if e.writers == 0 {
 			victims = c.dropLocked(e) // the bucket's version is another one
 		}
 	default:
-		e.rec.Dirty, e.rec.MetaOnly, e.dirtying = false, false, nil
-		e.dirtySince = time.Time{}
+		e.rec.MetaOnly = false
 		e.uploadedHere = true
 	}
 	rec, seq := c.snapshotLocked(e)

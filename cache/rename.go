@@ -38,23 +38,6 @@ import (
 // After a crash the journal has all of a directory rename or none of
 // it; the copies and deletions it recorded go on at the next start.
 
-// copySource is where an upload's content comes from: the cache file,
-// or (from not empty) a server-side copy of generation gen of object
-// from.
-type copySource struct {
-	from string
-	gen  int64
-}
-
-// sendContent writes name's content in the bucket under o: the cache file
-// id (size bytes), or a copy of src.
-func (c *Cache) sendContent(ctx context.Context, name string, id uint64, size int64, src copySource, o transfer.PutOptions) (transfer.ObjectAttrs, error) {
-	if src.from != "" {
-		return c.b.Copy(ctx, src.from, src.gen, name, o)
-	}
-	return c.putObject(ctx, name, id, size, o)
-}
-
 // holdLocked records e's pending copy, if any, as a hold on its source.
 func (c *Cache) holdLocked(e *entry) {
 	if !e.rec.pendingCopy() || e.holding != "" {
@@ -90,23 +73,6 @@ func (c *Cache) releaseDownloadHoldLocked(e *entry) {
 		c.unholdLocked(e.dlHold)
 		e.dlHold = ""
 	}
-}
-
-// cost is what a record counts against the cache's size: its size, but
-// nothing for a pending copy not cached (renaming a directory bigger than
-// the cache must not evict everything else). Bytes read into such a copy
-// before it is made are not counted until it is made or written.
-func (r *record) cost() int64 {
-	if r.pendingCopy() && !r.Complete {
-		return 0
-	}
-	return r.Size
-}
-
-// chargeLocked sets what e counts in c.used to n bytes.
-func (c *Cache) chargeLocked(e *entry, n int64) {
-	c.used += n - e.charged
-	e.charged = n
 }
 
 // heldLocked reports whether changes of e's name must wait: a pending
@@ -228,11 +194,57 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 	if moved, done, err := c.tryFolderRename(ctx, from, to, remote, remoteTo); done || err != nil {
 		return moved, err
 	}
+	r := &dirRename{c: c, from: from, to: to, remote: remote, remoteTo: remoteTo}
+	if err := r.plan(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.prepare(); err != nil {
+		return nil, err
+	}
+	if err := r.commit(); err != nil {
+		return nil, err
+	}
+	r.apply()
+	return nil, nil
+}
 
-	// Plan, under the lock: which names move, and how.
+// dirRename is one try of a directory rename by copies (renameDirOnce),
+// in its phases: plan (which names move, and how), prepare the files
+// (cache files for the new records), commit the journal entry (check the
+// plan still holds, build every record, write them in one entry), apply
+// (the old entries become deletions).
+type dirRename struct {
+	c                *Cache
+	from, to         string
+	remote, remoteTo []transfer.ObjectAttrs // the bucket's objects under from and to
+	moves            map[string]*dirMove    // by old name
+	made             []uint64               // cache files prepare made: removed if the rename fails
+
+	// Built by commit under Cache.mu.
+	now     time.Time
+	ops     []journalOp       // the journal entry
+	victims []*entry          // entries the new names replace, removed once the journal has the rename
+	tombs   []dirTomb         // the old names' deletions
+	sizes   map[uint64]int64  // cache files of copies not cached, to be sized
+	fresh   []*entry          // entries made here
+	moved   map[*entry]*entry // old entry -> the new name's entry its handles moved to
+	olds    []*entry          // old entries that become deletions, by name; their persistMu is held from commit to apply
+	isOld   map[*entry]bool
+}
+
+// dirTomb is the deletion of one old name of a directory rename.
+type dirTomb struct {
+	m   *dirMove
+	rec record
+}
+
+// plan decides, under the lock, which names move, and how. It returns
+// errReplan once an entry under from that was being made is ready.
+func (r *dirRename) plan(ctx context.Context) error {
+	c, from, to := r.c, r.from, r.to
 	c.mu.Lock()
 	moves := map[string]*dirMove{}
-	for _, a := range remote {
+	for _, a := range r.remote {
 		moves[a.Name] = &dirMove{old: a.Name, new: to + a.Name[len(from):], remote: a}
 	}
 	var waitFor chan struct{}
@@ -256,36 +268,35 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 	if moves[from] == nil {
 		moves[from] = &dirMove{old: from, new: to, remote: transfer.ObjectAttrs{Name: from, Generation: -1}}
 	}
-	type linkJob struct{ from, to uint64 }
-	var links []linkJob
-	var empties []uint64
 	for _, m := range moves {
 		if m.e != nil && !m.e.rec.Deleted && (m.e.rec.localContent() || m.e.rec.Complete) {
 			m.linked = true
 		}
 	}
 	c.mu.Unlock()
+	r.moves = moves
 	if waitFor != nil {
 		select {
 		case <-waitFor:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
-		return nil, errReplan
+		return errReplan
 	}
+	return nil
+}
 
-	// Cache files for the new records (and deletions without an entry),
-	// made before the records name them: a hard link shares the bytes of
-	// a local copy; an empty file stands for a copy not cached.
-	var made []uint64
-	cleanup := func() {
-		for _, id := range made {
-			os.Remove(c.dataPath(id))
-		}
-	}
-	for _, m := range moves {
+// prepare makes the cache files for the new records (and deletions
+// without an entry), before the records name them: a hard link shares
+// the bytes of a local copy; an empty file stands for a copy not cached.
+func (r *dirRename) prepare() error {
+	c := r.c
+	type linkJob struct{ from, to uint64 }
+	var links []linkJob
+	var empties []uint64
+	for _, m := range r.moves {
 		deleted := m.e != nil && m.e.rec.Deleted
-		if !deleted || m.old == from {
+		if !deleted || m.old == r.from {
 			m.newID = c.j.newID()
 			if m.linked {
 				links = append(links, linkJob{m.e.rec.ID, m.newID})
@@ -300,10 +311,10 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 	}
 	for _, l := range links {
 		if err := os.Link(c.dataPath(l.from), c.dataPath(l.to)); err != nil {
-			cleanup()
-			return nil, fmt.Errorf("renaming %s: linking a cache file: %w", from, err)
+			r.cleanup()
+			return fmt.Errorf("renaming %s: linking a cache file: %w", r.from, err)
 		}
-		made = append(made, l.to)
+		r.made = append(r.made, l.to)
 	}
 	for _, id := range empties {
 		f, err := os.OpenFile(c.dataPath(id), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -311,48 +322,90 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 			err = f.Close()
 		}
 		if err != nil {
-			cleanup()
-			return nil, fmt.Errorf("renaming %s: making a cache file: %w", from, err)
+			r.cleanup()
+			return fmt.Errorf("renaming %s: making a cache file: %w", r.from, err)
 		}
-		made = append(made, id)
+		r.made = append(r.made, id)
 	}
+	return nil
+}
 
-	// Make it: check the plan still holds, build every record, publish
-	// the new entries (not ready: nothing uses them until the journal
-	// has them), write the journal, then change the old entries.
+// cleanup removes the cache files prepare made.
+func (r *dirRename) cleanup() {
+	for _, id := range r.made {
+		os.Remove(r.c.dataPath(id))
+	}
+}
+
+// commit makes the rename: it checks the plan still holds (errReplan if
+// not), builds every record, publishes the new entries (not ready:
+// nothing uses them until the journal has them) and writes the journal
+// entry. If the journal refuses it, nothing happened. On success the old
+// entries' persistMu stay held for apply.
+func (r *dirRename) commit() error {
+	c := r.c
 	c.mu.Lock()
-	stale := c.frozen.overlaps(from) || c.frozen.overlaps(to)
+	if r.staleLocked() {
+		c.mu.Unlock()
+		r.cleanup()
+		return errReplan
+	}
+	r.buildLocked()
+	c.mu.Unlock()
+	// The files the new names replace (victims) are removed once the
+	// journal has the rename: a crash before must find them as they were.
+
+	for _, e := range r.olds {
+		e.persistMu.Lock()
+	}
+	// The new entries are not ready: nothing uses their files yet.
+	var err error
+	for id, size := range r.sizes {
+		if err = os.Truncate(c.dataPath(id), size); err != nil {
+			err = fmt.Errorf("sizing a cache file: %w", err)
+			break
+		}
+	}
+	if err == nil {
+		err = c.j.append(r.ops...)
+	}
+	if err != nil {
+		r.undo(err)
+		return fmt.Errorf("renaming %s to %s in the cache index: %w", r.from, r.to, err)
+	}
+	return nil
+}
+
+// staleLocked reports whether the plan no longer holds: an entry under
+// from was made, replaced or dropped since, or a folder rename started.
+func (r *dirRename) staleLocked() bool {
+	c := r.c
+	stale := c.frozen.overlaps(r.from) || c.frozen.overlaps(r.to)
 	for name, e := range c.entries {
-		if strings.HasPrefix(name, from) && (moves[name] == nil || moves[name].e != e) {
+		if strings.HasPrefix(name, r.from) && (r.moves[name] == nil || r.moves[name].e != e) {
 			stale = true // made, replaced or dropped since the plan
 		}
 	}
-	for _, m := range moves {
+	for _, m := range r.moves {
 		if m.e != nil && (m.e.dropped || (m.linked && m.e.rec.Deleted)) {
 			stale = true
 		}
 	}
-	if stale {
-		c.mu.Unlock()
-		cleanup()
-		return nil, errReplan
-	}
-	now := time.Now()
-	var ops []journalOp
-	var victims []*entry
-	type tombPlan struct {
-		m   *dirMove
-		rec record
-	}
-	var tombs []tombPlan
-	sizes := map[uint64]int64{}  // cache files of copies not cached, to be sized
-	var fresh []*entry           // entries made here
-	moved := map[*entry]*entry{} // old entry -> the new name's entry its handles moved to
+	return stale
+}
+
+// buildLocked builds the journal entry: every old name's deletion and
+// every new name's record, with the new entries published.
+func (r *dirRename) buildLocked() {
+	c := r.c
+	r.now = time.Now()
+	r.sizes = map[uint64]int64{}
+	r.moved = map[*entry]*entry{}
 	remoteGen := map[string]int64{}
-	for _, a := range remoteTo {
+	for _, a := range r.remoteTo {
 		remoteGen[a.Name] = a.Generation
 	}
-	for _, m := range moves {
+	for _, m := range r.moves {
 		// The old name's deletion, based on the version it deletes.
 		var tomb record
 		if m.e != nil {
@@ -368,165 +421,170 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 		if m.e != nil && m.e.rec.Deleted {
 			tomb = m.e.rec // a deletion already: it stays as it is
 		} else {
-			ops = append(ops, putOp(m.old, tomb, 0))
+			r.ops = append(r.ops, putOp(m.old, tomb, 0))
 		}
-		tombs = append(tombs, tombPlan{m, tomb})
+		r.tombs = append(r.tombs, dirTomb{m, tomb})
 		if m.newID == 0 {
 			continue // deleted here: nothing moves
 		}
-
-		// The new name's record.
-		base := remoteGen[m.new]
-		if old := c.entries[m.new]; old != nil {
-			if old.rec.Dirty || old.rec.Generation > base {
-				base = max(base, old.rec.Generation)
-			}
-			c.orphanLocked(old)
-			old.rec.Dirty = false
-			victims = append(victims, c.dropLocked(old)...)
-		}
-		nrec := record{ID: m.newID, Generation: base, ChunkSize: c.opts.ChunkSize, Dirty: true}
-		switch {
-		case m.old == from && (m.e == nil || m.e.rec.Deleted) && m.remote.Generation <= 0:
-			// No placeholder to copy: the new directory gets one of its
-			// own, so that it exists whatever happens to its files.
-			nrec.Complete = true
-		case m.e != nil && m.e.rec.localContent():
-			nrec.Size, nrec.Complete, nrec.Meta = m.e.rec.Size, true, m.e.rec.Meta
-			if st, err := os.Stat(c.dataPath(m.newID)); err == nil {
-				nrec.Size = st.Size() // writes through passthrough handles count when they close
-			}
-		default:
-			src := m.remote
-			meta := ownMeta(src.Metadata)
-			if m.e != nil {
-				e := m.e
-				switch {
-				case e.rec.pendingCopy():
-					src = transfer.ObjectAttrs{Name: e.rec.CopyFrom, Generation: e.rec.CopyGen, Size: e.rec.Size, ContentType: e.rec.CopyType}
-					meta = e.rec.Meta
-				case e.rec.Generation >= src.Generation:
-					src = transfer.ObjectAttrs{Name: m.old, Generation: e.rec.Generation, Size: e.rec.Size, Updated: src.Updated, Metadata: src.Metadata, ContentType: src.ContentType}
-					if e.rec.Meta != nil {
-						meta = e.rec.Meta
-					}
-				}
-			}
-			if src.Name == "" {
-				src.Name = m.old
-			}
-			if _, ok := meta[MtimeKey]; !ok && !src.Updated.IsZero() {
-				meta = maps.Clone(meta)
-				if meta == nil {
-					meta = map[string]string{}
-				}
-				meta[MtimeKey] = FormatMtime(src.Updated) // the file keeps its time
-			}
-			nrec.Size, nrec.Meta = src.Size, meta
-			nrec.CopyFrom, nrec.CopyGen, nrec.CopyType = src.Name, src.Generation, src.ContentType
-			if m.linked && m.e.rec.Complete && (m.e.rec.pendingCopy() || m.e.rec.Generation == src.Generation) {
-				nrec.Complete = true // the cached bytes are that version's
-			}
-			if src.Name == m.new && src.Generation == base {
-				// Back where it came from, unchanged: nothing to copy.
-				nrec.Dirty, nrec.CopyFrom, nrec.CopyGen, nrec.CopyType = false, "", 0, ""
-			}
-		}
-		if !nrec.Complete && nrec.Size > 0 {
-			sizes[m.newID] = nrec.Size // the empty file gets the copy's size (below)
-		}
-		ne := &entry{name: m.new, rec: nrec, ready: make(chan struct{})}
-		if nrec.Dirty {
-			ne.dirtying = make(chan struct{})
-			close(ne.dirtying)
-			ne.dirtySince = now
-			if m.e != nil && m.e.rec.Dirty && !m.e.dirtySince.IsZero() {
-				ne.dirtySince = m.e.dirtySince // its changes wait as long as they did
-			}
-			c.markLocalLocked(m.new)
-		}
-		ne.elem = c.lru.PushFront(ne)
-		c.entries[m.new] = ne
-		c.chargeLocked(ne, nrec.cost())
-		c.holdLocked(ne)
-		fresh = append(fresh, ne)
-		ops = append(ops, putOp(m.new, nrec, 0))
-		if m.e != nil {
-			c.moveHandlesLocked(m.e, ne, nil)
-			moved[m.e] = ne
-		}
+		r.addNewLocked(m, remoteGen[m.new])
 	}
 	// Deletions of names that had no entry are entries of their own.
-	for _, t := range tombs {
+	for _, t := range r.tombs {
 		if t.m.e != nil {
 			continue
 		}
 		te := &entry{name: t.m.old, rec: t.rec, ready: make(chan struct{})}
 		te.dirtying = make(chan struct{})
 		close(te.dirtying)
-		te.dirtySince = now
+		te.dirtySince = r.now
 		te.elem = c.lru.PushFront(te)
 		c.entries[t.m.old] = te
 		c.markLocalLocked(t.m.old)
-		fresh = append(fresh, te)
+		r.fresh = append(r.fresh, te)
 	}
 	// The old entries that become deletions: no earlier state of theirs
 	// may reach the journal after the entry below (an upload ending now
 	// would put one back, and a crash would then undo the deletion), so
 	// nothing else writes their records until they are marked.
-	var olds []*entry
-	isOld := map[*entry]bool{}
-	for _, t := range tombs {
+	r.isOld = map[*entry]bool{}
+	for _, t := range r.tombs {
 		if e := t.m.e; e != nil && !e.rec.Deleted {
-			olds = append(olds, e)
-			isOld[e] = true
+			r.olds = append(r.olds, e)
+			r.isOld[e] = true
 		}
 	}
-	slices.SortFunc(olds, func(a, b *entry) int { return strings.Compare(a.name, b.name) })
-	c.mu.Unlock()
-	// The files the new names replace (victims) are removed once the
-	// journal has the rename: a crash before must find them as they were.
+	slices.SortFunc(r.olds, func(a, b *entry) int { return strings.Compare(a.name, b.name) })
+}
 
-	for _, e := range olds {
-		e.persistMu.Lock()
-	}
-	// The new entries are not ready: nothing uses their files yet.
-	for id, size := range sizes {
-		if err = os.Truncate(c.dataPath(id), size); err != nil {
-			err = fmt.Errorf("sizing a cache file: %w", err)
-			break
+// addNewLocked publishes the new name's entry of move m, based on the
+// generation base the bucket has under the new name, replacing the entry
+// there, if any.
+func (r *dirRename) addNewLocked(m *dirMove, base int64) {
+	c := r.c
+	if old := c.entries[m.new]; old != nil {
+		if old.rec.Dirty || old.rec.Generation > base {
+			base = max(base, old.rec.Generation)
 		}
+		c.orphanLocked(old)
+		old.rec.Dirty = false
+		r.victims = append(r.victims, c.dropLocked(old)...)
 	}
-	unlockOlds := func() {
-		for _, e := range olds {
-			e.persistMu.Unlock()
+	nrec := r.newRecord(m, base)
+	if !nrec.Complete && nrec.Size > 0 {
+		r.sizes[m.newID] = nrec.Size // the empty file gets the copy's size (commit)
+	}
+	ne := &entry{name: m.new, rec: nrec, ready: make(chan struct{})}
+	if nrec.Dirty {
+		ne.dirtying = make(chan struct{})
+		close(ne.dirtying)
+		ne.dirtySince = r.now
+		if m.e != nil && m.e.rec.Dirty && !m.e.dirtySince.IsZero() {
+			ne.dirtySince = m.e.dirtySince // its changes wait as long as they did
 		}
+		c.markLocalLocked(m.new)
 	}
-	if err == nil {
-		err = c.j.append(ops...)
+	ne.elem = c.lru.PushFront(ne)
+	c.entries[m.new] = ne
+	c.chargeLocked(ne, nrec.cost())
+	c.holdLocked(ne)
+	r.fresh = append(r.fresh, ne)
+	r.ops = append(r.ops, putOp(m.new, nrec, 0))
+	if m.e != nil {
+		c.moveHandlesLocked(m.e, ne, nil)
+		r.moved[m.e] = ne
 	}
+}
 
+// newRecord is the record of move m's new name, based on generation
+// base: local content moves with its cache file, anything else becomes a
+// pending copy. Called under Cache.mu.
+func (r *dirRename) newRecord(m *dirMove, base int64) record {
+	c := r.c
+	nrec := record{ID: m.newID, Generation: base, ChunkSize: c.opts.ChunkSize, Dirty: true}
+	switch {
+	case m.old == r.from && (m.e == nil || m.e.rec.Deleted) && m.remote.Generation <= 0:
+		// No placeholder to copy: the new directory gets one of its
+		// own, so that it exists whatever happens to its files.
+		nrec.Complete = true
+	case m.e != nil && m.e.rec.localContent():
+		nrec.Size, nrec.Complete, nrec.Meta = m.e.rec.Size, true, m.e.rec.Meta
+		if st, err := os.Stat(c.dataPath(m.newID)); err == nil {
+			nrec.Size = st.Size() // writes through passthrough handles count when they close
+		}
+	default:
+		src := m.remote
+		meta := ownMeta(src.Metadata)
+		if m.e != nil {
+			e := m.e
+			switch {
+			case e.rec.pendingCopy():
+				src = transfer.ObjectAttrs{Name: e.rec.CopyFrom, Generation: e.rec.CopyGen, Size: e.rec.Size, ContentType: e.rec.CopyType}
+				meta = e.rec.Meta
+			case e.rec.Generation >= src.Generation:
+				src = transfer.ObjectAttrs{Name: m.old, Generation: e.rec.Generation, Size: e.rec.Size, Updated: src.Updated, Metadata: src.Metadata, ContentType: src.ContentType}
+				if e.rec.Meta != nil {
+					meta = e.rec.Meta
+				}
+			}
+		}
+		if src.Name == "" {
+			src.Name = m.old
+		}
+		if _, ok := meta[MtimeKey]; !ok && !src.Updated.IsZero() {
+			meta = maps.Clone(meta)
+			if meta == nil {
+				meta = map[string]string{}
+			}
+			meta[MtimeKey] = FormatMtime(src.Updated) // the file keeps its time
+		}
+		nrec.Size, nrec.Meta = src.Size, meta
+		nrec.CopyFrom, nrec.CopyGen, nrec.CopyType = src.Name, src.Generation, src.ContentType
+		if m.linked && m.e.rec.Complete && (m.e.rec.pendingCopy() || m.e.rec.Generation == src.Generation) {
+			nrec.Complete = true // the cached bytes are that version's
+		}
+		if src.Name == m.new && src.Generation == base {
+			// Back where it came from, unchanged: nothing to copy.
+			nrec.Dirty, nrec.CopyFrom, nrec.CopyGen, nrec.CopyType = false, "", 0, ""
+		}
+	}
+	return nrec
+}
+
+// unlockOlds releases the old entries' persistMu, taken by commit.
+func (r *dirRename) unlockOlds() {
+	for _, e := range r.olds {
+		e.persistMu.Unlock()
+	}
+}
+
+// undo takes back a commit the journal refused (err): nothing happened.
+// Handles go back to their file's old name, and the entries made here go.
+func (r *dirRename) undo(err error) {
+	c := r.c
 	c.mu.Lock()
-	if err != nil {
-		// Nothing happened: handles go back to their file's old name, and
-		// the entries made here go.
-		for e, ne := range moved {
-			c.moveHandlesLocked(ne, e, nil)
-		}
-		for _, ne := range fresh {
-			ne.err = err
-			close(ne.ready)
-			ne.rec.Dirty = false
-			c.releaseHoldLocked(ne)
-			victims = append(victims, c.dropLocked(ne)...)
-		}
-		c.mu.Unlock()
-		unlockOlds()
-		c.removeAll(victims)
-		cleanup()
-		return nil, fmt.Errorf("renaming %s to %s in the cache index: %w", from, to, err)
+	for e, ne := range r.moved {
+		c.moveHandlesLocked(ne, e, nil)
 	}
-	for _, ne := range fresh {
+	for _, ne := range r.fresh {
+		ne.err = err
+		close(ne.ready)
+		ne.rec.Dirty = false
+		c.releaseHoldLocked(ne)
+		r.victims = append(r.victims, c.dropLocked(ne)...)
+	}
+	c.mu.Unlock()
+	r.unlockOlds()
+	c.removeAll(r.victims)
+	r.cleanup()
+}
+
+// apply, once the journal has the rename, lets the new entries be used
+// and turns the old entries into the deletions it wrote.
+func (r *dirRename) apply() {
+	c := r.c
+	c.mu.Lock()
+	for _, ne := range r.fresh {
 		close(ne.ready)
 		if ne.rec.Dirty {
 			c.scheduleLocked(ne.name, c.opts.WriteBackDelay)
@@ -539,9 +597,9 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 	}
 	var detach []detachJob
 	written := map[*entry]record{} // what the journal entry says of each old entry
-	for _, t := range tombs {
+	for _, t := range r.tombs {
 		e := t.m.e
-		if !isOld[e] {
+		if !r.isOld[e] {
 			continue // a deletion already (or one made above)
 		}
 		gen := e.rec.Generation
@@ -562,7 +620,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 		e.rec.Attempts = attempts
 		c.orphanLocked(e) // any handle left (none moved: none was open)
 		c.markLocalLocked(e.name)
-		e.dirtiedLocked(now)
+		e.dirtiedLocked(r.now)
 		e.version++
 		if e.dirtying == nil {
 			e.dirtying = make(chan struct{})
@@ -577,14 +635,13 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 	for e, rec := range written {
 		c.settleDeletion(e, rec)
 	}
-	unlockOlds()
-	c.removeAll(victims)
+	r.unlockOlds()
+	c.removeAll(r.victims)
 	for _, d := range detach {
 		if err := c.detachData(d.id, d.name, d.rec); err != nil {
 			c.log.Warn("giving a renamed file's old name a file of its own failed", "id", d.id, "err", err)
 		}
 	}
-	return nil, nil
 }
 
 // settleDeletion finishes turning e into a deletion whose record rec a
@@ -647,47 +704,6 @@ func (c *Cache) unquiesce(prefixes ...string) {
 	c.mu.Unlock()
 }
 
-// prefixSet counts holds on prefixes (each ends in '/'): the prefixes of
-// directory renames (Cache.quiet, Cache.frozen). Guarded by Cache.mu.
-type prefixSet map[string]int
-
-func (s prefixSet) add(prefixes ...string) {
-	for _, p := range prefixes {
-		s[p]++
-	}
-}
-
-func (s prefixSet) remove(prefixes ...string) {
-	for _, p := range prefixes {
-		if s[p]--; s[p] <= 0 {
-			delete(s, p)
-		}
-	}
-}
-
-// covers reports whether name is under one of the prefixes.
-func (s prefixSet) covers(name string) bool {
-	for p := range s {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// overlaps reports whether one of the prefixes is over or under p.
-func (s prefixSet) overlaps(p string) bool {
-	for q := range s {
-		if overlaps(p, q) {
-			return true
-		}
-	}
-	return false
-}
-
-// overlaps reports whether one of prefixes a and b holds the other.
-func overlaps(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
-
 // listAll lists every object under prefix in the bucket, all pages.
 func (c *Cache) listAll(ctx context.Context, prefix string) ([]transfer.ObjectAttrs, error) {
 	var out []transfer.ObjectAttrs
@@ -703,89 +719,4 @@ func (c *Cache) listAll(ctx context.Context, prefix string) ([]transfer.ObjectAt
 		}
 		q.PageToken = page.NextPageToken
 	}
-}
-
-// renamePendingCopy is Rename for a file whose content is still a pending
-// copy (its directory was renamed and the copy is not made yet) and that
-// nothing uses: the new name takes the pending copy over (same source,
-// same cached chunks), so nothing is downloaded; the old name becomes a
-// deletion. done is false if the file is not such a copy (or its source
-// is to itself): Rename then completes the local copy first.
-func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase int64) (done bool, err error) {
-	newID := c.j.newID()
-	c.mu.Lock()
-	e := c.entries[from.Name]
-	if e == nil || !isClosed(e.ready) || e.err != nil || e.dropped || !e.rec.pendingCopy() || e.rec.Deleted ||
-		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.dl != nil || e.uploading || c.inFlight[from.Name] ||
-		c.frozen.covers(from.Name) || c.frozen.covers(to) {
-		c.mu.Unlock()
-		return false, nil
-	}
-	// Until the journal has the rename, no transfer of the old name
-	// starts (its copy would be made under the old name).
-	e.uploading = true
-	toBase, attempts, victims := c.replaceTargetLocked(to, toBase)
-	nrec := e.rec
-	nrec.ID, nrec.Generation, nrec.Attempts = newID, toBase, attempts
-	nrec.Present = slices.Clone(e.rec.Present)
-	ne := &entry{name: to, rec: nrec, ready: make(chan struct{}), dirtying: make(chan struct{})}
-	close(ne.dirtying)
-	ne.dirtySince = e.dirtySince
-	if ne.dirtySince.IsZero() {
-		ne.dirtySince = time.Now()
-	}
-	ne.elem = c.lru.PushFront(ne)
-	c.entries[to] = ne
-	c.markLocalLocked(to)
-	c.chargeLocked(ne, nrec.cost())
-	c.holdLocked(ne) // before e lets go of the source
-	tomb := e.rec
-	tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
-	tomb.Meta, tomb.CopyFrom, tomb.CopyGen, tomb.CopyType = nil, "", 0, ""
-	c.mu.Unlock()
-	replaced := victims // removed once the journal has the rename, as in Rename
-
-	// As in Rename: nothing else writes the old name's record until the
-	// journal entry has both, and the new name shares the cached chunks.
-	e.persistMu.Lock()
-	err = os.Link(c.dataPath(e.rec.ID), c.dataPath(newID))
-	if err == nil {
-		if err = c.j.append(putOp(to, nrec, 0), putOp(from.Name, tomb, 0)); err != nil {
-			os.Remove(c.dataPath(newID))
-		}
-	}
-	c.mu.Lock()
-	e.uploading = false
-	if err != nil {
-		ne.err = err
-		close(ne.ready)
-		ne.rec.Dirty = false
-		c.releaseHoldLocked(ne)
-		victims = c.dropLocked(ne)
-		c.notifyLocked()
-		c.mu.Unlock()
-		e.persistMu.Unlock()
-		c.removeAll(append(victims, replaced...))
-		return true, fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
-	}
-	close(ne.ready)
-	oldID := e.rec.ID
-	e.rec = tomb
-	c.releaseHoldLocked(e) // the journal no longer says it is a copy
-	c.chargeLocked(e, 0)
-	c.markLocalLocked(from.Name)
-	e.dirtiedLocked(time.Now())
-	e.version++
-	ne.recSeq, e.recSeq = ne.recSeq+1, e.recSeq+1 // what the transaction wrote
-	c.scheduleLocked(to, c.opts.WriteBackDelay)
-	c.scheduleLocked(from.Name, c.opts.WriteBackDelay)
-	c.notifyLocked()
-	c.mu.Unlock()
-	c.settleDeletion(e, tomb)
-	e.persistMu.Unlock()
-	c.removeAll(replaced)
-	if derr := c.detachData(oldID, from.Name, tomb); derr != nil {
-		c.log.Warn("giving a renamed file's old name a file of its own failed", "object", from.Name, "err", derr)
-	}
-	return true, nil
 }

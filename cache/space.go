@@ -173,7 +173,10 @@ func (c *Cache) writeBackDelayLocked() time.Duration {
 // writer's reservation to another.
 func (c *Cache) chargeSizeLocked(e *entry) {
 	n := e.rec.Size
-	if e.inflight > 0 {
+	if e.inflight > 0 || e.writers > 0 {
+		// A writer may be between makeRoomToGrow's reservation and its
+		// begin (not yet in flight): an upload ending then must not take
+		// its room away (end or settleCharge gives it back).
 		n = max(n, e.charged)
 	}
 	c.chargeLocked(e, n)
@@ -327,4 +330,21 @@ func (c *Cache) countHidden() {
 	c.pressureLocked(time.Now())
 	c.mu.Unlock()
 	c.removeAll(victims)
+}
+
+// cost is what a record counts against the cache's size: its size, but
+// nothing for a pending copy not cached (renaming a directory bigger than
+// the cache must not evict everything else). Bytes read into such a copy
+// before it is made are not counted until it is made or written.
+func (r *record) cost() int64 {
+	if r.pendingCopy() && !r.Complete {
+		return 0
+	}
+	return r.Size
+}
+
+// chargeLocked sets what e counts in c.used to n bytes.
+func (c *Cache) chargeLocked(e *entry, n int64) {
+	c.used += n - e.charged
+	e.charged = n
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/bucketfs/bucketfs/transfer"
@@ -30,44 +29,6 @@ type LargeUploader interface {
 type stagingRecord struct {
 	Object  string    `json:"object"`
 	Started time.Time `json:"started"`
-}
-
-// putObject uploads size bytes of cache file id as name: in parts if the
-// file is large and a LargeUploader is configured, else in one request.
-func (c *Cache) putObject(ctx context.Context, name string, id uint64, size int64, o transfer.PutOptions) (transfer.ObjectAttrs, error) {
-	if c.opts.Large == nil || size < c.opts.LargeThreshold {
-		return c.putFile(ctx, name, id, size, o)
-	}
-	f, err := os.Open(c.dataPath(id))
-	if err != nil {
-		return transfer.ObjectAttrs{}, fmt.Errorf("opening cache file: %w", err)
-	}
-	defer f.Close()
-	staging := transfer.NewStaging()
-	c.mu.Lock()
-	c.liveStaging[staging] = true
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.liveStaging, staging)
-		c.mu.Unlock()
-	}()
-	if err := c.recordStaging(staging, name); err != nil {
-		return transfer.ObjectAttrs{}, err
-	}
-	a, err := c.opts.Large.Put(ctx, name, f, size, o, staging)
-	c.cleanStaging(ctx, staging)
-	return a, err
-}
-
-// putFile uploads size bytes of cache file id as name in one request.
-func (c *Cache) putFile(ctx context.Context, name string, id uint64, size int64, o transfer.PutOptions) (transfer.ObjectAttrs, error) {
-	f, err := os.Open(c.dataPath(id))
-	if err != nil {
-		return transfer.ObjectAttrs{}, fmt.Errorf("opening cache file: %w", err)
-	}
-	defer f.Close()
-	return c.b.Put(ctx, name, io.NewSectionReader(f, 0, size), o)
 }
 
 // recordStaging notes staging in the index (a synced commit).

@@ -1,0 +1,114 @@
+package cache
+
+// The entry of one cached object version, and how its record is written.
+
+import (
+	"container/list"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// entry is one cached object version. Its fields are guarded by
+// Cache.mu (but persistMu and what it guards), grouped by subsystem; the
+// invariants that tie them together are in state.go.
+type entry struct {
+	name  string
+	rec   record
+	ready chan struct{} // closed once the record and file exist (or failed)
+	err   error         // creation failure, set before ready is closed
+
+	entryIndex
+	entryFill
+	entryWriteBack
+	entryHolds
+	entryPersist
+}
+
+// entryIndex is an entry's place in the index, and the space it counts.
+type entryIndex struct {
+	elem    *list.Element // in Cache.lru while indexed
+	refs    int           // open handles
+	dropped bool          // no longer indexed: remove the file when the last handle goes
+	charged int64         // bytes this entry counts in Cache.used (see record.cost)
+	spare   *os.File      // the new data file, open read-write, until OpenWrite takes it
+}
+
+// entryFill is the filling and checking of an entry's copy (cache.go,
+// checksum.go).
+type entryFill struct {
+	dl        *transfer.Download // running or not yet retired download
+	dlFile    *os.File           // dl's destination
+	dlIdle    bool               // dl's background walk has ended
+	checked   []bool             // chunks checked against their sums, or fetched, by this process (checksum.go)
+	verifying chan struct{}      // closed when the background check of the copy ends; nil when none runs
+}
+
+// entryWriteBack is an entry's local changes and their uploads
+// (writehandle.go, upload.go).
+type entryWriteBack struct {
+	writers      int                       // handles open for writing (len(handles))
+	handles      map[*WriteHandle]struct{} // those handles; a rename moves them, a deletion orphans them
+	version      uint64                    // bumped by every local change; not persisted
+	dirtying     chan struct{}             // closed once the dirty flag is durable
+	dirtyErr     error                     // why the dirty flag could not be recorded
+	dirtySince   time.Time                 // when it went from clean to dirty; zero if clean, or dirty since the start
+	uploading    bool                      // an upload of this entry runs
+	retries      int                       // failed uploads in a row
+	inflight     int                       // changes begun and not ended
+	forced       bool                      // FlushName asked: upload even while open for writing
+	uploadSeq    uint64                    // uploads started
+	uploadedSeq  uint64                    // the last upload started that succeeded
+	uploadedHere bool                      // rec.Generation was written by this cache's upload
+}
+
+// entryHolds are the holds an entry's pending copy keeps on its source
+// (rename.go).
+type entryHolds struct {
+	holding string // the name whose version this entry's pending copy holds
+	dlHold  string // the name whose version dl reads for a pending copy, held while it runs
+}
+
+// entryPersist orders the writes of snapshots of an entry's rec
+// (persistEntry).
+type entryPersist struct {
+	recSeq       uint64     // guarded by Cache.mu: number of the last snapshot taken
+	persistMu    sync.Mutex // serialises writes of this entry's record; taken without Cache.mu
+	persistedSeq uint64     // guarded by persistMu: number of the last snapshot written
+}
+
+// snapshotLocked copies e's record for persistEntry, numbered so that a
+// later state is never overwritten by an earlier one.
+func (c *Cache) snapshotLocked(e *entry) (record, uint64) {
+	e.recSeq++
+	return e.rec, e.recSeq
+}
+
+// persistEntry writes snapshot rec (number seq) as e's record to the
+// journal (it then survives a crash of the process; Sync makes it survive
+// a power loss), unless a later snapshot has been written already. It
+// changes nothing if the name's record is no longer e's (evicted, or the
+// name now holds another version).
+func (c *Cache) persistEntry(e *entry, rec record, seq uint64) error {
+	e.persistMu.Lock()
+	if seq <= e.persistedSeq {
+		e.persistMu.Unlock()
+		return nil
+	}
+	err := c.j.append(putOp(e.name, rec, rec.ID))
+	if err == nil {
+		e.persistedSeq = seq
+	}
+	e.persistMu.Unlock()
+	if err == nil && rec.CopyFrom == "" {
+		// The journal no longer says the content is a copy (a record
+		// never becomes one again): the source version is not needed
+		// by this entry any more.
+		c.mu.Lock()
+		c.releaseHoldLocked(e)
+		c.mu.Unlock()
+	}
+	return err
+}

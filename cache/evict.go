@@ -1,0 +1,134 @@
+package cache
+
+// Eviction: choosing the least recently used idle copies to make room,
+// taking entries out of the index, and removing their records and files.
+
+import (
+	"errors"
+	"os"
+)
+
+// makeRoomLocked picks least recently used idle entries to evict until
+// need more bytes fit under the cap and leave the disk's free-space floor
+// free, and takes them out of the index. It reports false (and evicts
+// nothing) if they cannot fit. need 0 (nothing is added) always fits:
+// what can be evicted is.
+func (c *Cache) makeRoomLocked(need int64) ([]*entry, bool) {
+	if need > c.opts.MaxSize {
+		return nil, false
+	}
+	over := max(c.used+need-c.opts.MaxSize, c.diskShortLocked(need))
+	if over <= 0 {
+		c.free -= need // until the next statfs says better
+		return nil, true
+	}
+	var pick []*entry
+	for el := c.lru.Back(); el != nil && over > 0; el = el.Prev() {
+		e := el.Value.(*entry)
+		if e.refs > 0 || !isClosed(e.ready) || e.rec.Dirty || e.uploading {
+			continue
+		}
+		pick = append(pick, e)
+		over -= e.charged
+	}
+	if over > 0 && need > 0 {
+		return nil, false
+	}
+	var victims []*entry
+	for _, e := range pick {
+		victims = append(victims, c.dropLocked(e)...)
+		c.freeing += e.charged
+		// Out of the budget now, not when removeAll gets to the file: the
+		// room is handed to the caller under this lock, and counting both
+		// until then showed the cache over its cap.
+		c.chargeLocked(e, 0)
+		c.stats.Evictions++
+	}
+	c.free -= need
+	return victims, true
+}
+
+// dropLocked takes e out of the index. If no handle holds it, it is
+// returned for removal; otherwise the last release removes it.
+func (c *Cache) dropLocked(e *entry) []*entry {
+	if e.dropped {
+		return nil
+	}
+	e.dropped = true
+	if c.entries[e.name] == e {
+		delete(c.entries, e.name)
+	}
+	if e.elem != nil {
+		c.lru.Remove(e.elem)
+		e.elem = nil
+	}
+	if e.refs > 0 {
+		return nil
+	}
+	return []*entry{e}
+}
+
+// removeAll deletes the records and files of dropped entries, stopping
+// their downloads first, and returns their bytes to the budget.
+func (c *Cache) removeAll(victims []*entry) {
+	if len(victims) == 0 {
+		return
+	}
+	kept := victims[:0]
+	for _, e := range victims {
+		if e.rec.Dirty {
+			// Never: a dirty entry is not evicted or replaced. If a bug
+			// gets here, keep the file; the next start uploads it.
+			c.log.Error("refusing to remove a cache file with changes not yet uploaded", "object", e.name, "id", e.rec.ID)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	victims = kept
+	for _, e := range victims {
+		c.mu.Lock()
+		dl, f := e.dl, e.dlFile
+		e.dl, e.dlFile = nil, nil
+		c.releaseDownloadHoldLocked(e)
+		c.mu.Unlock()
+		if dl != nil {
+			dl.Stop()
+			f.Close()
+		}
+	}
+	var ops []journalOp
+	for _, e := range victims {
+		if e.rec.ID != 0 {
+			ops = append(ops, removeOp(e.name, e.rec.ID))
+		}
+	}
+	var err error
+	if len(ops) > 0 {
+		err = c.j.append(ops...)
+	}
+	if err != nil {
+		// The files go below anyway (none holds changes): the next start
+		// drops records whose file is missing.
+		c.log.Warn("removing cache records failed; the next start drops them", "err", err)
+	}
+	for _, e := range victims {
+		c.mu.Lock()
+		spare := e.spare
+		e.spare = nil
+		c.mu.Unlock()
+		if spare != nil {
+			spare.Close()
+		}
+		if e.rec.ID != 0 {
+			if err := os.Remove(c.dataPath(e.rec.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				c.log.Warn("removing cache file failed", "object", e.name, "err", err)
+			}
+		}
+	}
+	c.mu.Lock()
+	for _, e := range victims {
+		c.chargeLocked(e, 0)
+		c.releaseHoldLocked(e)
+	}
+	c.mu.Unlock()
+}

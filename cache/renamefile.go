@@ -1,0 +1,240 @@
+package cache
+
+// Renaming one file (Cache.Rename); renaming a directory is in rename.go.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// replaceTargetLocked takes the entry of to, if any, out of the index: a
+// rename's source replaces it. It returns the generation the rename's
+// new record is based on (toBase, or the entry's, if newer or changed
+// here), the entry's uploads not yet confirmed (the bucket may hold one
+// of them), and what to remove. Replaced, not lost: the application
+// renamed over it; handles open on it keep their copy, as on a local
+// disk.
+func (c *Cache) replaceTargetLocked(to string, toBase int64) (base int64, attempts []string, victims []*entry) {
+	old := c.entries[to]
+	if old == nil {
+		return toBase, nil, nil
+	}
+	if old.rec.Dirty || old.rec.Generation > toBase {
+		toBase = max(toBase, old.rec.Generation)
+	}
+	c.orphanLocked(old)
+	old.rec.Dirty = false
+	return toBase, old.rec.Attempts, c.dropLocked(old)
+}
+
+// Rename gives the content of version from (its local changes included)
+// the name to, replacing what to held (toBase: the generation of to the
+// application replaced, 0 if none). It is one atomic index change: after
+// it, to is a changed file and from a deletion, each sent to the bucket
+// in order with its name's other changes. A copy that is not complete
+// locally is fetched first, unless it is a pending copy nothing uses
+// (renamePendingCopy): that one moves as it is. Handles open on from for writing follow the
+// file to its new name; handles open on to are orphaned (see WriteHandle).
+func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string, toBase int64) error {
+	if from.Name == to {
+		return nil
+	}
+	if done, err := c.renamePendingCopy(from, to, toBase); done {
+		return err
+	}
+	src, err := c.OpenWrite(ctx, from, false, false)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	e := src.e
+	if err := src.f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s before renaming it: %w", from.Name, err)
+	}
+	// The file says how big it is: writes through passthrough handles
+	// still open are counted only when they close.
+	st, err := src.f.Stat()
+	if err != nil {
+		return fmt.Errorf("renaming %s: %w", from.Name, err)
+	}
+
+	newID := c.j.newID() // before the entry is visible: an upload must never see ID 0
+	c.mu.Lock()
+	if err := c.waitThawedLocked(ctx, to); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	toBase, attempts, victims := c.replaceTargetLocked(to, toBase)
+	size := st.Size()
+	meta := e.rec.Meta // set by OpenWrite above from the object's, if it had none
+	ne := &entry{
+		name:  to,
+		rec:   record{ID: newID, Generation: toBase, Size: size, ChunkSize: c.opts.ChunkSize, Complete: true, Dirty: true, Attempts: attempts, Meta: meta},
+		ready: make(chan struct{}),
+	}
+	ne.dirtying = make(chan struct{})
+	close(ne.dirtying)
+	ne.dirtySince = e.dirtySince // the content's changes wait as long as they did
+	if !e.rec.Dirty {
+		ne.dirtySince = time.Now()
+	}
+	ne.elem = c.lru.PushFront(ne)
+	c.entries[to] = ne
+	c.markLocalLocked(to)
+	c.chargeLocked(ne, size)
+	c.mu.Unlock()
+	// The replaced file (victims) is removed only once the journal has the
+	// rename: a crash before must find it as it was.
+	replaced := victims
+
+	// The new name shares the bytes: a hard link, no copy. Both records
+	// change in one transaction.
+	c.mu.Lock()
+	nrec, tomb := ne.rec, e.rec
+	c.mu.Unlock()
+	tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
+	tomb.Meta, tomb.CopyFrom, tomb.CopyGen, tomb.CopyType = nil, "", 0, ""
+	// No earlier state of the old name's record may reach the journal
+	// after the entry below (an upload ending now would put one back, and
+	// a crash would then undo the deletion): nothing else writes it until
+	// it is marked.
+	e.persistMu.Lock()
+	err = os.Link(c.dataPath(tomb.ID), c.dataPath(nrec.ID))
+	if err == nil {
+		// Both records in one journal entry: after a crash, both or
+		// neither.
+		err = c.j.append(putOp(to, nrec, 0), putOp(from.Name, tomb, 0))
+		if err != nil {
+			os.Remove(c.dataPath(nrec.ID))
+		} else if derr := c.detachData(tomb.ID, from.Name, tomb); derr != nil {
+			// The next start detaches it (load does so for every deletion).
+			c.log.Warn("giving a renamed file's old name a file of its own failed", "object", from.Name, "err", derr)
+		}
+	}
+	c.mu.Lock()
+	ne.rec.ID = nrec.ID
+	if err != nil {
+		ne.err = err
+		close(ne.ready)
+		victims = c.dropLocked(ne)
+		ne.rec.Dirty = false
+		c.mu.Unlock()
+		e.persistMu.Unlock()
+		c.removeAll(append(victims, replaced...))
+		return fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
+	}
+	close(ne.ready)
+	e.rec.Deleted, e.rec.Dirty, e.rec.MetaOnly = true, true, false
+	e.rec.Meta = nil // a file made again under the old name starts without it
+	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
+	c.releaseHoldLocked(e) // a copy of it, if pending, was completed by OpenWrite above
+	c.markLocalLocked(from.Name)
+	e.dirtiedLocked(time.Now())
+	// The handles open on the file follow it to its new name (src, the
+	// rename's own, closes with the old one).
+	c.moveHandlesLocked(e, ne, src)
+	e.version++
+	if e.dirtying == nil {
+		e.dirtying = make(chan struct{})
+		close(e.dirtying)
+	}
+	ne.recSeq, e.recSeq = ne.recSeq+1, e.recSeq+1 // what the transaction wrote
+	c.scheduleLocked(to, c.opts.WriteBackDelay)
+	c.scheduleLocked(from.Name, c.opts.WriteBackDelay)
+	c.mu.Unlock()
+	c.settleDeletion(e, tomb)
+	e.persistMu.Unlock()
+	c.removeAll(replaced)
+	return nil
+}
+
+// renamePendingCopy is Rename for a file whose content is still a pending
+// copy (its directory was renamed and the copy is not made yet) and that
+// nothing uses: the new name takes the pending copy over (same source,
+// same cached chunks), so nothing is downloaded; the old name becomes a
+// deletion. done is false if the file is not such a copy (or its source
+// is to itself): Rename then completes the local copy first.
+func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase int64) (done bool, err error) {
+	newID := c.j.newID()
+	c.mu.Lock()
+	e := c.entries[from.Name]
+	if e == nil || !isClosed(e.ready) || e.err != nil || e.dropped || !e.rec.pendingCopy() || e.rec.Deleted ||
+		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.dl != nil || e.uploading || c.inFlight[from.Name] ||
+		c.frozen.covers(from.Name) || c.frozen.covers(to) {
+		c.mu.Unlock()
+		return false, nil
+	}
+	// Until the journal has the rename, no transfer of the old name
+	// starts (its copy would be made under the old name).
+	e.uploading = true
+	toBase, attempts, victims := c.replaceTargetLocked(to, toBase)
+	nrec := e.rec
+	nrec.ID, nrec.Generation, nrec.Attempts = newID, toBase, attempts
+	nrec.Present = slices.Clone(e.rec.Present)
+	ne := &entry{name: to, rec: nrec, ready: make(chan struct{})}
+	ne.dirtying = make(chan struct{})
+	close(ne.dirtying)
+	ne.dirtySince = e.dirtySince
+	if ne.dirtySince.IsZero() {
+		ne.dirtySince = time.Now()
+	}
+	ne.elem = c.lru.PushFront(ne)
+	c.entries[to] = ne
+	c.markLocalLocked(to)
+	c.chargeLocked(ne, nrec.cost())
+	c.holdLocked(ne) // before e lets go of the source
+	tomb := e.rec
+	tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
+	tomb.Meta, tomb.CopyFrom, tomb.CopyGen, tomb.CopyType = nil, "", 0, ""
+	c.mu.Unlock()
+	replaced := victims // removed once the journal has the rename, as in Rename
+
+	// As in Rename: nothing else writes the old name's record until the
+	// journal entry has both, and the new name shares the cached chunks.
+	e.persistMu.Lock()
+	err = os.Link(c.dataPath(e.rec.ID), c.dataPath(newID))
+	if err == nil {
+		if err = c.j.append(putOp(to, nrec, 0), putOp(from.Name, tomb, 0)); err != nil {
+			os.Remove(c.dataPath(newID))
+		}
+	}
+	c.mu.Lock()
+	e.uploading = false
+	if err != nil {
+		ne.err = err
+		close(ne.ready)
+		ne.rec.Dirty = false
+		c.releaseHoldLocked(ne)
+		victims = c.dropLocked(ne)
+		c.notifyLocked()
+		c.mu.Unlock()
+		e.persistMu.Unlock()
+		c.removeAll(append(victims, replaced...))
+		return true, fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
+	}
+	close(ne.ready)
+	oldID := e.rec.ID
+	e.rec = tomb
+	c.releaseHoldLocked(e) // the journal no longer says it is a copy
+	c.chargeLocked(e, 0)
+	c.markLocalLocked(from.Name)
+	e.dirtiedLocked(time.Now())
+	e.version++
+	ne.recSeq, e.recSeq = ne.recSeq+1, e.recSeq+1 // what the transaction wrote
+	c.scheduleLocked(to, c.opts.WriteBackDelay)
+	c.scheduleLocked(from.Name, c.opts.WriteBackDelay)
+	c.notifyLocked()
+	c.mu.Unlock()
+	c.settleDeletion(e, tomb)
+	e.persistMu.Unlock()
+	c.removeAll(replaced)
+	if derr := c.detachData(oldID, from.Name, tomb); derr != nil {
+		c.log.Warn("giving a renamed file's old name a file of its own failed", "object", from.Name, "err", derr)
+	}
+	return true, nil
+}

@@ -1,0 +1,523 @@
+package cache
+
+// The write handle: opening a file for writing, its changes (begin, end)
+// and how a rename or deletion moves or orphans its handles.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// WriteHandle reads and writes the local copy of one object. Its methods
+// are safe for concurrent use; Close must be called exactly once.
+//
+// A handle belongs to a file, not to a name, as a descriptor does: when
+// the file is renamed, the handle moves to the new name's entry and its
+// writes are uploaded under that name; when the file is deleted (or
+// renamed over) while the handle is open, the handle is orphaned: reads
+// and writes go on in its own copy, which is never uploaded and goes
+// away with the last close.
+type WriteHandle struct {
+	c         *Cache
+	f         *os.File
+	hidden    bool // writes bypass WriteAt (passthrough): one change from open to Close
+	closeOnce sync.Once
+
+	// Guarded by Cache.mu.
+	e      *entry // the entry of the file's current name
+	orphan bool   // the file was deleted while this handle was open
+	busy   int    // changes in flight through this handle (counted in e.inflight too)
+}
+
+// Fd returns the descriptor of the local copy, open for reading and
+// writing, for FUSE passthrough; valid until Close.
+func (h *WriteHandle) Fd() int { return int(h.f.Fd()) }
+
+// OpenWrite opens version a of an object for reading and writing; a with
+// Generation 0 is an object that does not exist yet. The copy is completed
+// first (downloaded fully), unless trunc is set and no download runs: then
+// it starts empty. A copy with changes not yet uploaded is used whatever a
+// says. A file that cannot fit in the cache fails with ErrNoSpace.
+//
+// With hidden set, the caller hands the descriptor to the kernel
+// (passthrough), so writes bypass WriteAt: the copy counts as changed from
+// the open until Close, which then takes its size from the file.
+func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hidden bool) (*WriteHandle, error) {
+	e, err := c.acquire(ctx, a, trunc && a.Generation == 0)
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
+		return nil, fmt.Errorf("%s: %w (%d bytes, cache max size %d)", a.Name, ErrNoSpace, a.Size, c.opts.MaxSize)
+	}
+	if err := c.checkBeforeWrite(e, trunc); err != nil {
+		c.release(e)
+		return nil, err
+	}
+	if trunc, err = c.completeForWrite(ctx, e, a, trunc); err != nil {
+		c.release(e)
+		return nil, err
+	}
+	c.mu.Lock()
+	f := e.spare
+	e.spare = nil
+	// Truncating a file nobody writes that is empty and not deleted
+	// changes nothing.
+	emptyAlready := e.rec.Size == 0 && e.writers == 0 && !e.rec.Deleted
+	// The cache file's modification time is the file's from now on (an
+	// upload sends it): a copy of the bucket's version starts with that
+	// version's.
+	fromBucket := !e.rec.localContent() && e.writers == 0 && !e.rec.Deleted
+	mtimeOf := a
+	if e.rec.Meta != nil {
+		mtimeOf.Metadata = e.rec.Meta // with a time set here (MetaOnly), that one
+	}
+	path := c.dataPath(e.rec.ID)
+	c.mu.Unlock()
+	if f == nil {
+		f, err = os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			c.release(e)
+			return nil, fmt.Errorf("opening cache file: %w", err)
+		}
+	}
+	if mt := ObjectMtime(mtimeOf); fromBucket && !mt.IsZero() {
+		if err := os.Chtimes(path, mt, mt); err != nil {
+			c.log.Warn("setting a cache file's modification time failed", "object", a.Name, "err", err)
+		}
+	}
+	h := &WriteHandle{c: c, e: e, f: f, hidden: hidden}
+	c.mu.Lock()
+	e.writers++
+	if e.handles == nil {
+		e.handles = map[*WriteHandle]struct{}{}
+	}
+	e.handles[h] = struct{}{}
+	c.writeHandles[h] = struct{}{}
+	// Every byte is local now; a dirty copy must never be downloaded over.
+	if e.dl != nil && !e.rec.localContent() {
+		c.absorbLocked(e, e.dl) // the sums of what it fetched, before a change makes the file the truth
+	}
+	e.rec.Complete, e.rec.Present = true, nil
+	c.mu.Unlock()
+	if hidden {
+		// The kernel writes the file directly: one change from now until
+		// Close, which ends it. The daemon cannot see which chunks change:
+		// their sums describe the file no longer.
+		if err := h.begin((*record).forgetSums); err != nil {
+			h.hidden = false
+			h.Close()
+			return nil, err
+		}
+	}
+	if trunc && !emptyAlready {
+		if err := h.Truncate(0); err != nil {
+			// The copy was declared complete for the truncation: unless the
+			// change is recorded, it must not be served as the object.
+			c.mu.Lock()
+			if !e.rec.localContent() {
+				e.rec.Complete = false
+				if !e.rec.Dirty {
+					c.dropLocked(e) // removed when h releases it below
+				}
+			}
+			c.mu.Unlock()
+			h.Close()
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// completeForWrite makes e's copy whole before a write handle opens on
+// it: fetched fully, or, with trunc set and no download running, empty
+// and complete at once. A deletion written again is truncated: it
+// returns trunc, set then.
+func (c *Cache) completeForWrite(ctx context.Context, e *entry, a transfer.ObjectAttrs, trunc bool) (bool, error) {
+	c.mu.Lock()
+	if e.rec.Deleted {
+		// Written again after a deletion not yet sent: a new, empty file
+		// that replaces it (its first change clears Deleted).
+		trunc = true
+	} else if e.rec.Meta == nil && !e.rec.Dirty {
+		e.rec.Meta = ownMeta(a.Metadata) // an upload keeps what the object had
+	}
+	if trunc {
+		// New content: whatever the old version's encoding, it is not
+		// this one's.
+		e.rec.Encoding = ""
+	}
+	complete := e.rec.Complete || (e.dl != nil && isClosed(e.dl.Complete()))
+	var dl *transfer.Download
+	switch {
+	case complete:
+	case trunc && e.dl == nil:
+		// Nothing is being written into the file: it can start empty. It
+		// counts as complete from now on, so no download starts into it.
+		complete = true
+		e.rec.Complete, e.rec.Present = true, nil
+	default:
+		if e.dl == nil {
+			if err := c.startDownloadLocked(e); err != nil {
+				c.mu.Unlock()
+				return trunc, err
+			}
+		}
+		dl = e.dl
+	}
+	c.mu.Unlock()
+	if dl != nil {
+		// Every byte, fetched now if the background walk has not (or
+		// gave up); when this returns no fetch writes into the file any more.
+		if err := dl.EnsureComplete(ctx); err != nil {
+			return trunc, fmt.Errorf("fetching %s before writing it: %w", a.Name, staleOr(err))
+		}
+	}
+	return trunc, nil
+}
+
+// Size is the current size of the local copy.
+func (h *WriteHandle) Size() int64 {
+	h.c.mu.Lock()
+	orphan, size := h.orphan, h.e.rec.Size
+	h.c.mu.Unlock()
+	if orphan {
+		if st, err := h.f.Stat(); err == nil {
+			return st.Size()
+		}
+	}
+	return size
+}
+
+// Orphaned reports whether the file was deleted while the handle was open.
+func (h *WriteHandle) Orphaned() bool {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	return h.orphan
+}
+
+// entry returns the entry of the handle's file, or nil if it is orphaned.
+func (h *WriteHandle) entry() *entry {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	if h.orphan {
+		return nil
+	}
+	return h.e
+}
+
+// ReadAt reads the local copy; ctx is not used (local I/O). Chunks not
+// written here are checked against their sums first, once (checksum.go):
+// a damaged one holds the file and answers ErrDamaged.
+func (h *WriteHandle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := h.checkRead(off, int64(len(p))); err != nil {
+		return 0, err
+	}
+	n, err := h.f.ReadAt(p, off)
+	h.c.readBytes.Add(int64(n))
+	return n, err
+}
+
+// WriteAt writes p at off. When it returns, the change survives a crash of
+// the process (see the contract at the top of this file). A write that
+// would pass MaxFileSize is cut short at it (as a local file system cuts
+// a write at its largest file size); one that starts there fails with
+// ErrTooBig.
+func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
+	if limit := h.c.MaxFileSize(); off+int64(len(p)) > limit {
+		if off >= limit || off < 0 {
+			return 0, h.c.tooBig(h.name(), off+int64(len(p)))
+		}
+		p = p[:limit-off]
+	}
+	if e := h.entry(); e != nil {
+		if err := h.c.makeRoomToGrow(e, off+int64(len(p))); err != nil {
+			return 0, err
+		}
+	}
+	end := off + int64(len(p))
+	if err := h.begin(func(r *record) bool { return r.markWritten(min(off, r.Size), end) }); err != nil {
+		h.c.settleCharge(h)
+		return 0, err
+	}
+	n, err := h.f.WriteAt(p, off)
+	h.end(off + int64(n))
+	return n, err
+}
+
+// Truncate sets the size of the local copy; past MaxFileSize it fails
+// with ErrTooBig.
+func (h *WriteHandle) Truncate(size int64) error {
+	if size > h.c.MaxFileSize() {
+		return h.c.tooBig(h.name(), size)
+	}
+	if e := h.entry(); e != nil {
+		if err := h.c.makeRoomToGrow(e, size); err != nil {
+			return err
+		}
+	}
+	if err := h.begin(func(r *record) bool { return r.markWritten(min(size, r.Size), max(size, r.Size)) }); err != nil {
+		h.c.settleCharge(h)
+		return err
+	}
+	err := h.f.Truncate(size)
+	if err == nil {
+		h.c.mu.Lock()
+		if !h.orphan {
+			h.c.resizeLocked(h.e, size)
+		}
+		h.c.mu.Unlock()
+	}
+	h.end(0)
+	return err
+}
+
+// Sync makes the local copy and its record durable against power loss.
+func (h *WriteHandle) Sync() error {
+	if err := h.f.Sync(); err != nil {
+		return err
+	}
+	c := h.c
+	c.mu.Lock()
+	if h.orphan {
+		c.mu.Unlock()
+		return nil // a deleted file: nothing of it is recorded
+	}
+	e := h.e
+	rec, seq := c.snapshotLocked(e)
+	c.mu.Unlock()
+	if err := c.persistEntry(e, rec, seq); err != nil {
+		return err
+	}
+	return c.j.sync()
+}
+
+// Sync makes every change recorded so far (names made, deleted, renamed;
+// files changed) durable against power loss. The bytes of changed files
+// are made durable by their own WriteHandle.Sync.
+func (c *Cache) Sync() error { return c.j.sync() }
+
+// Close releases the handle. The last writer to close queues the upload,
+// after the write-back delay.
+func (h *WriteHandle) Close() error {
+	var err error
+	h.closeOnce.Do(func() {
+		if h.hidden {
+			// The kernel wrote the file directly: take its size from it.
+			size := int64(-1)
+			if st, serr := h.f.Stat(); serr == nil {
+				size = st.Size()
+			}
+			h.c.mu.Lock()
+			if !h.orphan && size >= 0 {
+				h.c.resizeLocked(h.e, size)
+			}
+			h.c.mu.Unlock()
+			h.end(0)
+		}
+		err = h.f.Close()
+		c := h.c
+		c.mu.Lock()
+		delete(c.writeHandles, h)
+		e := h.e
+		if !h.orphan {
+			e.writers--
+			delete(e.handles, h)
+			if e.writers == 0 && e.rec.Dirty {
+				c.scheduleLocked(e.name, c.writeBackDelayLocked())
+			}
+		}
+		c.mu.Unlock()
+		c.release(e)
+	})
+	return err
+}
+
+// CloseWriters closes every WriteHandle still open and returns how many
+// there were. The mount calls it once the kernel can send nothing more:
+// the kernel sends the release of a closed file asynchronously, and an
+// unmount right after the close can drop it, which would leave the file
+// "open for writing" and its upload waiting for a close that never comes.
+func (c *Cache) CloseWriters() int {
+	c.mu.Lock()
+	hs := make([]*WriteHandle, 0, len(c.writeHandles))
+	for h := range c.writeHandles {
+		hs = append(hs, h)
+	}
+	c.mu.Unlock()
+	for _, h := range hs {
+		h.Close()
+	}
+	return len(hs)
+}
+
+// orphanLocked detaches every write handle open on e: e's file was
+// deleted (or replaced by a rename). Their changes in flight stop
+// counting as e's; they keep their own copy of the bytes.
+func (c *Cache) orphanLocked(e *entry) {
+	for h := range e.handles {
+		h.orphan = true
+		e.inflight -= h.busy
+		e.writers--
+		delete(e.handles, h)
+	}
+	e.version++
+}
+
+// moveHandlesLocked moves every write handle open on e, but skip, to ne:
+// e's file now has ne's name (a rename). The handles' changes in flight
+// and their references move along.
+func (c *Cache) moveHandlesLocked(e, ne *entry, skip *WriteHandle) {
+	for h := range e.handles {
+		if h == skip {
+			continue
+		}
+		delete(e.handles, h)
+		e.writers--
+		e.inflight -= h.busy
+		e.refs--
+		if ne.handles == nil {
+			ne.handles = map[*WriteHandle]struct{}{}
+		}
+		ne.handles[h] = struct{}{}
+		ne.writers++
+		ne.inflight += h.busy
+		ne.refs++
+		h.e = ne
+	}
+	e.version++
+	ne.version++
+}
+
+// begin starts a change: the first change to a clean copy records it as
+// dirty, durably, before any byte is written. mark (if not nil) records,
+// under the lock, which chunks the change touches (record.Written); if
+// it changes the record, that is made durable before the change too. A
+// change through an orphaned handle touches no entry.
+func (h *WriteHandle) begin(mark func(*record) bool) error {
+	c := h.c
+	c.mu.Lock()
+	if h.orphan {
+		h.busy++
+		c.mu.Unlock()
+		return nil
+	}
+	e := h.e
+	if e.dropped {
+		c.mu.Unlock()
+		return fmt.Errorf("%s was replaced in the cache while open for writing; reopen it", e.name)
+	}
+	if e.rec.Damaged != "" {
+		c.mu.Unlock()
+		return fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, e.rec.Damaged)
+	}
+	h.busy++
+	e.inflight++
+	e.version++
+	// The first change of the content is recorded before it is made:
+	// the first since the copy was clean, since a deletion (that it is
+	// undone), or since a change of metadata alone (that the content is
+	// local now).
+	// A pending copy's content is complete here (OpenWrite fetched it):
+	// from the first change on, the file is the truth, not the source.
+	first := e.dirtying == nil || e.rec.Deleted || e.rec.MetaOnly || e.rec.CopyFrom != ""
+	prevDirty, prevDeleted, prevMetaOnly := e.rec.Dirty, e.rec.Deleted, e.rec.MetaOnly
+	prevCopy, prevCopyGen, prevCopyType := e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType
+	if first {
+		e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
+		c.chargeSizeLocked(e) // a pending copy counted nothing; its bytes are here now
+		e.dirtying = make(chan struct{})
+		e.rec.Dirty = true
+		c.markLocalLocked(e.name)
+		e.dirtiedLocked(time.Now())
+	}
+	ch := e.dirtying
+	e.rec.Deleted, e.rec.MetaOnly = false, false
+	marked := mark != nil && mark(&e.rec)
+	var rec record
+	var seq uint64
+	if first || marked {
+		rec, seq = c.snapshotLocked(e)
+	}
+	c.mu.Unlock()
+	if marked && !first {
+		// The chunks this change touches are recorded as written before
+		// their bytes change (a later snapshot written first covers them).
+		if err := c.persistEntry(e, rec, seq); err != nil {
+			c.mu.Lock()
+			h.busy--
+			if !h.orphan {
+				h.e.inflight--
+			}
+			c.mu.Unlock()
+			return fmt.Errorf("recording a change of %s in the cache index: %w", e.name, err)
+		}
+	}
+	if first {
+		err := c.persistEntry(e, rec, seq)
+		c.mu.Lock()
+		e.dirtyErr = err
+		if err != nil {
+			// Nothing was written: the copy is as it was, and the next
+			// change tries to record itself again.
+			e.rec.Dirty, e.rec.Deleted, e.rec.MetaOnly = prevDirty, prevDeleted, prevMetaOnly
+			e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = prevCopy, prevCopyGen, prevCopyType
+			e.dirtying = nil
+			e.dirtySince = time.Time{}
+		}
+		c.mu.Unlock()
+		close(ch)
+	}
+	<-ch
+	c.mu.Lock()
+	var err error
+	if e.dirtying != ch {
+		err = e.dirtyErr // the attempt this change waited for failed
+	}
+	if err != nil {
+		h.busy--
+		if !h.orphan {
+			h.e.inflight-- // where the change is counted now
+		}
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("recording a change of %s in the cache index: %w", e.name, err)
+	}
+	return nil
+}
+
+// end finishes a change begun by begin; the file now reaches at least
+// minSize bytes. The change ends in the entry the handle has now (a
+// rename may have moved it meanwhile, its change along with it).
+func (h *WriteHandle) end(minSize int64) {
+	c := h.c
+	c.mu.Lock()
+	if h.busy == 0 {
+		c.mu.Unlock()
+		return // a hidden handle whose begin failed
+	}
+	h.busy--
+	if !h.orphan {
+		e := h.e
+		if minSize > e.rec.Size {
+			c.resizeLocked(e, minSize)
+		}
+		e.version++
+		e.inflight--
+		c.settleChargeLocked(e) // what a failed or short write reserved
+	}
+	c.mu.Unlock()
+}
+
+// resizeLocked records a new size of e's copy and its cost in the budget.
+func (c *Cache) resizeLocked(e *entry, size int64) {
+	e.rec.Size = size
+	c.chargeSizeLocked(e)
+	e.rec.Complete, e.rec.Present = true, nil
+}
