@@ -142,22 +142,6 @@ func fsckJournal(path string) ([]journalOp, error) {
 	return readJournal(f)
 }
 
-// applyJournal applies ops to recs as a start would.
-func applyJournal(recs map[string]record, ops []journalOp) {
-	for _, op := range ops {
-		if op.IfID != 0 {
-			if r, ok := recs[op.Name]; !ok || r.ID != op.IfID {
-				continue
-			}
-		}
-		if op.Rec == nil {
-			delete(recs, op.Name)
-		} else {
-			recs[op.Name] = *op.Rec
-		}
-	}
-}
-
 // fsckFiles compares data/ with recs.
 func fsckFiles(dataDir string, recs map[string]record, rep *FsckReport) error {
 	files, err := scanData(dataDir)

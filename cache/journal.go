@@ -300,7 +300,13 @@ func (j *journal) records() (map[string]record, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, op := range j.pending {
+	applyJournal(recs, j.pending)
+	return recs, nil
+}
+
+// applyJournal applies ops to recs as a start would.
+func applyJournal(recs map[string]record, ops []journalOp) {
+	for _, op := range ops {
 		if op.IfID != 0 {
 			if r, ok := recs[op.Name]; !ok || r.ID != op.IfID {
 				continue
@@ -312,7 +318,6 @@ func (j *journal) records() (map[string]record, error) {
 			recs[op.Name] = *op.Rec
 		}
 	}
-	return recs, nil
 }
 
 // close checkpoints and closes the journal file.
