@@ -697,7 +697,9 @@ func (h *WriteHandle) checkRead(off, n int64) error {
 	if e.rec.Damaged != "" {
 		return fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, e.rec.Damaged)
 	}
-	return nil // a clean copy's bad chunks were dropped; OpenWrite completed it before
+	// A clean copy (OpenWrite checked it whole, so damage came since):
+	// its bad chunks were dropped, and the file does not hold the bytes.
+	return fmt.Errorf("%s: %w", e.name, errBadCopy)
 }
 
 // fsckSums checks every cached copy of recs in dataDir against its sums,

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/testutil"
+
 	"github.com/bucketfs/bucketfs/transfer"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 )
@@ -38,24 +40,6 @@ func (e *env) damage(name string, f func(path string) error) string {
 
 func hexID(id uint64) string { return strconv.FormatUint(id, 16) }
 
-// flipByte flips the byte at off of the file at path.
-func flipByte(off int64) func(string) error {
-	return func(path string) error {
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		b := make([]byte, 1)
-		if _, err := f.ReadAt(b, off); err != nil {
-			return err
-		}
-		b[0] ^= 0x5a
-		_, err = f.WriteAt(b, off)
-		return err
-	}
-}
-
 func truncateTo(n int64) func(string) error {
 	return func(path string) error { return os.Truncate(path, n) }
 }
@@ -74,9 +58,9 @@ func TestDamagedCleanCopyIsFetchedAgain(t *testing.T) {
 	}{
 		{"truncated, read", truncateTo(4 * chunk), false, false},
 		{"truncated, written", truncateTo(4 * chunk), false, true},
-		{"flipped, read", flipByte(5*chunk + 17), false, false},
-		{"flipped, read while checked in the background", flipByte(5*chunk + 17), true, false},
-		{"flipped, written", flipByte(7*chunk + 3), false, true},
+		{"flipped, read", testutil.FlipByte(5*chunk + 17), false, false},
+		{"flipped, read while checked in the background", testutil.FlipByte(5*chunk + 17), true, false},
+		{"flipped, written", testutil.FlipByte(7*chunk + 3), false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -179,8 +163,8 @@ func TestDamagedChangedFileIsHeld(t *testing.T) {
 			c.crash()
 			local := bytes.Clone(data)
 			copy(local[1:], "local")
-			e.damage("obj", flipByte(6*chunk+100))
-			local[6*chunk+100] ^= 0x5a
+			e.damage("obj", testutil.FlipByte(6*chunk+100))
+			local[6*chunk+100] ^= 0xff
 
 			var uploads atomic.Int64
 			e.emu.SetAfterHook(func(r *http.Request) {
@@ -300,7 +284,7 @@ func TestDamagedChangedFileHeldOnRead(t *testing.T) {
 			e.cacheAll(c, a, data)
 			e.write(c, a, false, 1, []byte("local"))
 			c.crash()
-			e.damage("obj", flipByte(8*chunk+9))
+			e.damage("obj", testutil.FlipByte(8*chunk+9))
 
 			c = e.openWB(time.Hour)
 			if async {
@@ -380,7 +364,7 @@ func TestFsckChecksSums(t *testing.T) {
 	if rep.CheckedCopies != 2 || len(rep.BadCopies) != 0 || len(rep.Held) != 0 {
 		t.Fatalf("fsck of a sound cache: checked %d, bad %v, held %v", rep.CheckedCopies, rep.BadCopies, rep.Held)
 	}
-	e.damage("clean", flipByte(3*chunk))
+	e.damage("clean", testutil.FlipByte(3*chunk))
 	e.damage("changed", truncateTo(6*chunk+5))
 	rep, err = Fsck(e.dir, FsckOptions{})
 	if err != nil {

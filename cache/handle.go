@@ -52,7 +52,7 @@ func (h *Handle) PassthroughFd() (int, bool) {
 func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if h.e != nil && h.dl == nil {
 		if h.verify {
-			if n, err, done := h.readChecked(ctx, p, off); done {
+			if n, done, err := h.readChecked(ctx, p, off); done {
 				return n, err
 			}
 		}
@@ -100,9 +100,9 @@ func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 // yet: it checks the chunks it touches first. If one is bad (or was
 // dropped as bad), the bytes come from the bucket instead, and done is
 // true; otherwise the caller reads the file.
-func (h *Handle) readChecked(ctx context.Context, p []byte, off int64) (int, error, bool) {
+func (h *Handle) readChecked(ctx context.Context, p []byte, off int64) (int, bool, error) {
 	if off >= h.size || len(p) == 0 {
-		return 0, io.EOF, off >= h.size
+		return 0, off >= h.size, io.EOF
 	}
 	n := min(int64(len(p)), h.size-off)
 	h.c.mu.Lock()
@@ -114,22 +114,22 @@ func (h *Handle) readChecked(ctx context.Context, p []byte, off int64) (int, err
 	h.c.mu.Unlock()
 	good := h.c.checkChunks(h.e, h.f, int(off/chunk), int((off+n-1)/chunk))
 	if !slices.Contains(good, false) {
-		return 0, nil, false
+		return 0, false, nil
 	}
 	h.c.mu.Lock()
 	why := h.e.rec.Damaged
 	h.c.mu.Unlock()
 	if why != "" {
-		return 0, fmt.Errorf("%s: %w: %s", h.name, ErrDamaged, why), true
+		return 0, true, fmt.Errorf("%s: %w: %s", h.name, ErrDamaged, why)
 	}
 	got, err := h.c.b.ReadRange(h.readCtx(ctx), src, gen, off, n, &sliceWriter{buf: p[:n]})
 	if err != nil {
-		return int(got), staleOr(err), true
+		return int(got), true, staleOr(err)
 	}
 	if got != n {
-		return int(got), io.ErrUnexpectedEOF, true
+		return int(got), true, io.ErrUnexpectedEOF
 	}
-	return int(n), nil, true
+	return int(n), true, nil
 }
 
 // Check tells, before anything is read, whether the version the handle

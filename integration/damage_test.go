@@ -21,8 +21,8 @@ func TestDamagedCacheNeverUploaded(t *testing.T) {
 		readFirst bool
 	}{
 		{"truncated to 4MiB", func(p string) error { return os.Truncate(p, 4<<20) }, true},
-		{"a byte flipped, read then written", flipAt(9<<20 + 5), true},
-		{"a byte flipped, written without a read", flipAt(3<<20 + 1), false},
+		{"a byte flipped, read then written", testutil.FlipByte(9<<20 + 5), true},
+		{"a byte flipped, written without a read", testutil.FlipByte(3<<20 + 1), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			emu := startEmulator(t, nil)
@@ -86,22 +86,4 @@ func onlyDataFile(t *testing.T, cacheDir string) string {
 		t.Fatalf("want one data file in the cache, found %v", files)
 	}
 	return files[0]
-}
-
-// flipAt flips the byte at off of a file.
-func flipAt(off int64) func(string) error {
-	return func(path string) error {
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		b := make([]byte, 1)
-		if _, err := f.ReadAt(b, off); err != nil {
-			return err
-		}
-		b[0] ^= 0xff
-		_, err = f.WriteAt(b, off)
-		return err
-	}
 }

@@ -80,3 +80,22 @@ func FindVersitygw() (string, error) {
 	}
 	return "", ErrNoVersitygw
 }
+
+// FlipByte returns a damage function for tests of a damaged cache: it
+// inverts every bit of the byte at off of the file at path.
+func FlipByte(off int64) func(path string) error {
+	return func(path string) error {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		b := make([]byte, 1)
+		if _, err := f.ReadAt(b, off); err != nil {
+			return err
+		}
+		b[0] ^= 0xff
+		_, err = f.WriteAt(b, off)
+		return err
+	}
+}
