@@ -3,8 +3,8 @@ package cache
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
