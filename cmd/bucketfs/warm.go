@@ -90,7 +90,7 @@ func parseWarmArgs(cmd string, args []string) (*warmConfig, error) {
 	switch {
 	case len(c.paths) == 0:
 		return nil, &usageError{cmd + " takes one PATH or more"}
-	case c.parallelism < 1 || c.parallelism > 1024:
+	case cmd == "warm" && (c.parallelism < 1 || c.parallelism > 1024):
 		return nil, &usageError{fmt.Sprintf("--parallelism must be between 1 and 1024, got %d", c.parallelism)}
 	}
 	return c, nil
