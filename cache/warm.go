@@ -12,8 +12,7 @@ package cache
 // inherits the pin, and is filled by that open or by the next warm. A
 // pinned object deleted in the bucket keeps its copy, pinned, until
 // Unpin (nothing reads it: the name is gone). Deleting or renaming the
-// file through the mount ends its pin with its copy (a rename carries
-// the record, pin included).
+// file through the mount ends its pin (a rename makes a new record).
 
 import (
 	"context"
