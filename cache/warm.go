@@ -43,6 +43,7 @@ type WarmProgress struct {
 	AlreadyFiles int   `json:"already_files"` // objects whose copy was complete before
 	AlreadyBytes int64 `json:"already_bytes"`
 	Failed       int   `json:"failed"`
+	FailedBytes  int64 `json:"failed_bytes"`
 }
 
 // WarmError is one object a warm could not fill.
@@ -186,6 +187,7 @@ func (c *Cache) Warm(ctx context.Context, prefixes []string, o WarmOptions, prog
 			switch {
 			case err != nil:
 				r.Failed++
+				r.FailedBytes += a.Size
 				r.Errors = append(r.Errors, WarmError{Object: a.Name, Err: err.Error()})
 			case already:
 				r.AlreadyFiles++

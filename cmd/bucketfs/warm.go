@@ -262,7 +262,7 @@ func reportWarm(w io.Writer, c *warmConfig, r control.WarmReport, took time.Dura
 		}
 		fmt.Fprintf(w, "warmed %d of %d files (%s) in %s%s: %d fetched (%s), %d already cached (%s)\n",
 			r.Files-r.Failed, r.TotalFiles, humanSize(r.TotalBytes), took.Round(time.Millisecond), pinned,
-			r.Files-r.Failed-r.AlreadyFiles, humanSize(r.Bytes-r.AlreadyBytes), r.AlreadyFiles, humanSize(r.AlreadyBytes))
+			r.Files-r.Failed-r.AlreadyFiles, humanSize(r.Bytes-r.AlreadyBytes-r.FailedBytes), r.AlreadyFiles, humanSize(r.AlreadyBytes))
 		for _, e := range r.Errors {
 			fmt.Fprintf(w, "  failed: %s: %s\n", e.Object, e.Err)
 		}

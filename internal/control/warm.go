@@ -23,6 +23,7 @@ type WarmProgress struct {
 	AlreadyFiles int   `json:"already_files"` // complete in the cache before
 	AlreadyBytes int64 `json:"already_bytes"`
 	Failed       int   `json:"failed"`
+	FailedBytes  int64 `json:"failed_bytes"`
 }
 
 // WarmError is one object a warm could not fill.
