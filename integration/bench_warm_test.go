@@ -87,18 +87,24 @@ func benchWarm(t *testing.T, cfg benchConfig, tbl *benchTable) []string {
 	var raws []float64
 	warms := map[string][]float64{}
 	var again, bfRead, natRead, reqs []float64
+	cpuMS := map[string][]float64{} // bucketfs's CPU per object warmed, ms
+	var emuCPU []float64            // the test process's (the emulator's) CPU during a warm, s
 	for rep := range cfg.repeat {
 		raws = append(raws, rawFetch(t, emu, objs, warmRawFlight).Seconds())
 		for _, par := range pars {
 			m := mount(t, emu, mountOpts{args: []string{"--cache-max-size", "1GiB", "--max-requests", par}})
+			cpu0, self0 := procCPU(m.cmd.Process.Pid), selfCPU()
 			start := time.Now()
 			code, w, out := warm(t, m.path("warm"))
 			d := time.Since(start)
+			cpuMS[par] = append(cpuMS[par], (procCPU(m.cmd.Process.Pid)-cpu0).Seconds()*1000/float64(len(objs)))
+			emuCPU = append(emuCPU, (selfCPU() - self0).Seconds())
 			if code != 0 || w.Files != len(objs) || w.Failed != 0 || w.TotalBytes != total {
 				t.Fatalf("warm exited %d with %+v, want %d files, %d bytes:\n%s", code, w, len(objs), total, out)
 			}
 			warms[par] = append(warms[par], d.Seconds())
-			t.Logf("repeat %d: warm with --max-requests %s: %v", rep+1, par, d.Round(time.Millisecond))
+			t.Logf("repeat %d: warm with --max-requests %s: %v, bucketfs CPU %.2f ms an object, test process (emulator) CPU %.1fs",
+				rep+1, par, d.Round(time.Millisecond), cpuMS[par][len(cpuMS[par])-1], emuCPU[len(emuCPU)-1])
 			if par != pars[len(pars)-1] {
 				m.unmount(t)
 				continue
@@ -126,7 +132,8 @@ func benchWarm(t *testing.T, cfg benchConfig, tbl *benchTable) []string {
 			ratio:    fmtRatio(raw / w),
 			target:   fmt.Sprintf("<= %v", warmTarget),
 			met:      metStr(w <= warmTarget.Seconds()),
-			note:     fmt.Sprintf("%.0f MiB; ratio = raw time / warm time; includes the command's walk of the tree", float64(total)/(1<<20)),
+			note: fmt.Sprintf("%.0f MiB; ratio = raw time / warm time; includes the command's walk of the tree; bucketfs CPU %.2f ms an object",
+				float64(total)/(1<<20), median(cpuMS[par])),
 		})
 	}
 	tbl.add(benchRow{
@@ -142,6 +149,7 @@ func benchWarm(t *testing.T, cfg benchConfig, tbl *benchTable) []string {
 		met:      metStr(median(reqs) == 0),
 		note:     fmt.Sprintf("%.0f bucket requests during the reads; one goroutine, files in order; native = the same tree in a directory (page cache warm)", median(reqs)),
 	})
+	t.Logf("emulator (test process) CPU during the warms: median %.1fs", median(emuCPU))
 	return []string{
 		fmt.Sprintf("warm rows: 'bucketfs warm --json MOUNT/warm' on a fresh mount (--cache-max-size 1GiB) behind the WAN profile (%v per request, %d MiB/s per connection, %d MiB/s in total); "+
 			"raw = the same objects fetched by a Go loop of plain HTTP range GETs (at most %d MiB each), %d in flight, in the same run",
