@@ -51,7 +51,7 @@ func warm(t *testing.T, args ...string) (int, warmJSON, string) {
 // sends no request to the bucket; a second warm fetches nothing and
 // pins; status shows the pins, unpin ends them; a failed object is
 // reported with exit code 1, as is a set that does not fit the cache
-// (before anything is fetched).
+// (before anything is fetched); pins survive a remount.
 func TestWarm(t *testing.T) {
 	emu := startEmulator(t, nil)
 	want := map[string][]byte{}
@@ -133,4 +133,11 @@ func TestWarm(t *testing.T) {
 		t.Errorf("warm with one object gone exited %d with %+v, want 1 naming bad/gone:\n%s", code, w, out)
 	}
 	emu.SetHook(nil)
+
+	// The pins are in the cache's records: a remount keeps them.
+	m.unmount(t)
+	m = mount(t, emu, mountOpts{cacheDir: m.cacheDir, args: []string{"--cache-max-size", "16MiB", "--prefetch-chunk-size", "1MiB"}})
+	if st := m.status(t); st.PinnedFiles != 61 {
+		t.Errorf("after a remount: %d pinned files, want 61", st.PinnedFiles)
+	}
 }
