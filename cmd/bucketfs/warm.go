@@ -222,10 +222,13 @@ func runWarm(args []string) error {
 	if term {
 		fmt.Fprint(os.Stderr, "\r\033[K")
 	}
+	if errors.Is(err, context.Canceled) {
+		return errors.New("stopped; what was fetched stays cached: run it again to go on")
+	}
 	if err != nil {
 		return fmt.Errorf("warming: %w", err)
 	}
-	return reportWarm(os.Stdout, c, r, time.Since(start), ctx.Err() != nil)
+	return reportWarm(os.Stdout, c, r, time.Since(start))
 }
 
 // progressLine is "1203/2002 files, 45.0 MiB of 160.0 MiB, 120.3 MiB/s, 1s left".
@@ -244,15 +247,14 @@ type warmResult struct {
 	control.WarmReport
 	Pinned  bool    `json:"pinned"`
 	Seconds float64 `json:"seconds"`
-	Stopped bool    `json:"stopped,omitempty"` // Ctrl-C
 }
 
 // reportWarm prints the result and returns an error unless every file
 // was warmed.
-func reportWarm(w io.Writer, c *warmConfig, r control.WarmReport, took time.Duration, stopped bool) error {
+func reportWarm(w io.Writer, c *warmConfig, r control.WarmReport, took time.Duration) error {
 	if c.jsonOut {
 		enc := json.NewEncoder(w)
-		if err := enc.Encode(warmResult{WarmReport: r, Pinned: c.pin, Seconds: took.Seconds(), Stopped: stopped}); err != nil {
+		if err := enc.Encode(warmResult{WarmReport: r, Pinned: c.pin, Seconds: took.Seconds()}); err != nil {
 			return err
 		}
 	} else {
@@ -267,10 +269,7 @@ func reportWarm(w io.Writer, c *warmConfig, r control.WarmReport, took time.Dura
 			fmt.Fprintf(w, "  failed: %s: %s\n", e.Object, e.Err)
 		}
 	}
-	switch {
-	case stopped:
-		return fmt.Errorf("stopped: %d of %d files were warmed; run it again to go on", r.Files-r.Failed, r.TotalFiles)
-	case r.Failed > 0 || r.Files < r.TotalFiles:
+	if r.Failed > 0 || r.Files < r.TotalFiles { // failures, or the mount stopped it (unmounting)
 		return fmt.Errorf("%d of %d files were not warmed", r.TotalFiles-(r.Files-r.Failed), r.TotalFiles)
 	}
 	return nil

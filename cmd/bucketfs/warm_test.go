@@ -37,7 +37,7 @@ func TestWarmReport(t *testing.T) {
 	r := control.WarmReport{WarmProgress: control.WarmProgress{Files: 3, TotalFiles: 3, TotalBytes: 300, Bytes: 300, AlreadyFiles: 1, AlreadyBytes: 100, Failed: 1, FailedBytes: 50},
 		Errors: []control.WarmError{{Object: "d/x", Err: "gone"}}}
 	var b bytes.Buffer
-	err := reportWarm(&b, &warmConfig{}, r, time.Second, false)
+	err := reportWarm(&b, &warmConfig{}, r, time.Second)
 	if err == nil || !strings.Contains(err.Error(), "1 of 3 files were not warmed") {
 		t.Errorf("reportWarm error = %v", err)
 	}
@@ -46,7 +46,7 @@ func TestWarmReport(t *testing.T) {
 	}
 	r.Failed, r.Errors = 0, nil
 	b.Reset()
-	if err := reportWarm(&b, &warmConfig{jsonOut: true, pin: true}, r, time.Second, false); err != nil || !strings.Contains(b.String(), `"pinned":true`) {
+	if err := reportWarm(&b, &warmConfig{jsonOut: true, pin: true}, r, time.Second); err != nil || !strings.Contains(b.String(), `"pinned":true`) {
 		t.Errorf("reportWarm --json = %v, printed %s", err, b.String())
 	}
 }
