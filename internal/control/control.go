@@ -15,8 +15,9 @@
 // with Done set and Left naming the files still not in the bucket (none
 // when the flush finished). "resolve" ends the hold on a file that failed
 // its checksum check (Object; KeepLocal or not) and gets one Reply with
-// Done set (and Saved, where the local bytes were kept). A Reply with
-// Error set ends any exchange. A
+// Done set (and Saved, where the local bytes were kept). "warm" and
+// "unpin" are described in warm.go. A Reply with Error set ends any
+// exchange. A
 // flush ends when everything is in the bucket, when its timeout ends, or
 // when the client goes away; it never stops the mount.
 package control
