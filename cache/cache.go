@@ -80,6 +80,9 @@ type Stats struct {
 	// changed files are held for it now.
 	ChecksumMismatches int64
 	DamagedFiles       int
+	// Pinned copies (warm.go): kept from eviction, counted in UsedBytes.
+	PinnedFiles int
+	PinnedBytes int64
 }
 
 // ErrStale means the object version a handle reads is gone from the bucket
@@ -297,6 +300,7 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 	}
 	var victims []*entry
 	e := c.entries[a.Name]
+	pinned := false // a new version of a pinned copy stays pinned (warm.go)
 	// GCS generations of one name only grow. A newer one than the copy's
 	// is a change made elsewhere: the copy goes. An older one is a caller
 	// that has not seen this cache's own upload yet: the copy stays.
@@ -305,6 +309,7 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 			c.log.Warn("an attribute change (mode, owner or times) not yet sent is dropped: the object changed in the bucket since", "object", a.Name)
 			e.rec.Dirty, e.rec.MetaOnly, e.dirtying = false, false, nil
 		}
+		pinned = e.rec.Pinned
 		victims = append(victims, c.dropLocked(e)...)
 		e = nil
 	}
@@ -322,7 +327,7 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 		}
 		e = &entry{
 			name:  a.Name,
-			rec:   record{Generation: a.Generation, Size: a.Size, ChunkSize: c.opts.ChunkSize, CRC32C: a.CRC32C, Encoding: a.ContentEncoding},
+			rec:   record{Generation: a.Generation, Size: a.Size, ChunkSize: c.opts.ChunkSize, CRC32C: a.CRC32C, Encoding: a.ContentEncoding, Pinned: pinned},
 			ready: make(chan struct{}),
 		}
 		if newFile {
@@ -627,6 +632,10 @@ func (c *Cache) Stats() Stats {
 		}
 		if e.rec.Damaged != "" {
 			s.DamagedFiles++
+		}
+		if e.rec.Pinned {
+			s.PinnedFiles++
+			s.PinnedBytes += e.charged
 		}
 	}
 	return s

@@ -40,6 +40,7 @@
 // exceeds the cap; the least recently used versions that no handle holds
 // are evicted to make room, and to keep Options.MinFree free on the disk.
 // A version that cannot fit is read from the bucket directly, uncached.
+// A pinned copy (Warm with Pin, warm.go) is never evicted until Unpin.
 // The exception is a pending copy not cached (record.cost): it counts
 // nothing until it is made or written. Writes reserve their growth before
 // they write, no file grows past MaxFileSize (ErrTooBig), and changed
@@ -93,4 +94,5 @@
 //	index.go, index_open.go, journal.go, load.go, rebuild.go, fsck.go
 //	                the index on disk, its journal, loading and rebuilding it
 //	status.go, warnlimit.go  Status and rate-limited warnings
+//	warm.go         Warm (fill the cache under prefixes), pins, Unpin
 package cache

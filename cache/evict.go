@@ -25,7 +25,7 @@ func (c *Cache) makeRoomLocked(need int64) ([]*entry, bool) {
 	var pick []*entry
 	for el := c.lru.Back(); el != nil && over > 0; el = el.Prev() {
 		e := el.Value.(*entry)
-		if e.refs > 0 || !isClosed(e.ready) || e.rec.Dirty || e.uploading {
+		if e.refs > 0 || !isClosed(e.ready) || e.rec.Dirty || e.uploading || e.rec.Pinned {
 			continue
 		}
 		pick = append(pick, e)

@@ -85,6 +85,8 @@ type record struct {
 	CRC32C   uint32 `json:"crc32c,omitempty"`
 	Written  []byte `json:"written,omitempty"`
 	Damaged  string `json:"damaged,omitempty"`
+	// Pinned keeps the copy from eviction until it is unpinned (warm.go).
+	Pinned bool `json:"pinned,omitempty"`
 }
 
 func (r *record) chunks() int {

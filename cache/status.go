@@ -77,6 +77,10 @@ func (c *Cache) Status(maxDirty int) Status {
 		if e.dl != nil && !e.dlIdle {
 			s.Downloading++
 		}
+		if e.rec.Pinned {
+			s.PinnedFiles++
+			s.PinnedBytes += e.charged
+		}
 		if !e.rec.Dirty {
 			continue
 		}

@@ -69,6 +69,7 @@ func benchWrites(t *testing.T, emu *emulator.Server, fioPath string, cfg benchCo
 	}
 	if cfg.runs("small-files") {
 		notes = append(notes, benchSmallFiles(t, cfg, tbl)...)
+		notes = append(notes, benchWriteOut(t, tbl)...)
 	}
 	if cfg.runs("drain") {
 		notes = append(notes, benchBigDrain(t, cfg, tbl)...)

@@ -148,6 +148,9 @@ func printStatus(w io.Writer, st control.Status, now time.Time) {
 	fmt.Fprintf(w, "cache dir:   %s\n", st.CacheDir)
 	fmt.Fprintf(w, "cache:       %s of %s used, %d objects; %d hits, %d misses, %d uncached, %d evictions; %s read from the cache\n",
 		humanSize(st.UsedBytes), humanSize(st.MaxBytes), st.Entries, st.Hits, st.Misses, st.Uncached, st.Evictions, humanSize(st.ReadBytes))
+	if st.PinnedFiles > 0 {
+		fmt.Fprintf(w, "pinned:      %d files (%s), kept from eviction ('bucketfs unpin')\n", st.PinnedFiles, humanSize(st.PinnedBytes))
+	}
 	fmt.Fprintf(w, "cache disk:  %s free, %s kept free (--cache-min-free)\n", humanSize(st.DiskFreeBytes), humanSize(st.MinFreeBytes))
 	if st.DirtyFiles == 0 {
 		fmt.Fprintf(w, "changes:     none waiting: everything is in the bucket\n")

@@ -4,6 +4,7 @@
 //	bucketfs mount BUCKET MOUNTPOINT [flags]
 //	bucketfs status MOUNTPOINT
 //	bucketfs flush MOUNTPOINT
+//	bucketfs warm PATH... [--pin], bucketfs unpin PATH...
 //	bucketfs fsck --cache-dir DIR [--rebuild]
 //	bucketfs version
 //	mount.fuse.bucketfs BUCKET MOUNTPOINT [-sfnv] [-o OPTIONS]   (mount helper, see mounthelper.go)
@@ -55,6 +56,10 @@ func run(args []string) int {
 		err = runFlush(args[1:])
 	case "resolve":
 		err = runResolve(args[1:])
+	case "warm":
+		err = runWarm(args[1:])
+	case "unpin":
+		err = runUnpin(args[1:])
 	case "fsck":
 		err = runFsck(args[1:])
 	case "version", "--version":
@@ -107,6 +112,9 @@ Usage:
   bucketfs status MOUNTPOINT                 what a running mount is doing: cache,
                                              changes not yet uploaded, errors
   bucketfs flush MOUNTPOINT                  upload every change now and wait
+  bucketfs warm PATH... [--pin]              fetch every file under PATH into the
+                                             cache now (--pin: keep it there)
+  bucketfs unpin PATH...                     end the pins under PATH
   bucketfs resolve MOUNTPOINT FILE --keep-local|--take-bucket
                                              end the hold on a file that failed
                                              its checksum check

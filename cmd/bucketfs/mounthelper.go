@@ -76,7 +76,7 @@ func isHelperCall(argv0 string, args []string) bool {
 		return false
 	}
 	switch args[0] {
-	case "mount", "status", "flush", "version", "help": // the commands of run
+	case "mount", "status", "flush", "resolve", "fsck", "warm", "unpin", "version", "help": // the commands of run
 		return false
 	}
 	return true

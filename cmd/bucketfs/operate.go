@@ -87,6 +87,8 @@ func (o *operations) start(c *mountConfig, mnt string, ch *cache.Cache) error {
 			return ch.Flush(ctx, func(p cache.Progress) { progress(control.Progress{Files: p.Files, Bytes: p.Bytes}) })
 		},
 		Resolve: ch.Resolve,
+		Warm:    warmHandler(ch),
+		Unpin:   ch.Unpin,
 	}, o.log)
 	if err != nil {
 		o.stop()
@@ -152,6 +154,7 @@ func (o *operations) status(c *mountConfig, mnt, cacheDir string, ch *cache.Cach
 		st.Errors = append(st.Errors, control.ErrorEvent{Time: e.Time, Op: e.Op, Object: e.Object, Err: e.Err})
 	}
 	st.ChecksumMismatches = s.ChecksumMismatches
+	st.PinnedFiles, st.PinnedBytes = s.PinnedFiles, s.PinnedBytes
 	for _, h := range s.Held {
 		st.Held = append(st.Held, control.HeldFile{Name: h.Name, Why: h.Why})
 	}

@@ -15,8 +15,9 @@
 // with Done set and Left naming the files still not in the bucket (none
 // when the flush finished). "resolve" ends the hold on a file that failed
 // its checksum check (Object; KeepLocal or not) and gets one Reply with
-// Done set (and Saved, where the local bytes were kept). A Reply with
-// Error set ends any exchange. A
+// Done set (and Saved, where the local bytes were kept). "warm" and
+// "unpin" are described in warm.go. A Reply with Error set ends any
+// exchange. A
 // flush ends when everything is in the bucket, when its timeout ends, or
 // when the client goes away; it never stops the mount.
 package control
@@ -50,6 +51,11 @@ type Request struct {
 	// Object and KeepLocal: resolve's file (an object name) and choice.
 	Object    string `json:"object,omitempty"`
 	KeepLocal bool   `json:"keep_local,omitempty"`
+	// Prefixes, Parallelism and Pin: warm's and unpin's objects (names
+	// or directories, "" for all) and warm's choices (warm.go).
+	Prefixes    []string `json:"prefixes,omitempty"`
+	Parallelism int      `json:"parallelism,omitempty"`
+	Pin         bool     `json:"pin,omitempty"`
 }
 
 // DefaultMaxDirty is how many dirty files a status lists unless asked.
@@ -57,12 +63,14 @@ const DefaultMaxDirty = 20
 
 // Reply is one line of an answer.
 type Reply struct {
-	Status   *Status   `json:"status,omitempty"`
-	Progress *Progress `json:"progress,omitempty"`
-	Done     bool      `json:"done,omitempty"`
-	Left     []string  `json:"left,omitempty"`
-	Saved    string    `json:"saved,omitempty"` // resolve: where the local bytes were kept
-	Error    string    `json:"error,omitempty"`
+	Status   *Status     `json:"status,omitempty"`
+	Progress *Progress   `json:"progress,omitempty"`
+	Done     bool        `json:"done,omitempty"`
+	Left     []string    `json:"left,omitempty"`
+	Saved    string      `json:"saved,omitempty"`    // resolve: where the local bytes were kept
+	Warm     *WarmReport `json:"warm,omitempty"`     // warm: progress, and with Done the result
+	Unpinned *Unpinned   `json:"unpinned,omitempty"` // unpin: what it unpinned
+	Error    string      `json:"error,omitempty"`
 }
 
 // Progress is what a flush still has to send.
@@ -114,6 +122,10 @@ type Status struct {
 	// Integrity (cache/checksum.go).
 	ChecksumMismatches int64      `json:"checksum_mismatches"`
 	Held               []HeldFile `json:"held,omitempty"` // changed files held for a failed check
+
+	// Pinned copies ('bucketfs warm --pin'), counted in UsedBytes.
+	PinnedFiles int   `json:"pinned_files"`
+	PinnedBytes int64 `json:"pinned_bytes"`
 }
 
 // HeldFile is a changed file held because it failed its checksum check:
@@ -152,6 +164,9 @@ type Handler struct {
 	// Resolve ends the hold on a file that failed its checksum check; it
 	// returns where the local bytes were kept, if they were dropped.
 	Resolve func(ctx context.Context, object string, keepLocal bool) (saved string, err error)
+	// Warm and Unpin: see warm.go.
+	Warm  WarmFunc
+	Unpin func(prefixes []string) (files int, bytes int64)
 }
 
 // Server answers requests on the control socket.
@@ -321,6 +336,10 @@ func (s *Server) handle(c *net.UnixConn) {
 			return
 		}
 		reply(Reply{Done: true, Saved: saved})
+	case "warm":
+		s.handleWarm(c, req, reply)
+	case "unpin":
+		s.handleUnpin(req, reply)
 	default:
 		reply(Reply{Error: fmt.Sprintf("unknown command %q", req.Cmd)})
 	}

@@ -1,0 +1,322 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/bucketfs/bucketfs/cache"
+	"github.com/bucketfs/bucketfs/internal/control"
+	"github.com/bucketfs/bucketfs/internal/mountinfo"
+	"golang.org/x/sys/unix"
+)
+
+// 'bucketfs warm PATH...' and 'bucketfs unpin PATH...': the paths are in
+// a running mount; the command finds the mount they are in, walks them
+// through it (so that the file tree learns their names and attributes:
+// reading them afterwards asks the bucket nothing while those are
+// trusted), then asks the mount's daemon over the control socket to
+// fetch every object under them (cache/warm.go).
+
+const warmUsage = `Usage: bucketfs warm PATH... [--pin] [--parallelism N] [--json]
+       bucketfs warm --cache-dir DIR OBJECT-PREFIX... [flags]
+
+Fills the cache of the running mount that PATH is in with every file under
+PATH, many at a time, so that reading them later needs no network. Checks
+first that they fit in the cache (beside changed and pinned files) and
+fetches nothing if not. Files already cached are not fetched again, so a
+warm that was stopped can be run again. Each download is checked like any
+other (chunk and object checksums).
+
+Exits 0 when every file is in the cache, 1 naming the ones that are not.
+
+Flags:
+`
+
+const unpinUsage = `Usage: bucketfs unpin PATH...
+       bucketfs unpin --cache-dir DIR OBJECT-PREFIX...
+
+Ends the pins that 'bucketfs warm --pin' put on the files under PATH: they
+stay cached, and may be evicted like any cached file again.
+`
+
+type warmConfig struct {
+	cacheDir    string
+	paths       []string
+	pin         bool
+	jsonOut     bool
+	parallelism int
+}
+
+func parseWarmArgs(cmd string, args []string) (*warmConfig, error) {
+	c := &warmConfig{}
+	fl := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	fl.StringVar(&c.cacheDir, "cache-dir", "", "the mount's cache directory; the arguments are then object names or prefixes")
+	usage := unpinUsage
+	if cmd == "warm" {
+		usage = warmUsage
+		fl.BoolVar(&c.pin, "pin", false, "keep the files from eviction until 'bucketfs unpin' (they count against --cache-max-size)")
+		fl.BoolVar(&c.jsonOut, "json", false, "print the result as one JSON object, and no progress")
+		fl.IntVar(&c.parallelism, "parallelism", cache.DefaultWarmParallelism, "files fetched at once (bounded by the mount's --max-requests)")
+	}
+	for {
+		if err := fl.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Print(usage)
+				fl.VisitAll(func(f *flag.Flag) {
+					fmt.Printf("  --%-12s %s (default %s)\n", f.Name, f.Usage, f.DefValue)
+				})
+				return nil, flag.ErrHelp
+			}
+			return nil, &usageError{err.Error()}
+		}
+		if fl.NArg() == 0 {
+			break
+		}
+		c.paths = append(c.paths, fl.Arg(0))
+		args = fl.Args()[1:]
+	}
+	switch {
+	case len(c.paths) == 0:
+		return nil, &usageError{cmd + " takes one PATH or more"}
+	case cmd == "warm" && (c.parallelism < 1 || c.parallelism > 1024):
+		return nil, &usageError{fmt.Sprintf("--parallelism must be between 1 and 1024, got %d", c.parallelism)}
+	}
+	return c, nil
+}
+
+// target is where the paths lead: the mount's socket and the object
+// prefixes, with the directories to walk.
+type target struct {
+	socket   string
+	prefixes []string
+	walk     []string
+}
+
+// resolve finds the mount the paths are in (one mount for all) and their
+// object names.
+func (c *warmConfig) resolve() (target, error) {
+	if c.cacheDir != "" {
+		t := target{socket: filepath.Join(c.cacheDir, control.SocketName)}
+		for _, p := range c.paths {
+			t.prefixes = append(t.prefixes, strings.Trim(p, "/"))
+		}
+		return t, nil
+	}
+	var t target
+	mnt := ""
+	for _, p := range c.paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return t, err
+		}
+		if _, err := os.Lstat(abs); err != nil {
+			return t, err
+		}
+		m, err := mountAt(abs)
+		if err != nil {
+			return t, err
+		}
+		if mnt != "" && m != mnt {
+			return t, &usageError{fmt.Sprintf("the paths are in two mounts (%s and %s): run one warm per mount", mnt, m)}
+		}
+		mnt = m
+		rel, _ := filepath.Rel(m, abs)
+		if rel == "." {
+			rel = ""
+		}
+		t.prefixes = append(t.prefixes, filepath.ToSlash(rel))
+		t.walk = append(t.walk, abs)
+	}
+	r, err := control.Lookup(mnt)
+	if err != nil {
+		return t, err
+	}
+	t.socket = r.Socket
+	return t, nil
+}
+
+// mountAt returns the bucketfs mountpoint that path is in.
+func mountAt(path string) (string, error) {
+	ms, err := mountinfo.Read()
+	if err != nil {
+		return "", err
+	}
+	best := mountinfo.Mount{}
+	for _, m := range ms {
+		if (path == m.Point || strings.HasPrefix(path, strings.TrimSuffix(m.Point, "/")+"/")) && len(m.Point) >= len(best.Point) {
+			best = m
+		}
+	}
+	if best.FSType != "fuse.bucketfs" {
+		return "", fmt.Errorf("%s is not in a bucketfs mount (it is in %s, %s)", path, best.Point, best.FSType)
+	}
+	return best.Point, nil
+}
+
+// walkDirs reads every directory under roots through the mount, 16 at a
+// time, so that the file tree learns the names and attributes before the
+// files are read. An unreadable directory is skipped: the warm lists the
+// bucket itself.
+func walkDirs(roots []string) {
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	var visit func(dir string)
+	visit = func(dir string) {
+		defer wg.Done()
+		sem <- struct{}{}
+		ents, err := os.ReadDir(dir)
+		<-sem
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				wg.Add(1)
+				go visit(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	for _, r := range roots {
+		if st, err := os.Stat(r); err == nil && st.IsDir() {
+			wg.Add(1)
+			go visit(r)
+		}
+	}
+	wg.Wait()
+}
+
+func runWarm(args []string) error {
+	c, err := parseWarmArgs("warm", args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	t, err := c.resolve()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	walkDirs(t.walk)
+	term := !c.jsonOut && isTerminal(os.Stderr)
+	r, err := control.Warm(ctx, t.socket, t.prefixes, c.parallelism, c.pin, func(p control.WarmReport) {
+		if term {
+			fmt.Fprintf(os.Stderr, "\r\033[K%s", progressLine(p.WarmProgress, time.Since(start)))
+		}
+	})
+	if term {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
+	if errors.Is(err, context.Canceled) {
+		return errors.New("stopped; what was fetched stays cached: run it again to go on")
+	}
+	if err != nil {
+		return fmt.Errorf("warming: %w", err)
+	}
+	return reportWarm(os.Stdout, c, r, time.Since(start))
+}
+
+// progressLine is "1203/2002 files, 45.0 MiB of 160.0 MiB, 120.3 MiB/s, 1s left".
+func progressLine(p control.WarmProgress, took time.Duration) string {
+	rate := float64(p.Bytes-p.AlreadyBytes) / max(took.Seconds(), 0.001)
+	left := "?"
+	if rate > 0 {
+		left = (time.Duration(float64(p.TotalBytes-p.Bytes)/rate*float64(time.Second)) + time.Second - 1).Truncate(time.Second).String()
+	}
+	return fmt.Sprintf("warming: %d/%d files, %s of %s, %s/s, %s left",
+		p.Files, p.TotalFiles, humanSize(p.Bytes), humanSize(p.TotalBytes), humanSize(int64(rate)), left)
+}
+
+// warmResult is what --json prints.
+type warmResult struct {
+	control.WarmReport
+	Pinned  bool    `json:"pinned"`
+	Seconds float64 `json:"seconds"`
+}
+
+// reportWarm prints the result and returns an error unless every file
+// was warmed.
+func reportWarm(w io.Writer, c *warmConfig, r control.WarmReport, took time.Duration) error {
+	if c.jsonOut {
+		enc := json.NewEncoder(w)
+		if err := enc.Encode(warmResult{WarmReport: r, Pinned: c.pin, Seconds: took.Seconds()}); err != nil {
+			return err
+		}
+	} else {
+		pinned := ""
+		if c.pin {
+			pinned = ", pinned"
+		}
+		fmt.Fprintf(w, "warmed %d of %d files (%s) in %s%s: %d fetched (%s), %d already cached (%s)\n",
+			r.Files-r.Failed, r.TotalFiles, humanSize(r.TotalBytes), took.Round(time.Millisecond), pinned,
+			r.Files-r.Failed-r.AlreadyFiles, humanSize(r.Bytes-r.AlreadyBytes-r.FailedBytes), r.AlreadyFiles, humanSize(r.AlreadyBytes))
+		for _, e := range r.Errors {
+			fmt.Fprintf(w, "  failed: %s: %s\n", e.Object, e.Err)
+		}
+	}
+	if r.Failed > 0 || r.Files < r.TotalFiles { // failures, or the mount stopped it (unmounting)
+		return fmt.Errorf("%d of %d files were not warmed", r.TotalFiles-(r.Files-r.Failed), r.TotalFiles)
+	}
+	return nil
+}
+
+func runUnpin(args []string) error {
+	c, err := parseWarmArgs("unpin", args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	t, err := c.resolve()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	u, err := control.Unpin(ctx, t.socket, t.prefixes)
+	if err != nil {
+		return fmt.Errorf("unpinning: %w", err)
+	}
+	fmt.Printf("unpinned %d files (%s)\n", u.Files, humanSize(u.Bytes))
+	return nil
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// warmHandler is the control socket's warm: the cache's, in the
+// protocol's types.
+func warmHandler(ch *cache.Cache) control.WarmFunc {
+	conv := func(r cache.WarmReport) control.WarmReport {
+		out := control.WarmReport{WarmProgress: control.WarmProgress(r.WarmProgress)}
+		for _, e := range r.Errors {
+			out.Errors = append(out.Errors, control.WarmError(e))
+		}
+		return out
+	}
+	return func(ctx context.Context, prefixes []string, par int, pin bool, progress func(control.WarmReport)) (control.WarmReport, error) {
+		r, err := ch.Warm(ctx, prefixes, cache.WarmOptions{Parallelism: par, Pin: pin}, func(p cache.WarmProgress) {
+			progress(control.WarmReport{WarmProgress: control.WarmProgress(p)})
+		})
+		return conv(r), err
+	}
+}

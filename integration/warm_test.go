@@ -1,0 +1,143 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bucketfs/bucketfs/internal/testutil"
+)
+
+// warmJSON is what 'bucketfs warm --json' prints.
+type warmJSON struct {
+	Files        int   `json:"files"`
+	TotalFiles   int   `json:"total_files"`
+	Bytes        int64 `json:"bytes"`
+	TotalBytes   int64 `json:"total_bytes"`
+	AlreadyFiles int   `json:"already_files"`
+	AlreadyBytes int64 `json:"already_bytes"`
+	Failed       int   `json:"failed"`
+	Errors       []struct {
+		Object string `json:"object"`
+		Err    string `json:"err"`
+	} `json:"errors"`
+	Pinned bool `json:"pinned"`
+}
+
+// warm runs 'bucketfs warm --json ARGS...' and returns its exit code,
+// its result and its output.
+func warm(t *testing.T, args ...string) (int, warmJSON, string) {
+	t.Helper()
+	code, out := runBucketfs(t, nil, append([]string{"warm", "--json"}, args...)...)
+	var w warmJSON
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines {
+		if strings.HasPrefix(l, "{") {
+			if err := json.Unmarshal([]byte(l), &w); err != nil {
+				t.Fatalf("bucketfs warm --json printed %q: %v", l, err)
+			}
+		}
+	}
+	return code, w, out
+}
+
+// TestWarm: 'bucketfs warm' of directories of a mount fetches every file
+// under them (a big one in several ranges), after which reading them all
+// sends no request to the bucket; a second warm fetches nothing and
+// pins; status shows the pins, unpin ends them; a failed object is
+// reported with exit code 1, as is a set that does not fit the cache
+// (before anything is fetched); pins survive a remount.
+func TestWarm(t *testing.T) {
+	emu := startEmulator(t, nil)
+	want := map[string][]byte{}
+	for d := range 3 {
+		for f := range 30 {
+			name := fmt.Sprintf("d%d/f%02d", d, f)
+			want[name] = testutil.RandomBytes(16<<10, uint64(100*d+f))
+		}
+	}
+	want["big/b"] = testutil.RandomBytes(3<<20+5, 7) // 4 ranges of 1 MiB
+	for name, data := range want {
+		put(t, emu, name, data)
+	}
+	put(t, emu, "bad/ok", []byte("fine"))
+	put(t, emu, "bad/gone", []byte("listed, then gone"))
+	put(t, emu, "huge/h", testutil.RandomBytes(14<<20, 8))
+	m := mount(t, emu, mountOpts{args: []string{"--cache-max-size", "16MiB", "--prefetch-chunk-size", "1MiB"}})
+
+	emu.ResetCounters()
+	code, w, out := warm(t, m.path("d0"), m.path("d1"), m.path("d2"), m.path("big"))
+	if code != 0 || w.TotalFiles != 91 || w.Files != 91 || w.Failed != 0 || w.AlreadyFiles != 0 || w.TotalBytes != 90*16<<10+3<<20+5 {
+		t.Fatalf("warm exited %d with %+v, want 91 files fetched:\n%s", code, w, out)
+	}
+	if n := emu.MediaReads(testBucket, "big/b"); n != 4 {
+		t.Errorf("big/b: %d media reads, want 4 (its ranges)", n)
+	}
+
+	// Everything warmed reads with no request at all.
+	emu.ResetCounters()
+	for name, data := range want {
+		if got := readFile(t, m.path(name)); !bytes.Equal(got, data) {
+			t.Fatalf("%s: read %d bytes that differ from the object's %d", name, len(got), len(data))
+		}
+	}
+	for _, d := range []string{"d0", "d1", "d2", "big"} {
+		if _, err := os.ReadDir(m.path(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := emu.Requests(); n != 0 {
+		t.Errorf("reading the warmed files sent %d requests to the bucket, want 0", n)
+	}
+
+	// Again, pinned: nothing is fetched, all were there.
+	code, w, out = warm(t, "--pin", m.path("d0"), m.path("d1"), m.path("d2"), m.path("big"))
+	if code != 0 || w.TotalFiles != 91 || w.AlreadyFiles != 91 || !w.Pinned || emu.TotalMediaReads() != 0 {
+		t.Fatalf("second warm exited %d with %+v (%d media reads), want 91 already there:\n%s", code, w, emu.TotalMediaReads(), out)
+	}
+	if st := m.status(t); st.PinnedFiles != 91 || st.PinnedBytes != w.TotalBytes {
+		t.Errorf("status: %d pinned files, %d bytes; want 91, %d", st.PinnedFiles, st.PinnedBytes, w.TotalBytes)
+	}
+	if code, out := runBucketfs(t, nil, "status", m.dir); code != 0 || !strings.Contains(out, "pinned:      91 files") {
+		t.Errorf("status exited %d, without the pinned line:\n%s", code, out)
+	}
+
+	// A set that does not fit beside what is kept fails before a fetch.
+	emu.ResetCounters()
+	code, _, out = warm(t, m.path("huge"))
+	if code != 1 || !strings.Contains(out, "bytes are missing") || emu.TotalMediaReads() != 0 {
+		t.Errorf("warm of 14 MiB beside 3.5 MiB in a 16 MiB cache exited %d after %d media reads, want 1 after none, saying what is missing:\n%s",
+			code, emu.TotalMediaReads(), out)
+	}
+	if code, out := runBucketfs(t, nil, "unpin", m.path("d1")); code != 0 || !strings.Contains(out, "unpinned 30 files") {
+		t.Errorf("unpin exited %d:\n%s", code, out)
+	}
+	if st := m.status(t); st.PinnedFiles != 61 {
+		t.Errorf("after unpin of d1: %d pinned files, want 61", st.PinnedFiles)
+	}
+
+	// One object fails: it is named, the others are warmed, exit code 1.
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if r.URL.Query().Get("alt") == "media" && strings.HasSuffix(r.URL.Path, "/o/bad/gone") {
+			return http.StatusNotFound, true
+		}
+		return 0, false
+	})
+	code, w, out = warm(t, filepath.Join(m.dir, "bad"))
+	if code != 1 || w.Files != 2 || w.Failed != 1 || len(w.Errors) != 1 || w.Errors[0].Object != "bad/gone" {
+		t.Errorf("warm with one object gone exited %d with %+v, want 1 naming bad/gone:\n%s", code, w, out)
+	}
+	emu.SetHook(nil)
+
+	// The pins are in the cache's records: a remount keeps them.
+	m.unmount(t)
+	m = mount(t, emu, mountOpts{cacheDir: m.cacheDir, args: []string{"--cache-max-size", "16MiB", "--prefetch-chunk-size", "1MiB"}})
+	if st := m.status(t); st.PinnedFiles != 61 {
+		t.Errorf("after a remount: %d pinned files, want 61", st.PinnedFiles)
+	}
+}
