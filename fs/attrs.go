@@ -71,7 +71,6 @@ func setattrMeta(in *fuse.SetAttrIn) map[string]string {
 // the target.
 type symlinkNode struct {
 	gofs.Inode
-	noXattrs
 	fsys *FS
 	name string
 	ino  uint64
