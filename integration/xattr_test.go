@@ -24,6 +24,7 @@ func TestXattrIsMetadataPatch(t *testing.T) {
 	emu := startEmulator(t, nil)
 	data := testutil.RandomBytes(200000, 3)
 	put(t, emu, "f", data)
+	put(t, emu, "implicit/x", []byte("x")) // a directory with no placeholder
 	gen, err := emu.Generation(testBucket, "f")
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +55,9 @@ func TestXattrIsMetadataPatch(t *testing.T) {
 	if err := unix.Setxattr(m.path("new"), "user.k", []byte{0, 1, 2}, 0); err != nil {
 		t.Fatalf("setxattr on a new file: %v", err)
 	}
+	if err := unix.Setxattr(m.path("implicit"), "user.d", []byte("dir"), 0); err != nil {
+		t.Fatalf("setxattr on a directory without a placeholder: %v", err)
+	}
 	m.unmount(t)
 
 	o, err := emu.Fake().GetObject(testBucket, "f")
@@ -72,6 +76,9 @@ func TestXattrIsMetadataPatch(t *testing.T) {
 	}
 	if got := n.Metadata["bucketfs-xattr-k"]; got != "b:AAEC" || string(n.Content) != "new file" {
 		t.Errorf("the bucket's new: %q, metadata %v; want its bytes and bucketfs-xattr-k=b:AAEC", n.Content, n.Metadata)
+	}
+	if ph, err := emu.Fake().GetObject(testBucket, "implicit/"); err != nil || ph.Metadata["bucketfs-xattr-d"] != "t:dir" {
+		t.Errorf("the placeholder made for the attribute of implicit/: %v (err %v); want bucketfs-xattr-d=t:dir", ph.Metadata, err)
 	}
 
 	// Removed, then seen by a mount with a new cache: gone, and still the
