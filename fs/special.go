@@ -67,9 +67,10 @@ func fillSpecial(out *fuse.Attr, a transfer.ObjectAttrs) {
 }
 
 // specialMeta is the metadata of a new special file or empty regular
-// file made by mknod with mode and rdev, by the caller of ctx; EINVAL for
-// a type mknod(2) cannot make.
-func (f *FS) specialMeta(ctx context.Context, mode, rdev uint32) (map[string]string, syscall.Errno) {
+// file made in d by mknod with mode and rdev, by the caller of ctx;
+// EINVAL for a type mknod(2) cannot make.
+func (d *dirNode) specialMeta(ctx context.Context, mode, rdev uint32) (map[string]string, syscall.Errno) {
+	f := d.fsys
 	md := map[string]string{modeKey: strconv.FormatUint(uint64(mode&0o7777), 8)}
 	switch t := mode & syscall.S_IFMT; t {
 	case 0, syscall.S_IFREG:
@@ -86,14 +87,31 @@ func (f *FS) specialMeta(ctx context.Context, mode, rdev uint32) (map[string]str
 	default:
 		return nil, syscall.EINVAL
 	}
-	// The caller owns what it makes, as on a local disk.
-	if c, ok := fuse.FromContext(ctx); ok {
-		if c.Uid != f.opts.UID {
-			md[uidKey] = strconv.FormatUint(uint64(c.Uid), 10)
+	// The caller owns what it makes, as on a local disk; the group is
+	// the directory's where the directory is setgid.
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return md, 0
+	}
+	gid := c.Gid
+	prefix := d.prefix()
+	var ph transfer.ObjectAttrs
+	if prefix != "" {
+		var err error
+		if ph, _, err = f.names.DirAttrs(ctx, prefix); err != nil {
+			return nil, f.errno(ctx, "mknod", prefix, err)
 		}
-		if c.Gid != f.opts.GID {
-			md[gidKey] = strconv.FormatUint(uint64(c.Gid), 10)
-		}
+	}
+	var da fuse.Attr
+	f.fillDir(&da, prefix, ph)
+	if da.Mode&syscall.S_ISGID != 0 {
+		gid = da.Gid
+	}
+	if c.Uid != f.opts.UID {
+		md[uidKey] = strconv.FormatUint(uint64(c.Uid), 10)
+	}
+	if gid != f.opts.GID {
+		md[gidKey] = strconv.FormatUint(uint64(gid), 10)
 	}
 	return md, 0
 }
@@ -110,7 +128,7 @@ func (d *dirNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out
 	if f.opts.ReadOnly {
 		return nil, syscall.EROFS
 	}
-	md, errno := f.specialMeta(ctx, mode, rdev)
+	md, errno := d.specialMeta(ctx, mode, rdev)
 	if errno != 0 {
 		return nil, errno
 	}

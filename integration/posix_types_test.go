@@ -201,6 +201,21 @@ var specialCases = []posixCase{
 		o.lsTypes("ls", root)
 		return o
 	}},
+	{"special/setgid-dir", func(t *testing.T, root string) *obs {
+		// In a setgid directory a new node takes the directory's group.
+		o := &obs{}
+		d := pj(root, "d")
+		o.mkdir(d)
+		o.err("chown d", unix.Chown(d, 0, 4321))
+		o.err("chmod d 2775", unix.Chmod(d, 0o2775))
+		o.err("mkfifo", unix.Mkfifo(pj(d, "p"), 0o644))
+		o.err("mknod sock", unix.Mknod(pj(d, "s"), unix.S_IFSOCK|0o644, 0))
+		o.special("p", pj(d, "p"))
+		o.special("s", pj(d, "s"))
+		o.err("mkfifo outside", unix.Mkfifo(pj(root, "p"), 0o644))
+		o.special("p outside", pj(root, "p"))
+		return o
+	}},
 	{"special/every-type", func(t *testing.T, root string) *obs {
 		// What a conformance suite loops over: every type of file,
 		// renamed over each other, chmod, chown, unlink.
