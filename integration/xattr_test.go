@@ -59,6 +59,9 @@ func TestXattrIsMetadataPatch(t *testing.T) {
 		t.Fatalf("setxattr on a directory without a placeholder: %v", err)
 	}
 	m.unmount(t)
+	if n := emu.MediaReads(testBucket, "f"); n != 0 {
+		t.Errorf("setxattr of a file not cached read its bytes %d times, want none", n)
+	}
 
 	o, err := emu.Fake().GetObject(testBucket, "f")
 	if err != nil {
