@@ -31,7 +31,9 @@ import (
 // answers ENODATA, set EOPNOTSUPP, remove ENODATA. system.* (other than
 // the POSIX ACLs, which the kernel answers itself for a FUSE mount
 // without ACL support) and unknown namespaces are EOPNOTSUPP, as ext4
-// answers.
+// answers. The price: each write(2) costs one more FUSE request (the
+// kernel's GETXATTR of security.capability), where ENOSYS once made it
+// stop asking.
 //
 // A removed attribute leaves its key with an empty value: a metadata
 // patch can set keys but not delete them (transfer.Bucket.SetMetadata).

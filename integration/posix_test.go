@@ -48,7 +48,7 @@ var knownDifferences = map[string]string{
 	// extended attributes).
 	"special/device-open":        "open of a device node: EACCES, the mount is nodev as every FUSE mount (local: ok)",
 	"xattr/security-and-trusted": "setxattr security.* and trusted.*: EOPNOTSUPP, not kept (local: ok, kept)",
-	"xattr/posix-acl":            "getxattr system.posix_acl_*: EOPNOTSUPP, the kernel's answer for a FUSE mount without ACLs, as ext4 mounted noacl (local: ENODATA)",
+	"xattr/posix-acl":            "getxattr system.posix_acl_*: EOPNOTSUPP, the kernel's own answer for a FUSE mount without ACL support (local: ENODATA)",
 
 	// Names GCS cannot store are refused at once rather than kept dirty
 	// for ever (docs/design.md, how it maps a bucket to files).
