@@ -311,23 +311,23 @@ func (n *fileNode) xattrMeta(ctx context.Context) (map[string]string, syscall.Er
 }
 
 func (n *fileNode) setXattrMeta(ctx context.Context, md map[string]string) syscall.Errno {
-	n.mu.Lock()
-	if n.unlinked {
-		// An open file whose name is gone: nothing of it reaches the
-		// bucket, but its handles see the change while they live.
-		m := maps.Clone(n.attrs.Metadata)
-		if m == nil {
-			m = map[string]string{}
+	// An open file whose name is gone: nothing of it reaches the bucket,
+	// but its handles see the change while they live.
+	if !n.isUnlinked() {
+		if err := n.setMeta(ctx, md); err != nil {
+			return n.fsys.errno(ctx, "setxattr", n.objName(), err)
 		}
-		maps.Copy(m, md)
-		n.attrs.Metadata = m
-		n.mu.Unlock()
-		return 0
 	}
+	// The node's own attributes follow too, for when the cache no longer
+	// has the copy to tell (currentAttrs).
+	n.mu.Lock()
+	m := maps.Clone(n.attrs.Metadata)
+	if m == nil {
+		m = map[string]string{}
+	}
+	maps.Copy(m, md)
+	n.attrs.Metadata = m
 	n.mu.Unlock()
-	if err := n.setMeta(ctx, md); err != nil {
-		return n.fsys.errno(ctx, "setxattr", n.objName(), err)
-	}
 	return 0
 }
 
