@@ -23,6 +23,9 @@ import (
 //	gcsfuse_mtime           modification time, RFC 3339 (cache.MtimeKey; gcsfuse reads it)
 //	gcsfuse_symlink_target  a symbolic link's target (an empty object; gcsfuse's convention)
 //
+// special.go and xattr.go add the keys of special files (type, device
+// number) and of user.* extended attributes.
+//
 // An object without them shows --file-mode, --uid, --gid and its update
 // time. A directory keeps the first three and gcsfuse_mtime in its
 // placeholder object ("dir/"); without one, or without a key, it shows
@@ -71,7 +74,6 @@ func setattrMeta(in *fuse.SetAttrIn) map[string]string {
 // the target.
 type symlinkNode struct {
 	gofs.Inode
-	noXattrs
 	fsys *FS
 	name string
 	ino  uint64

@@ -20,7 +20,6 @@ import (
 // or a prefix that only exists because objects are under it.
 type dirNode struct {
 	gofs.Inode
-	noXattrs
 	fsys *FS
 
 	mu  sync.Mutex
@@ -148,7 +147,7 @@ func (d *dirNode) child(ctx context.Context, name string, c names.Entry, out *fu
 			ino = f.fileIno(c.Attrs)
 		}
 		in := d.NewInode(ctx, &fileNode{fsys: f, name: full, ino: ino},
-			gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
+			gofs.StableAttr{Mode: fileType(c.Attrs), Ino: ino}) // a regular or special file
 		n := in.Operations().(*fileNode)
 		f.track(n)
 		n.setAttrs(c.Attrs)
@@ -198,7 +197,7 @@ func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) 
 			e.Mode = syscall.S_IFLNK
 			e.Ino = f.fileIno(c.Attrs)
 		} else {
-			e.Mode = syscall.S_IFREG
+			e.Mode = fileType(c.Attrs) // a regular or special file
 			if in := d.GetChild(n); in != nil {
 				if fn, ok := in.Operations().(*fileNode); ok {
 					e.Ino = fn.ino // the inode the kernel has for the name

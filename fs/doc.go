@@ -18,7 +18,10 @@
 // lookups, whole listings); the kernel's entry and attribute timeouts are
 // set to the same TTL. File data comes from the cache package. Mode,
 // owner, modification time and a link's target live in the object's
-// custom metadata (attrs.go).
+// custom metadata (attrs.go), and so do a special file's type and device
+// number (special.go: a special file is a fileNode whose inode has that
+// type, so the kernel never opens it through bucketfs) and user.*
+// extended attributes (xattr.go).
 //
 // Name operations do not stop when the kernel interrupts them
 // (uninterrupted, and the name cache's own bound on its requests): Go

@@ -22,7 +22,6 @@ import (
 // page cache or passthrough backing file.
 type fileNode struct {
 	gofs.Inode
-	noXattrs
 	fsys *FS
 	ino  uint64 // the inode number, fixed at creation
 	name string // object name; guarded by mu (rename changes it)

@@ -202,6 +202,7 @@ func (f *FS) fillFile(out *fuse.Attr, a transfer.ObjectAttrs, ino uint64) {
 		out.Mode = syscall.S_IFLNK | 0o777
 		out.Size = uint64(len(a.Metadata[symlinkKey]))
 	}
+	fillSpecial(out, a)
 	out.Blocks = (out.Size + 511) / 512
 	out.Blksize = 4096
 	out.Nlink = 1

@@ -32,11 +32,11 @@ import (
 // namespace (where a directory with no local changes is renamed by the
 // bucket); BUCKETFS_SEED=N replays a seed (the failing seed is printed,
 // but uploads run in the background, so a replay takes the same steps and
-// not always the same timing); BUCKETFS_LONG=1 runs more steps. Modes
-// and symbolic links are compared too; left out, because the mount does
-// not support them (docs/design.md, limits): hard links, exchanges with a
-// directory, and times (a local directory's times move with every
-// access).
+// not always the same timing); BUCKETFS_LONG=1 runs more steps. Modes,
+// symbolic links, special files and user.* attributes are compared too;
+// left out, because the mount does not support them (docs/design.md,
+// limits): hard links, exchanges with a directory, and times (a local
+// directory's times move with every access).
 
 // modelOp is one kind of operation; do applies it under root and returns
 // its error, and describe says what it did, for the failure message.
@@ -51,6 +51,7 @@ var modelOps = []modelOp{
 	{"fsync", 3}, {"read", 8}, {"remount", 1},
 	{"chmod", 4}, {"symlink", 3}, {"write-unlinked", 2}, {"rename-dir", 4},
 	{"exchange", 3}, {"chmod-dir", 2},
+	{"mknod", 3}, {"setxattr", 4}, {"removexattr", 2},
 }
 
 // modelState is what the test knows of the tree, kept in step with the
@@ -59,7 +60,7 @@ var modelOps = []modelOp{
 type modelState struct {
 	dirs  []string
 	files []string
-	links map[string]bool // those of files that are symbolic links
+	links map[string]bool // those of files that are symbolic links or special files: never written or read through
 }
 
 func (s *modelState) pickDir(rng *rand.Rand) string { return s.dirs[rng.IntN(len(s.dirs))] }
@@ -466,6 +467,15 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 					fail(step, what, "reading the deleted file through its descriptor: the mount gives %d bytes, the reference %d; first difference at %d", len(got[1]), len(got[0]), firstDiff(got[1], got[0]))
 				}
 			}
+		case "mknod", "setxattr", "removexattr":
+			var made string
+			if what, made = modelTypesOp(op, rng, st, both); what == "" {
+				continue
+			}
+			if made != "" && refErr == nil {
+				st.addFile(made)
+				st.links[made] = true
+			}
 		case "remount":
 			history = append(history, fmt.Sprintf("%d: remount", step))
 			what = "remount"
@@ -558,11 +568,13 @@ func firstDiff(a, b []byte) int {
 
 // treeEntry is one name of a tree: a directory (dir) or a file's sha256.
 type treeEntry struct {
-	dir  bool
-	sum  string
-	size int64
-	mode fs.FileMode // permission bits
-	link string      // a symbolic link's target
+	dir     bool
+	sum     string
+	size    int64
+	mode    fs.FileMode // permission bits
+	link    string      // a symbolic link's target
+	special string      // a special file's type and device (specialOf)
+	xattrs  string      // user.* attributes (userXattrsOf)
 }
 
 // readTree walks root: relative path -> entry.
@@ -597,6 +609,11 @@ func readTree(t *testing.T, root string) map[string]treeEntry {
 		if err != nil {
 			return err
 		}
+		if d.Type()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice) != 0 {
+			sp, err := specialOf(p)
+			out[rel] = treeEntry{special: sp, mode: info.Mode().Perm()}
+			return err
+		}
 		f, err := os.Open(p)
 		if err != nil {
 			return err
@@ -614,6 +631,12 @@ func readTree(t *testing.T, root string) map[string]treeEntry {
 	})
 	if err != nil {
 		t.Fatalf("walking %s: %v", root, err)
+	}
+	for rel, e := range out {
+		if e.xattrs, err = userXattrsOf(filepath.Join(root, rel)); err != nil {
+			t.Fatalf("reading the attributes of %s: %v", rel, err)
+		}
+		out[rel] = e
 	}
 	return out
 }
@@ -666,6 +689,8 @@ func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read
 				diffs = append(diffs, fmt.Sprintf("%s: a placeholder of a directory the reference does not have", name))
 			} else if _, md := read(name); !modeKept(md, w.mode, 0o755) {
 				diffs = append(diffs, fmt.Sprintf("%s: mode %o in the reference, the placeholder's metadata says %q", name, w.mode, md["bucketfs-mode"]))
+			} else if got := bucketXattrs(md); got != w.xattrs {
+				diffs = append(diffs, fmt.Sprintf("%s: attributes %q in the reference, the placeholder's metadata has %q", name, w.xattrs, got))
 			}
 			continue
 		}
@@ -681,6 +706,15 @@ func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read
 			}
 			continue
 		}
+		if w.special != "" {
+			if d := specialKept(content, md, w.special); d != "" || !modeKept(md, w.mode, 0o644) {
+				diffs = append(diffs, fmt.Sprintf("%s: %s (mode %o in the reference, %q in the bucket)", name, d, w.mode, md["bucketfs-mode"]))
+			}
+			continue
+		}
+		if got := bucketXattrs(md); got != w.xattrs {
+			diffs = append(diffs, fmt.Sprintf("%s: attributes %q in the reference, the bucket's metadata has %q", name, w.xattrs, got))
+		}
 		sum, n, _ := copyHash(bytes.NewReader(content))
 		if sum != w.sum || n != w.size {
 			diffs = append(diffs, fmt.Sprintf("%s: the bucket has %d bytes, the reference %d (or other bytes)", name, n, w.size))
@@ -693,8 +727,8 @@ func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read
 		switch {
 		case !w.dir && !seen[p]:
 			diffs = append(diffs, fmt.Sprintf("%s: missing in the bucket", p))
-		case w.dir && !seen[p+"/"] && w.mode != 0o755:
-			diffs = append(diffs, fmt.Sprintf("%s: a directory of mode %o in the reference, with no placeholder to keep it", p, w.mode))
+		case w.dir && !seen[p+"/"] && (w.mode != 0o755 || w.xattrs != ""):
+			diffs = append(diffs, fmt.Sprintf("%s: a directory of mode %o (attributes %q) in the reference, with no placeholder to keep it", p, w.mode, w.xattrs))
 		}
 	}
 	if len(diffs) > 0 {

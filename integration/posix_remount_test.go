@@ -49,7 +49,7 @@ func remountCases() []remountCase {
 		o.err(what, err)
 		o.add("%s: owner %d:%d", what, st.Uid, st.Gid)
 	}
-	return []remountCase{
+	return append([]remountCase{
 		{"content", func(t *testing.T, root string) *obs {
 			o := &obs{}
 			o.mkfile(pj(root, "small"), []byte("hello world"))
@@ -249,7 +249,7 @@ func remountCases() []remountCase {
 			o.tree("tree", root)
 			return o
 		}},
-	}
+	}, typesRemountCases()...)
 }
 
 func TestPOSIXRemount(t *testing.T) {

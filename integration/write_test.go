@@ -522,35 +522,6 @@ func TestLargeFileParallelUpload(t *testing.T) {
 	}
 }
 
-// Extended attributes are not stored: every call says so with ENOTSUP
-// (EOPNOTSUPP), on files and directories, and writing still works.
-func TestXattrsNotSupported(t *testing.T) {
-	emu := startEmulator(t, nil)
-	put(t, emu, "f", []byte("data"))
-	m := mount(t, emu, mountOpts{})
-	for _, p := range []string{m.path("f"), m.dir} {
-		buf := make([]byte, 256)
-		if _, err := unix.Getxattr(p, "user.k", buf); !errors.Is(err, unix.EOPNOTSUPP) {
-			t.Errorf("getxattr %s: %v, want EOPNOTSUPP", p, err)
-		}
-		if err := unix.Setxattr(p, "user.k", []byte("v"), 0); !errors.Is(err, unix.EOPNOTSUPP) {
-			t.Errorf("setxattr %s: %v, want EOPNOTSUPP", p, err)
-		}
-		if _, err := unix.Listxattr(p, buf); !errors.Is(err, unix.EOPNOTSUPP) {
-			t.Errorf("listxattr %s: %v, want EOPNOTSUPP", p, err)
-		}
-		if err := unix.Removexattr(p, "user.k"); !errors.Is(err, unix.EOPNOTSUPP) {
-			t.Errorf("removexattr %s: %v, want EOPNOTSUPP", p, err)
-		}
-	}
-	if err := os.WriteFile(m.path("f"), []byte("new"), 0o644); err != nil {
-		t.Fatalf("write after the xattr calls: %v", err)
-	}
-	if got := string(readFile(t, m.path("f"))); got != "new" {
-		t.Errorf("read back %q, want %q", got, "new")
-	}
-}
-
 // Renaming a file to its own name does nothing; the file keeps its bytes
 // through a later rename (found by the model-based tester: the kernel
 // sent RENAME x x after looking x up again, and the file read back empty).

@@ -2,9 +2,9 @@
 # Installs what bucketfs needs on Debian/Ubuntu, if missing: the system
 # packages fuse3 (fusermount3, to mount), fio (for make bench), systemd
 # (systemd-analyze, to check the unit file), git, sqlite3, rsync and tar
-# (the real programs integration/programs_test.go runs on the mount), and
-# versitygw, the S3-compatible server the multipart tests of transfer/ run
-# against. Both steps run even if the other fails; the exit status is 1 if
+# (the real programs integration/programs_test.go runs on the mount),
+# attr (setfattr, getfattr), and versitygw, the S3-compatible server the
+# multipart tests of transfer/ run against. Both steps run even if the other fails; the exit status is 1 if
 # either did.
 set -euo pipefail
 
@@ -18,6 +18,8 @@ install_packages() {
   # unshare and mount run the fstab test in a mount namespace of its own.
   command -v unshare >/dev/null || need+=(util-linux)
   command -v mount >/dev/null || need+=(mount)
+  # setfattr and getfattr: the extended-attribute test (integration/xattr_test.go).
+  command -v setfattr >/dev/null || need+=(attr)
   local p
   for p in git sqlite3 rsync tar; do
     command -v "$p" >/dev/null || need+=("$p")
