@@ -121,12 +121,13 @@ func (b *Breaker) Online() <-chan struct{} {
 }
 
 // ForceOffline opens the breaker as if the bucket had failed, with cause
-// (an offline start: the start-up check could not reach it). The probe
+// (an offline start: the start-up check could not reach it), without
+// logging it: the caller says it. The probe
 // closes it when the bucket answers.
 func (b *Breaker) ForceOffline(cause error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.openLocked(time.Now(), cause)
+	b.openLocked(time.Now(), cause, true)
 }
 
 // start runs the probe until Close.
@@ -172,6 +173,17 @@ func (b *Breaker) Close() {
 
 type probeKey struct{}
 
+type quietKey struct{}
+
+// QuietOffline returns a ctx under which a request that makes the breaker
+// open does not log it: the caller reports the outage itself (the
+// start-up check, which either starts offline or fails, in one line).
+func QuietOffline(ctx context.Context) context.Context {
+	return context.WithValue(ctx, quietKey{}, true)
+}
+
+func isQuiet(ctx context.Context) bool { v, _ := ctx.Value(quietKey{}).(bool); return v }
+
 func isProbe(ctx context.Context) bool { v, _ := ctx.Value(probeKey{}).(bool); return v }
 
 // offlineError is ErrOffline with what made the bucket offline.
@@ -190,17 +202,23 @@ func (b *Breaker) offlineErrLocked() error { return &offlineError{cause: b.cause
 
 // openLocked takes the bucket as offline and cancels the requests in
 // flight. b.mu is held.
-func (b *Breaker) openLocked(now time.Time, cause error) {
+func (b *Breaker) openLocked(now time.Time, cause error, quiet bool) {
 	if b.open {
 		return
 	}
 	b.open, b.since, b.cause = true, now, cause.Error()
 	b.online = make(chan struct{})
-	b.o.Logger.Warn("the bucket is unreachable: working offline (cached files are served, changes are queued, other reads fail with EIO); probing it every "+b.o.Probe.String(),
-		"cause", b.cause)
+	if !quiet {
+		b.logOffline()
+	}
 	for a := range b.attempts {
 		a.cutOffline()
 	}
+}
+
+func (b *Breaker) logOffline() {
+	b.o.Logger.Warn("the bucket is unreachable: working offline (cached files are served, changes are queued, other reads fail with EIO); probing it every "+b.o.Probe.String(),
+		"cause", b.cause)
 }
 
 // succeeded records an answer of the bucket.
@@ -220,7 +238,7 @@ func (b *Breaker) succeeded() {
 
 // failed records a failed request and reports whether the bucket is
 // offline now (then the error the request returns is ErrOffline).
-func (b *Breaker) failed(cause error, stalled bool, started time.Time) bool {
+func (b *Breaker) failed(cause error, stalled bool, started time.Time, quiet bool) bool {
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -233,9 +251,9 @@ func (b *Breaker) failed(cause error, stalled bool, started time.Time) bool {
 	b.fails++
 	switch {
 	case stalled && !b.lastOK.After(started):
-		b.openLocked(now, fmt.Errorf("no answer within %v: %w", b.o.Stall, cause))
+		b.openLocked(now, fmt.Errorf("no answer within %v: %w", b.o.Stall, cause), quiet)
 	case b.fails >= b.o.Failures && now.Sub(b.first) >= b.o.Span:
-		b.openLocked(now, fmt.Errorf("%d requests failed in a row over %v, the last: %w", b.fails, now.Sub(b.first).Round(time.Millisecond), cause))
+		b.openLocked(now, fmt.Errorf("%d requests failed in a row over %v, the last: %w", b.fails, now.Sub(b.first).Round(time.Millisecond), cause), quiet)
 	}
 	return b.open
 }
@@ -298,7 +316,7 @@ func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, a.finish(parent, err, probe)
 	}
 	if resp.StatusCode >= 500 {
-		if t.b.failed(fmt.Errorf("HTTP %s", resp.Status), false, a.started) || probe {
+		if t.b.failed(fmt.Errorf("HTTP %s", resp.Status), false, a.started, isQuiet(parent)) || probe {
 			resp.Body.Close()
 			a.end()
 			return nil, t.b.offlineErr()
@@ -411,7 +429,7 @@ func (a *request) finish(parent context.Context, err error, probe bool) error {
 	case parent.Err() != nil:
 		return err // the caller gave up: says nothing of the bucket
 	}
-	if a.b.failed(err, stalled, a.started) || probe {
+	if a.b.failed(err, stalled, a.started, isQuiet(parent)) || probe {
 		return a.b.offlineErr()
 	}
 	return err
