@@ -68,7 +68,9 @@ func HasRecords(dir, bucket string) (bool, error) {
 				return nil
 			}
 			k, _ := objs.Cursor().First()
-			has = k != nil
+			// Changes not yet checkpointed are in the journal (journal.go).
+			st, err := os.Stat(filepath.Join(dir, journalName))
+			has = k != nil || err == nil && st.Size() > 0
 			return nil
 		})
 	})
