@@ -12,6 +12,7 @@ import (
 	"github.com/bucketfs/bucketfs/internal/emulator"
 	"github.com/bucketfs/bucketfs/internal/testutil"
 	"github.com/bucketfs/bucketfs/internal/testutil/faultproxy"
+	"golang.org/x/sys/unix"
 )
 
 // The offline section: latency of 4 KiB reads of a cached file while the
@@ -22,8 +23,10 @@ import (
 // is not cached, left hanging in the background until the mount's breaker
 // gives it EIO: cached reads must not wait behind it.
 //
-// Two kinds of read, on two mounts (passthrough, the default, and
-// --passthrough=false, where every read is a FUSE request to the daemon):
+// Two kinds of read, with O_DIRECT (past the page cache: with passthrough
+// the kernel reads the cache file from the disk, without it every read is
+// a FUSE request to the daemon), on two mounts (passthrough, the default,
+// and --passthrough=false):
 //   - pread: a 4 KiB pread at a random offset of a file held open;
 //   - open+pread+close: the same, opening the file each time (a lookup
 //     and an open answered by the daemon, within the metadata TTL).
@@ -125,11 +128,16 @@ func benchOffline(t *testing.T, emu *emulator.Server, cfg benchConfig, tbl *benc
 func timeReads(t *testing.T, path string, keepOpen bool, seed uint64) []time.Duration {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
-	buf := make([]byte, 4096)
+	buf, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE) // aligned, for O_DIRECT
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(buf)
+	open := func() (*os.File, error) { return os.OpenFile(path, os.O_RDONLY|unix.O_DIRECT, 0) }
 	var f *os.File
 	if keepOpen {
 		var err error
-		if f, err = os.Open(path); err != nil {
+		if f, err = open(); err != nil {
 			t.Fatal(err)
 		}
 		defer f.Close()
@@ -141,7 +149,7 @@ func timeReads(t *testing.T, path string, keepOpen bool, seed uint64) []time.Dur
 		g := f
 		if !keepOpen {
 			var err error
-			if g, err = os.Open(path); err != nil {
+			if g, err = open(); err != nil {
 				t.Fatal(err)
 			}
 		}
