@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/url"
 	"sync"
 	"syscall"
 	"time"
@@ -21,8 +22,14 @@ func unreachable(err error) bool {
 	if errors.Is(err, transfer.ErrOffline) || errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
-	var ne net.Error
-	if errors.As(err, &ne) {
+	// Concrete types: syscall.Errno is a net.Error too, and a local
+	// errno (ENOSPC of the cache's disk) must stay what it is.
+	var (
+		oe *net.OpError
+		de *net.DNSError
+		ue *url.Error
+	)
+	if errors.As(err, &oe) || errors.As(err, &de) || errors.As(err, &ue) {
 		return true
 	}
 	for _, e := range []syscall.Errno{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
