@@ -27,11 +27,13 @@ type BreakerOptions struct {
 	// Defaults: 3 and 1s.
 	Failures int
 	Span     time.Duration
-	// Stall bounds a request that makes no progress: no answer (response
-	// headers) and no body bytes sent or read for this long. A stalled
-	// request fails; if no request at all succeeded during that time,
-	// the bucket is taken as offline at once (a black hole: connections
-	// accepted, nothing answered). Default 5s.
+	// Stall is how long a request may make no progress (no answer, no
+	// body bytes sent or read) before the bucket is suspected: if no
+	// request succeeded meanwhile, one probe is sent at once, and if it
+	// gets no answer within Stall either, the bucket is taken as offline
+	// (a black hole: connections accepted, nothing answered). A slow
+	// request of a bucket that answers the probe is left alone. Default
+	// 3s: a black hole is detected within 2*Stall.
 	Stall time.Duration
 	// Probe is how often an offline bucket is asked (one cheap listing).
 	// Default 2s.
@@ -47,7 +49,7 @@ func (o *BreakerOptions) defaults() {
 		o.Span = time.Second
 	}
 	if o.Stall <= 0 {
-		o.Stall = 5 * time.Second
+		o.Stall = 3 * time.Second
 	}
 	if o.Probe <= 0 {
 		o.Probe = 2 * time.Second
@@ -64,7 +66,8 @@ func (o *BreakerOptions) defaults() {
 //     library's own retries: connections refused, broken or timing out,
 //     5xx answers (BreakerOptions.Failures in a row over Span), or a
 //     request with no progress for BreakerOptions.Stall while nothing
-//     else succeeded (a black-holed bucket).
+//     else succeeded, confirmed by a probe that gets no answer either (a
+//     black-holed bucket).
 //   - Once open ("offline"), every request fails at once with an error
 //     matching ErrOffline, which the client does not retry; requests in
 //     flight then are cancelled and fail the same way.
@@ -86,6 +89,7 @@ type Breaker struct {
 	lastOK   time.Time
 	attempts map[*request]struct{} // requests in flight
 	online   chan struct{}         // closed while online; replaced when it opens
+	checking bool                  // a probe of a suspected stall runs
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -173,6 +177,10 @@ func (b *Breaker) Close() {
 
 type probeKey struct{}
 
+// checkKey marks the probe of a suspected stall: sent while online, it
+// must not itself be taken for another stalled request.
+type checkKey struct{}
+
 type quietKey struct{}
 
 // QuietOffline returns a ctx under which a request that makes the breaker
@@ -238,7 +246,7 @@ func (b *Breaker) succeeded() {
 
 // failed records a failed request and reports whether the bucket is
 // offline now (then the error the request returns is ErrOffline).
-func (b *Breaker) failed(cause error, stalled bool, started time.Time, quiet bool) bool {
+func (b *Breaker) failed(cause error, quiet bool) bool {
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -249,13 +257,49 @@ func (b *Breaker) failed(cause error, stalled bool, started time.Time, quiet boo
 		b.first = now
 	}
 	b.fails++
-	switch {
-	case stalled && !b.lastOK.After(started):
-		b.openLocked(now, fmt.Errorf("no answer within %v: %w", b.o.Stall, cause), quiet)
-	case b.fails >= b.o.Failures && now.Sub(b.first) >= b.o.Span:
+	if b.fails >= b.o.Failures && now.Sub(b.first) >= b.o.Span {
 		b.openLocked(now, fmt.Errorf("%d requests failed in a row over %v, the last: %w", b.fails, now.Sub(b.first).Round(time.Millisecond), cause), quiet)
 	}
 	return b.open
+}
+
+// suspect is told that a request made no progress for Stall. If nothing
+// succeeded meanwhile and no check runs, it sends one probe; if that gets
+// no answer within Stall, the bucket is offline (which cuts the stalled
+// request too).
+func (b *Breaker) suspect(since time.Time, quiet bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open || b.checking || b.lastOK.After(since) {
+		return
+	}
+	select {
+	case <-b.stop:
+		return
+	default:
+	}
+	b.checking = true
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), checkKey{}, true), b.o.Stall)
+		defer cancel()
+		go func() { // Close cuts the check short
+			select {
+			case <-b.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err := b.probe(ctx)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.checking = false
+		if err != nil && !b.lastOK.After(start) && ctx.Err() != context.Canceled {
+			b.openLocked(time.Now(), fmt.Errorf("a request made no progress for %v, and a probe got no answer: %w", b.o.Stall, err), quiet)
+		}
+	}()
 }
 
 // admit registers a request about to be sent, or refuses it with
@@ -298,7 +342,7 @@ func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	parent := req.Context()
 	probe := isProbe(parent)
 	ctx, cancel := context.WithCancel(parent)
-	a := &request{b: t.b, cancel: cancel, started: time.Now(), sending: true}
+	a := &request{b: t.b, cancel: cancel, sending: true, quiet: isQuiet(parent), check: parent.Value(checkKey{}) != nil}
 	if err := t.b.admit(a, probe); err != nil {
 		cancel()
 		closeBody(req)
@@ -316,7 +360,7 @@ func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, a.finish(parent, err, probe)
 	}
 	if resp.StatusCode >= 500 {
-		if t.b.failed(fmt.Errorf("HTTP %s", resp.Status), false, a.started, isQuiet(parent)) || probe {
+		if t.b.failed(fmt.Errorf("HTTP %s", resp.Status), isQuiet(parent)) || probe {
 			resp.Body.Close()
 			a.end()
 			return nil, t.b.offlineErr()
@@ -340,13 +384,13 @@ func closeBody(req *http.Request) {
 type request struct {
 	b       *Breaker
 	cancel  context.CancelFunc
-	started time.Time
+	quiet   bool // its outage is not logged (QuietOffline)
+	check   bool // the probe of a suspected stall
 	timer   *time.Timer
 
 	mu       sync.Mutex
 	deadline time.Time // of the watch running; zero: none
 	sending  bool      // the answer has not come yet
-	stalled  bool      // cut by the stall timer
 	offline  bool      // cut because the breaker opened
 	ended    bool
 }
@@ -369,8 +413,9 @@ func (a *request) unwatch() {
 	a.mu.Unlock()
 }
 
-// fire is the stall timer's function: it cuts the request if its watch
-// is running and overdue (a timer reset late may fire early).
+// fire is the stall timer's function: if the request's watch is running
+// and overdue (a timer reset late may fire early), the bucket is
+// suspected, and the watch starts again.
 func (a *request) fire() {
 	a.mu.Lock()
 	switch {
@@ -382,9 +427,13 @@ func (a *request) fire() {
 		a.mu.Unlock()
 		return
 	}
-	a.stalled = true
+	since := a.deadline.Add(-a.b.o.Stall)
+	a.deadline = time.Now().Add(a.b.o.Stall)
+	a.timer.Reset(a.b.o.Stall)
 	a.mu.Unlock()
-	a.cancel()
+	if !a.check {
+		a.b.suspect(since, a.quiet)
+	}
 }
 
 func (a *request) cutOffline() {
@@ -418,18 +467,16 @@ func (a *request) end() {
 // caller's own cancellation as it is.
 func (a *request) finish(parent context.Context, err error, probe bool) error {
 	a.mu.Lock()
-	stalled, offline := a.stalled, a.offline
+	offline := a.offline
 	a.mu.Unlock()
 	defer a.end()
 	switch {
 	case offline:
 		return a.b.offlineErr()
-	case stalled:
-		err = fmt.Errorf("no progress for %v", a.b.o.Stall)
 	case parent.Err() != nil:
-		return err // the caller gave up: says nothing of the bucket
+		return err // the caller gave up (or a check's deadline): says nothing of the bucket
 	}
-	if a.b.failed(err, stalled, a.started, isQuiet(parent)) || probe {
+	if a.b.failed(err, isQuiet(parent)) || probe {
 		return a.b.offlineErr()
 	}
 	return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +132,33 @@ func TestNoBreakerByDefault(t *testing.T) {
 	g := newTestGCS(t, emu)
 	if g.Breaker() != nil {
 		t.Fatal("a breaker without GCSOptions.Breaker")
+	}
+}
+
+// A slow answer of a bucket that answers its probe is no outage: the
+// request is left to finish.
+func TestBreakerLeavesSlowRequests(t *testing.T) {
+	emu := startEmulator(t)
+	put(t, emu, "slow.txt", []byte("slow"))
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if strings.Contains(r.URL.Path, "slow.txt") {
+			time.Sleep(3 * time.Second) // a slow server, three times the stall bound
+		}
+		return 0, false
+	})
+	logs := &lockedBuffer{}
+	g, err := NewGCS(context.Background(), bucketName, GCSOptions{
+		Endpoint: emu.URL(), Anonymous: true,
+		Breaker: &BreakerOptions{Stall: time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if _, err := g.Stat(context.Background(), "slow.txt"); err != nil {
+		t.Fatalf("a slow stat: %v", err)
+	}
+	if !g.Breaker().State().Online || strings.Contains(logs.String(), "offline") {
+		t.Fatalf("a slow request took the bucket offline:\n%s", logs)
 	}
 }
