@@ -382,11 +382,11 @@ func closeBody(req *http.Request) {
 // timer runs while the request waits on the network, not while the
 // caller produces or consumes its bytes) and how it was cut short.
 type request struct {
-	b       *Breaker
-	cancel  context.CancelFunc
-	quiet   bool // its outage is not logged (QuietOffline)
-	check   bool // the probe of a suspected stall
-	timer   *time.Timer
+	b      *Breaker
+	cancel context.CancelFunc
+	quiet  bool // its outage is not logged (QuietOffline)
+	check  bool // the probe of a suspected stall
+	timer  *time.Timer
 
 	mu       sync.Mutex
 	deadline time.Time // of the watch running; zero: none
