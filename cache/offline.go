@@ -76,3 +76,27 @@ func HasRecords(dir, bucket string) (bool, error) {
 	})
 	return has, err
 }
+
+// offlineErr is the error of FlushName while the bucket is offline: the
+// change is safe in the cache and queued, but not in the bucket, and an
+// fsync that asked for the bucket must not hang for the whole outage.
+func (c *Cache) offlineErr(name string) error {
+	if c.opts.Online == nil {
+		return nil
+	}
+	select {
+	case <-c.opts.Online():
+		return nil
+	default:
+		return fmt.Errorf("%s is not in the bucket yet (it is kept in the cache and sent when the bucket is back): %w", name, transfer.ErrOffline)
+	}
+}
+
+// offlineTick wakes FlushName to look at the bucket's state again (going
+// offline signals nothing by itself); nil without Options.Online.
+func (c *Cache) offlineTick() <-chan time.Time {
+	if c.opts.Online == nil {
+		return nil
+	}
+	return time.After(time.Second)
+}

@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -37,6 +38,11 @@ func TestUploadsWaitWhileOffline(t *testing.T) {
 	}
 	if st := c.Stats(); st.UploadFailures != 0 {
 		t.Errorf("%d upload failures counted while offline, want 0", st.UploadFailures)
+	}
+
+	// An fsync that asks for the bucket fails at once, and says why.
+	if err := c.FlushName(e.ctx, "new.txt"); !errors.Is(err, transfer.ErrOffline) {
+		t.Fatalf("FlushName while offline: %v, want ErrOffline", err)
 	}
 
 	close(online)
