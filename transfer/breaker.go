@@ -21,10 +21,11 @@ var ErrOffline = errors.New("bucket unreachable (offline)")
 // (GCSOptions.Breaker). Zero fields take the defaults.
 type BreakerOptions struct {
 	// Failures is how many HTTP requests in a row must fail (no
-	// connection, a broken connection, 5xx) before the bucket is taken
-	// as offline, provided the first of them is at least Span old (a
-	// burst of parallel requests broken by one blip is no outage).
-	// Defaults: 3 and 1s.
+	// connection, a broken connection) before the bucket is taken as
+	// offline, provided the first of them is at least Span old (a burst
+	// of parallel requests broken by one blip is no outage). Defaults: 3
+	// and 1s. A 5xx answer is not counted: it makes the breaker probe
+	// the bucket (see Stall), since one object's trouble is no outage.
 	Failures int
 	Span     time.Duration
 	// Stall is how long a request may make no progress (no answer, no
@@ -63,11 +64,11 @@ func (o *BreakerOptions) defaults() {
 //   - It sees every HTTP request the client sends (retries of the storage
 //     library included), as an http.RoundTripper in the client's chain,
 //     so an unreachable bucket is detected within seconds, not after the
-//     library's own retries: connections refused, broken or timing out,
-//     5xx answers (BreakerOptions.Failures in a row over Span), or a
+//     library's own retries: connections refused, broken or timing out
+//     (BreakerOptions.Failures in a row over Span); or a 5xx answer, or a
 //     request with no progress for BreakerOptions.Stall while nothing
-//     else succeeded, confirmed by a probe that gets no answer either (a
-//     black-holed bucket).
+//     else succeeded (a black-holed bucket), confirmed by a probe that
+//     gets no good answer within Stall either.
 //   - Once open ("offline"), every request fails at once with an error
 //     matching ErrOffline, which the client does not retry; requests in
 //     flight then are cancelled and fail the same way.
@@ -263,10 +264,10 @@ func (b *Breaker) failed(cause error, quiet bool) bool {
 	return b.open
 }
 
-// suspect is told that a request made no progress for Stall. If nothing
-// succeeded meanwhile and no check runs, it sends one probe; if that gets
-// no answer within Stall, the bucket is offline (which cuts the stalled
-// request too).
+// suspect is told that a request made no progress since since (for
+// Stall), or got a 5xx answer. If nothing succeeded since then and no
+// check runs, it sends one probe; if that gets no good answer within
+// Stall, the bucket is offline (which cuts the stalled request too).
 func (b *Breaker) suspect(since time.Time, quiet bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -297,7 +298,7 @@ func (b *Breaker) suspect(since time.Time, quiet bool) {
 		defer b.mu.Unlock()
 		b.checking = false
 		if err != nil && !b.lastOK.After(start) && ctx.Err() != context.Canceled {
-			b.openLocked(time.Now(), fmt.Errorf("a request made no progress for %v, and a probe got no answer: %w", b.o.Stall, err), quiet)
+			b.openLocked(time.Now(), fmt.Errorf("a request failed (5xx) or made no progress for %v, and a probe got no good answer: %w", b.o.Stall, err), quiet)
 		}
 	}()
 }
@@ -359,13 +360,19 @@ func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if err != nil {
 		return nil, a.finish(parent, err, probe)
 	}
-	if resp.StatusCode >= 500 {
-		if t.b.failed(fmt.Errorf("HTTP %s", resp.Status), isQuiet(parent)) || probe {
-			resp.Body.Close()
-			a.end()
-			return nil, t.b.offlineErr()
+	switch {
+	case resp.StatusCode >= 500 && probe:
+		resp.Body.Close()
+		a.end()
+		return nil, t.b.offlineErr()
+	case resp.StatusCode >= 500:
+		// The bucket answered: a 5xx may be of this request alone (one
+		// object's trouble, retried by the library). A probe tells: if it
+		// gets no good answer either, the bucket is offline.
+		if !a.check {
+			t.b.suspect(time.Now(), a.quiet)
 		}
-	} else {
+	default:
 		t.b.succeeded()
 	}
 	resp.Body = &recvBody{r: resp.Body, a: a, parent: parent}

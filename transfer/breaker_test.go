@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,5 +161,51 @@ func TestBreakerLeavesSlowRequests(t *testing.T) {
 	}
 	if !g.Breaker().State().Online || strings.Contains(logs.String(), "offline") {
 		t.Fatalf("a slow request took the bucket offline:\n%s", logs)
+	}
+}
+
+// 5xx answers: of one object only, no outage (the bucket answers the
+// probe); of every request, offline within seconds.
+func TestBreaker5xx(t *testing.T) {
+	emu := startEmulator(t)
+	put(t, emu, "sick.txt", []byte("sick"))
+	put(t, emu, "well.txt", []byte("well"))
+	var all atomic.Bool
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		return http.StatusServiceUnavailable, all.Load() || strings.Contains(r.URL.Path, "sick.txt")
+	})
+	logs := &lockedBuffer{}
+	g, err := NewGCS(context.Background(), bucketName, GCSOptions{
+		Endpoint: emu.URL(), Anonymous: true,
+		Breaker: &BreakerOptions{Stall: time.Second, Probe: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	_, err = g.Stat(ctx, "sick.txt") // retried by the library until ctx ends
+	cancel()
+	if err == nil || errors.Is(err, ErrOffline) {
+		t.Fatalf("stat of an object that answers 503: %v, want the 503 (or the deadline), not ErrOffline", err)
+	}
+	if !g.Breaker().State().Online {
+		t.Fatalf("one object's 503s took the bucket offline:\n%s", logs)
+	}
+	if _, err := g.Stat(context.Background(), "well.txt"); err != nil {
+		t.Fatalf("stat of a well object: %v", err)
+	}
+
+	all.Store(true)
+	took := waitOffline(t, 20*time.Second, func(ctx context.Context) error {
+		_, err := g.Stat(ctx, "well.txt")
+		return err
+	})
+	t.Logf("offline after %v of 503 on every request", took)
+	all.Store(false)
+	select {
+	case <-g.Breaker().Online():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("breaker did not close after the 503s ended:\n%s", logs)
 	}
 }
