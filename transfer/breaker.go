@@ -168,11 +168,13 @@ func (b *Breaker) start(probe func(ctx context.Context) error) {
 
 // Close stops the probe and waits for it.
 func (b *Breaker) Close() {
+	b.mu.Lock() // suspect adds to wg under it, only while stop is open
 	select {
 	case <-b.stop:
 	default:
 		close(b.stop)
 	}
+	b.mu.Unlock()
 	b.wg.Wait()
 }
 
