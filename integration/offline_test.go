@@ -84,7 +84,11 @@ func testOutage(t *testing.T, fault faultproxy.Mode) {
 	put(t, emu, "dir/cached.bin", cached)
 	put(t, emu, "dir/uncached.bin", testutil.RandomBytes(300<<10, 2))
 	put(t, emu, "dir/shared.txt", []byte("base"))
-	m, p := offlineMount(t, emu, "")
+	m, p := offlineMount(t, emu, "", "--metrics-addr", "127.0.0.1:0")
+	metrics := m.metricsURL(t)
+	if v := scrape(t, metrics)["bucketfs_bucket_reachable"]; v != 1 {
+		t.Errorf("bucketfs_bucket_reachable = %v before the outage, want 1", v)
+	}
 
 	// Known before the outage: a cached file, a listing, a cached file
 	// both sides change.
@@ -125,6 +129,9 @@ func testOutage(t *testing.T, fault faultproxy.Mode) {
 	if !statusOf(t, m).Offline {
 		t.Error("status does not say offline")
 	}
+	if v := scrape(t, metrics)["bucketfs_bucket_reachable"]; v != 0 {
+		t.Errorf("bucketfs_bucket_reachable = %v during the outage, want 0", v)
+	}
 
 	// Changes are written locally and queued; both sides change shared.txt.
 	newData := []byte("made offline\n")
@@ -164,6 +171,9 @@ func testOutage(t *testing.T, fault faultproxy.Mode) {
 	}
 	if statusOf(t, m).Offline {
 		t.Error("status says offline after the outage")
+	}
+	if v := scrape(t, metrics)["bucketfs_bucket_reachable"]; v != 1 {
+		t.Errorf("bucketfs_bucket_reachable = %v after the outage, want 1", v)
 	}
 	m.unmount(t)
 }
