@@ -53,6 +53,10 @@ type Options struct {
 	// MinFree is the free space kept on the cache's disk (space.go): 0
 	// for none, negative for 5% of the disk, at most 1 GiB.
 	MinFree int64
+	// Online, if set, returns a channel that is closed while the bucket
+	// is online (transfer.Breaker.Online): no upload starts while it is
+	// not (offline.go).
+	Online func() <-chan struct{}
 }
 
 // Stats is a snapshot of the cache's counters.
@@ -507,7 +511,11 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 		}
 		c.mu.Unlock()
 		if err := dl.Err(); err != nil {
-			c.log.Warn("background download stopped", "object", e.name, "source", src, "generation", gen, "err", err)
+			level := slog.LevelWarn
+			if errors.Is(err, transfer.ErrOffline) {
+				level = slog.LevelDebug // the breaker said so once; the reader gets EIO
+			}
+			c.log.Log(context.Background(), level, "background download stopped", "object", e.name, "source", src, "generation", gen, "err", err)
 			if !isCancel(err) {
 				c.mu.Lock()
 				c.noteErrorLocked("download", e.name, err)

@@ -22,6 +22,7 @@ import (
 const (
 	retryMax       = time.Minute     // longest wait between two tries of a failing upload
 	permanentRetry = 5 * time.Minute // wait after the bucket refused an upload
+	offlineRetry   = time.Second     // an upload cut by an outage: due again when the bucket is back (the uploader waits for it)
 )
 
 // upload sends the local copy of name to the bucket once and settles the
@@ -438,6 +439,9 @@ func (c *Cache) ownVersion(ctx context.Context, e *entry, name string) (int64, b
 func (c *Cache) failedLocked(ctx context.Context, e *entry, err error) {
 	if ctx.Err() != nil {
 		return // shutting down: the file stays dirty for the next start
+	}
+	if c.offlineLocked(e, err) {
+		return // offline.go: sent when the bucket is back
 	}
 	e.retries++
 	c.stats.UploadFailures++

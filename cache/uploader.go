@@ -46,6 +46,9 @@ func (c *Cache) startUploader() {
 		timer := time.NewTimer(time.Hour)
 		defer timer.Stop()
 		for {
+			if !c.waitOnline(life) { // offline.go
+				return
+			}
 			due, next := c.takeDue()
 			for _, name := range due {
 				c.uploadWG.Add(1)

@@ -256,10 +256,14 @@ func (c *Cache) FlushName(ctx context.Context, name string) error {
 		if done {
 			return nil
 		}
+		if err := c.offlineErr(name); err != nil {
+			return err // offline.go: fsync does not hang for the outage
+		}
 		select {
 		case <-wake:
 		case <-ctx.Done():
 			return fmt.Errorf("%s is not in the bucket yet: %w", name, ctx.Err())
+		case <-c.offlineTick():
 		}
 	}
 }

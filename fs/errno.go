@@ -17,6 +17,11 @@ func toErrno(log *slog.Logger, op, name string, err error) syscall.Errno {
 	switch {
 	case err == nil:
 		return 0
+	case unreachable(err) && !errors.Is(err, context.Canceled):
+		// Before the errno case: a network errno must not reach
+		// applications (offline.go).
+		logUnreachable(log, op, name, err)
+		return syscall.EIO
 	case errors.As(err, &errno):
 		return errno
 	case errors.Is(err, context.Canceled):
@@ -46,9 +51,6 @@ func toErrno(log *slog.Logger, op, name string, err error) syscall.Errno {
 	case errors.Is(err, transfer.ErrBucketNotExist):
 		log.Error("bucket is gone", "op", op, "err", err)
 		return syscall.EIO
-	case errors.Is(err, context.DeadlineExceeded):
-		log.Error("bucket request timed out", "op", op, "object", name, "err", err)
-		return syscall.ETIMEDOUT
 	default:
 		log.Error("operation failed", "op", op, "object", name, "err", err)
 		return syscall.EIO

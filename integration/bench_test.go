@@ -103,6 +103,9 @@ func TestBench(t *testing.T) {
 	if cfg.runs("warm") {
 		notes = append(notes, benchWarm(t, cfg, tbl)...)
 	}
+	if cfg.runs("offline") {
+		notes = append(notes, benchOffline(t, emu, cfg, tbl)...) // bench_offline_test.go
+	}
 
 	report := tbl.String()
 	seen := map[string]bool{}
@@ -307,7 +310,7 @@ type benchConfig struct {
 
 // benchSections are the names BENCH_ONLY takes; "write" stands for the
 // three write sections.
-var benchSections = []string{"read", "write", "cached-write", "small-files", "drain", "xml-drain", "warm"}
+var benchSections = []string{"read", "write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline"}
 
 // runs says whether section (one of benchSections) is to run.
 func (c benchConfig) runs(section string) bool {

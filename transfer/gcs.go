@@ -35,6 +35,10 @@ type GCSOptions struct {
 	MaxConnsPerHost int
 	// UserAgent is appended to the client's user agent.
 	UserAgent string
+	// Breaker, if not nil, puts a circuit breaker on the client (see
+	// Breaker): an unreachable bucket is detected within seconds and
+	// calls then fail at once with ErrOffline.
+	Breaker *BreakerOptions
 }
 
 // GCS is a Bucket in Google Cloud Storage, reached through the official
@@ -47,6 +51,7 @@ type GCS struct {
 	xmlURL string              // base URL of the XML API, for Multipart
 	raw    *rawstorage.Service // the JSON API itself, for folders (folder.go)
 	hns    hnsState
+	br     *Breaker // nil without GCSOptions.Breaker
 }
 
 var _ Bucket = (*GCS)(nil)
@@ -88,7 +93,15 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 	}
 	// Outermost, so that it sees every request a call sends (retries
 	// included) and reports repeats to a Metered caller.
-	hc := &http.Client{Transport: &AttemptCounter{Base: storedBytesTransport{rt}}}
+	var inner http.RoundTripper = storedBytesTransport{rt}
+	var br *Breaker
+	if o.Breaker != nil {
+		// Inside the counter, so that it sees each request the library
+		// sends, retries included, and its own refusals are counted too.
+		br = newBreaker(*o.Breaker)
+		inner = br.Transport(inner)
+	}
+	hc := &http.Client{Transport: &AttemptCounter{Base: inner}}
 	xmlURL := "https://storage.googleapis.com"
 	opts := []option.ClientOption{
 		option.WithHTTPClient(hc),
@@ -117,13 +130,37 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 		storage.WithPolicy(storage.RetryIdempotent),
 		storage.WithBackoff(gax.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2}),
 		storage.WithMaxRetryDuration(2*time.Minute),
+		storage.WithErrorFunc(shouldRetry),
 	)
 	raw, err := newRawService(ctx, hc, ep, o.UserAgent)
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	return &GCS{name: bucket, client: c, h: c.Bucket(bucket), http: hc, xmlURL: xmlURL, raw: raw}, nil
+	g := &GCS{name: bucket, client: c, h: c.Bucket(bucket), http: hc, xmlURL: xmlURL, raw: raw, br: br}
+	if br != nil {
+		br.start(g.probe)
+	}
+	return g, nil
+}
+
+// shouldRetry is the storage library's rule, except that a request the
+// breaker refused (the bucket is offline) is not tried again: the
+// breaker's probe, not each call, finds out when it is back.
+func shouldRetry(err error) bool {
+	if errors.Is(err, ErrOffline) {
+		return false
+	}
+	return storage.ShouldRetry(err)
+}
+
+// Breaker returns the client's circuit breaker (nil without one).
+func (g *GCS) Breaker() *Breaker { return g.br }
+
+// probe is the breaker's cheap request: a one-item listing.
+func (g *GCS) probe(ctx context.Context) error {
+	_, err := g.List(ctx, ListQuery{PageSize: 1, Delimiter: "/"})
+	return err
 }
 
 // Multipart returns a client of the bucket's XML multipart API with the
@@ -181,8 +218,13 @@ func ValidBucketName(name string) error {
 
 func isAlnum(b byte) bool { return b >= 'a' && b <= 'z' || b >= '0' && b <= '9' }
 
-// Close releases the client's connections.
-func (g *GCS) Close() error { return g.client.Close() }
+// Close stops the breaker's probe and releases the client's connections.
+func (g *GCS) Close() error {
+	if g.br != nil {
+		g.br.Close()
+	}
+	return g.client.Close()
+}
 
 // Name implements Bucket.
 func (g *GCS) Name() string { return g.name }

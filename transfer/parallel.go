@@ -437,6 +437,7 @@ func retryable(err error) bool {
 	for _, permanent := range []error{
 		ErrPermission, ErrUnauthenticated, ErrBucketNotExist, ErrNotExist,
 		ErrPrecondition, ErrMultipartUnsupported, context.Canceled, context.DeadlineExceeded,
+		ErrOffline, // the breaker's probe, not this loop, finds out when it is back
 	} {
 		if errors.Is(err, permanent) {
 			return false

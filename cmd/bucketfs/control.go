@@ -144,6 +144,7 @@ func printStatus(w io.Writer, st control.Status, now time.Time) {
 	ago := func(t time.Time) string { return now.Sub(t).Round(time.Second).String() }
 	fmt.Fprintf(w, "bucketfs %s, pid %d, up %s\n", st.Version, st.PID, ago(st.Started))
 	fmt.Fprintf(w, "bucket:      gs://%s\n", st.Bucket)
+	printBucketState(w, st, now) // offline.go
 	fmt.Fprintf(w, "mountpoint:  %s\n", st.Mountpoint)
 	fmt.Fprintf(w, "cache dir:   %s\n", st.CacheDir)
 	fmt.Fprintf(w, "cache:       %s of %s used, %d objects; %d hits, %d misses, %d uncached, %d evictions; %s read from the cache\n",

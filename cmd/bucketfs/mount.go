@@ -52,6 +52,7 @@ type mountConfig struct {
 	configFile   string
 	debugFUSE    bool
 	checkTimeout time.Duration
+	offlineAfter time.Duration // see offline.go
 
 	writeBackDelay    time.Duration
 	flushTimeout      time.Duration
@@ -99,6 +100,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.BoolVar(&c.noexec, "noexec", false, "forbid running programs from the mount")
 	fl.BoolVar(&c.debugFUSE, "debug-fuse", false, "log every FUSE request (very verbose)")
 	fl.DurationVar(&c.checkTimeout, "check-timeout", 30*time.Second, "how long the start-up check of the bucket may take")
+	fl.DurationVar(&c.offlineAfter, "offline-after", 3*time.Second, "a request with no progress for this long makes bucketfs probe the bucket; with no answer within as long again (or with connections refused, or 3 requests failed in a row) it is taken as offline: cached files are served, changes queued, other reads fail with EIO, until it answers again")
 	fl.DurationVar(&c.writeBackDelay, "write-back-delay", 5*time.Second, "wait after the last close of a changed file before uploading it")
 	fl.DurationVar(&c.flushTimeout, "flush-timeout", 10*time.Minute, "at unmount, how long to wait for changes to reach the bucket; what is left stays in the cache and goes up at the next mount")
 	fl.IntVar(&c.uploadParallelism, "upload-parallelism", 8, "uploads in flight")
@@ -187,6 +189,8 @@ func (c *mountConfig) validate() error {
 		return bad("--file-mode and --dir-mode take permission bits up to 0777")
 	case c.checkTimeout <= 0:
 		return bad("--check-timeout must be positive")
+	case c.offlineAfter < 100*time.Millisecond:
+		return bad("--offline-after must be at least 100ms")
 	case c.writeBackDelay < 0:
 		return bad("--write-back-delay must not be negative")
 	case c.flushTimeout <= 0:
@@ -256,6 +260,7 @@ func runMount(args []string) error {
 		Anonymous:       c.anonymous,
 		MaxConnsPerHost: c.maxRequests,
 		UserAgent:       "bucketfs/" + version,
+		Breaker:         breakerOptions(c, log),
 	})
 	if err != nil {
 		return err
@@ -266,7 +271,7 @@ func runMount(args []string) error {
 		return err
 	}
 
-	ch, err := openCache(c, bucket, large, log)
+	ch, err := openCache(c, bucket, large, gcs.Breaker(), log)
 	if err != nil {
 		return err
 	}
@@ -333,8 +338,11 @@ func prepareMountpoint(c *mountConfig, log *slog.Logger) (string, error) {
 // checks the bucket, and builds the parallel uploader for large files.
 func openBucket(ctx context.Context, c *mountConfig, gcs *transfer.GCS, ops *operations, log *slog.Logger) (transfer.Bucket, *transfer.Parallel, error) {
 	bucket := transfer.NewLimited(ops.meter(gcs), c.maxRequests)
-	if err := checkBucket(ctx, bucket, c); err != nil {
-		return nil, nil, err
+	ops.breaker = gcs.Breaker()
+	if cause, err := checkBucket(ctx, bucket, c); err != nil {
+		if err := startOffline(c, gcs, cause, err, log); err != nil {
+			return nil, nil, err
+		}
 	}
 	mp, err := gcs.Multipart(c.multipartEndpoint)
 	if err != nil {
@@ -350,7 +358,11 @@ func openBucket(ctx context.Context, c *mountConfig, gcs *transfer.GCS, ops *ope
 }
 
 // openCache opens the cache directory with the mount's settings.
-func openCache(c *mountConfig, bucket transfer.Bucket, large *transfer.Parallel, log *slog.Logger) (*cache.Cache, error) {
+func openCache(c *mountConfig, bucket transfer.Bucket, large *transfer.Parallel, br *transfer.Breaker, log *slog.Logger) (*cache.Cache, error) {
+	var online func() <-chan struct{}
+	if br != nil {
+		online = br.Online
+	}
 	return cache.Open(cache.Options{
 		Dir:         c.cacheDir,
 		MaxSize:     int64(c.cacheMax),
@@ -364,6 +376,7 @@ func openCache(c *mountConfig, bucket transfer.Bucket, large *transfer.Parallel,
 		UploadParallelism: c.uploadParallelism,
 		Large:             large,
 		LargeThreshold:    int64(c.largeThreshold),
+		Online:            online,
 	}, bucket)
 }
 
@@ -522,11 +535,17 @@ func checkMountpoint(mp string) (string, error) {
 }
 
 // checkBucket asks the bucket once, so that a typo or missing permission
-// fails the mount with a clear message instead of failing every file.
-func checkBucket(ctx context.Context, b transfer.Bucket, c *mountConfig) error {
-	ctx, cancel := context.WithTimeout(ctx, c.checkTimeout)
+// fails the mount with a clear message instead of failing every file. It
+// returns the check's own error too (for startOffline) and the message.
+func checkBucket(ctx context.Context, b transfer.Bucket, c *mountConfig) (error, error) {
+	ctx, cancel := context.WithTimeout(transfer.QuietOffline(ctx), c.checkTimeout)
 	defer cancel()
 	err := b.CheckAccess(ctx)
+	return err, checkMessage(err, c)
+}
+
+// checkMessage says what a failed start-up check means.
+func checkMessage(err error, c *mountConfig) error {
 	where := "gs://" + c.bucket
 	if c.endpoint != "" {
 		where += " at " + c.endpoint

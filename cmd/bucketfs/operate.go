@@ -26,6 +26,7 @@ type operations struct {
 	log     *slog.Logger
 	m       *metrics.Metrics
 	metered *transfer.Metered
+	breaker *transfer.Breaker // nil: no breaker (see offline.go)
 	started time.Time
 
 	metricsSrv *metrics.Server
@@ -68,6 +69,9 @@ func validMetricsAddr(addr string) error {
 // in the cache dir, and records the socket for mountpoint mnt.
 func (o *operations) start(c *mountConfig, mnt string, ch *cache.Cache) error {
 	o.m.WatchCache(ch)
+	if br := o.breaker; br != nil {
+		o.m.WatchReachable(func() bool { return br.State().Online })
+	}
 	if c.metricsAddr != "" {
 		s, err := o.m.Serve(c.metricsAddr, o.log)
 		if err != nil {
@@ -139,6 +143,7 @@ func (o *operations) status(c *mountConfig, mnt, cacheDir string, ch *cache.Cach
 
 		Uploading: s.Uploading, Downloading: s.Downloading,
 	}
+	o.bucketState(&st)
 	st.MinFreeBytes = ch.MinFree()
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(cacheDir, &fs); err == nil {

@@ -88,6 +88,14 @@ type Status struct {
 	CacheDir   string    `json:"cache_dir"`
 	Started    time.Time `json:"started"`
 
+	// The bucket's reachability (the client's circuit breaker): Offline
+	// since OfflineSince, for OfflineCause; changes wait meanwhile.
+	// OnlineSince is when it came back from the last outage (zero: none).
+	Offline      bool      `json:"offline"`
+	OfflineSince time.Time `json:"offline_since,omitzero"`
+	OfflineCause string    `json:"offline_cause,omitempty"`
+	OnlineSince  time.Time `json:"online_since,omitzero"`
+
 	// Cache use.
 	UsedBytes int64 `json:"used_bytes"`
 	MaxBytes  int64 `json:"max_bytes"`

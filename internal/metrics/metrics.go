@@ -174,6 +174,8 @@ func ErrorKind(err error) string {
 		return "unauthenticated"
 	case errors.Is(err, transfer.ErrMultipartUnsupported):
 		return "multipart_unsupported"
+	case errors.Is(err, transfer.ErrOffline):
+		return "offline"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
 	case errors.Is(err, context.DeadlineExceeded):
