@@ -334,6 +334,7 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 			rec:   record{Generation: a.Generation, Size: a.Size, ChunkSize: c.opts.ChunkSize, CRC32C: a.CRC32C, Encoding: a.ContentEncoding},
 			ready: make(chan struct{}),
 		}
+		e.prefetched = prefetching(ctx) // before any open can find it
 		if newFile {
 			e.rec.Size, e.rec.Complete, e.rec.Dirty = 0, true, true
 			c.markLocalLocked(a.Name)

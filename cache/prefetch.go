@@ -58,7 +58,6 @@ func (c *Cache) Prefetch(ctx context.Context, a transfer.ObjectAttrs) (bool, err
 		}
 	}
 	dl := e.dl
-	e.prefetched = true
 	c.mu.Unlock()
 	if err := dl.EnsureComplete(ctx); err != nil {
 		c.mu.Lock()

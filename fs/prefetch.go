@@ -38,6 +38,7 @@ const (
 	DefaultPrefetchWindow   = 16 << 20
 	DefaultPrefetchParallel = 32
 	prefetchDirs            = 256 // directories whose listing order is remembered
+	prefetchFirst           = 4   // files fetched ahead after an open of a directory's first file
 )
 
 // prefetcher decides and runs the prefetches of one mount.
@@ -139,9 +140,10 @@ func (p *prefetcher) listed(prefix string, l *names.Listing) {
 	}
 }
 
-// opened is told of every open for reading of object name. A second open
-// in listing order within the window starts (or moves on) the prefetch
-// of the files after it; an open out of order cancels what was queued.
+// opened is told of every open for reading of object name. An open of
+// the directory's first file fetches a few files ahead; a second open in
+// listing order within the window starts (or moves on) the prefetch of
+// the files after it; an open out of order cancels what was queued.
 func (p *prefetcher) opened(name string) {
 	if p.o.Files <= 0 {
 		return
@@ -158,18 +160,27 @@ func (p *prefetcher) opened(name string) {
 	}
 	p.lru.MoveToFront(d.elem)
 	sequential := d.last >= 0 && i > d.last && i-d.last <= p.o.Files
+	first := d.last < 0 && i == 0
 	d.last = i
-	if !sequential {
+	switch {
+	case sequential:
+		p.queueAheadLocked(d, i, p.o.Files)
+	case first:
+		// The first file of the listing: likely a walk (cat d/*, tar,
+		// cp -r) starting. A few files ahead, so that the second open
+		// does not wait; the full window once it comes in order.
+		d.epoch++
+		d.frontier = i + 1
+		p.queueAheadLocked(d, i, min(p.o.Files, prefetchFirst))
+	default:
 		d.epoch++ // the pattern stopped: drop what is queued
 		d.frontier = i + 1
-		return
 	}
-	p.queueAheadLocked(d, i)
 }
 
-// queueAheadLocked queues the files after position i that fit the
-// windows and are not queued yet.
-func (p *prefetcher) queueAheadLocked(d *pfDir, i int) {
+// queueAheadLocked queues the files after position i, up to files of
+// them, that fit the byte window and are not queued yet.
+func (p *prefetcher) queueAheadLocked(d *pfDir, i, files int) {
 	d.frontier = max(d.frontier, i+1)
 	var ahead int64
 	for j := i + 1; j < d.frontier; j++ {
@@ -178,7 +189,7 @@ func (p *prefetcher) queueAheadLocked(d *pfDir, i int) {
 		}
 	}
 	queued := false
-	for ; d.frontier < len(d.files) && d.frontier-i <= p.o.Files; d.frontier++ {
+	for ; d.frontier < len(d.files) && d.frontier-i <= files; d.frontier++ {
 		a := d.files[d.frontier]
 		if a.Size > p.o.MaxSize || a.Size <= 0 {
 			continue

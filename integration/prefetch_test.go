@@ -93,8 +93,10 @@ func TestPrefetchNextFilesOfDirectory(t *testing.T) {
 		t.Fatalf("reading the prefetched files sent %d requests; want 0", n)
 	}
 	st := m.status(t)
-	if want := int64((files - 2) * 16 << 10); st.PrefetchUsedBytes != want || st.PrefetchWastedBytes != 0 {
-		t.Fatalf("prefetch used/wasted = %d/%d bytes; want %d/0", st.PrefetchUsedBytes, st.PrefetchWastedBytes, want)
+	// f0001 may have been prefetched too (after the open of the first
+	// file) or opened first.
+	if least := int64((files - 2) * 16 << 10); st.PrefetchUsedBytes < least || st.PrefetchWastedBytes != 0 {
+		t.Fatalf("prefetch used/wasted = %d/%d bytes; want at least %d/0", st.PrefetchUsedBytes, st.PrefetchWastedBytes, least)
 	}
 }
 
