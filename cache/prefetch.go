@@ -60,10 +60,19 @@ func (c *Cache) Prefetch(ctx context.Context, a transfer.ObjectAttrs) (bool, err
 	dl := e.dl
 	c.mu.Unlock()
 	if err := dl.EnsureComplete(ctx); err != nil {
+		err = staleOr(err)
 		c.mu.Lock()
 		e.prefetched = false // nothing usable was fetched
+		var victims []*entry
+		if errors.Is(err, ErrStale) && e.refs == 1 && !e.rec.Dirty && !e.rec.localContent() {
+			// The version is gone (overwritten, deleted, renamed since
+			// the listing): no copy of it stays behind. The last
+			// release (the deferred one) removes the file.
+			victims = c.dropLocked(e)
+		}
 		c.mu.Unlock()
-		return false, staleOr(err)
+		c.removeAll(victims)
+		return false, err
 	}
 	return true, nil
 }

@@ -81,6 +81,9 @@ func TestPrefetchStale(t *testing.T) {
 	if fetched || !errors.Is(err, ErrStale) {
 		t.Fatalf("Prefetch of a replaced version = %v, %v; want false, ErrStale", fetched, err)
 	}
+	if s := c.Stats(); s.Entries != 0 {
+		t.Fatalf("a prefetch of a version gone from the bucket left %d entries; want 0", s.Entries)
+	}
 }
 
 // An object too big for the cache opens and reads its first bytes with
