@@ -3,7 +3,10 @@ package integration
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,5 +150,52 @@ func TestPrefetchOff(t *testing.T) {
 	// for f0005 by now (it is queued before the open of f0001 fetches).
 	if n := emu.MediaReads(testBucket, "d00/f0005"); n != 0 {
 		t.Fatalf("d00/f0005 was fetched %d times with --prefetch=false; want 0", n)
+	}
+}
+
+// An open against the listing order (the pattern stopped) drops what the
+// directory had queued: only the fetches already running finish.
+func TestPrefetchCancelledWhenPatternStops(t *testing.T) {
+	emu := startEmulator(t, nil)
+	d := putTree(t, emu, 1, 80, 4<<10) // d00/f0000 .. d00/f0079
+	for f := range 4 {
+		put(t, emu, fmt.Sprintf("e/f%d", f), []byte("e"))
+	}
+	// Hold the fetches of f0002 and f0003 (the first two prefetched
+	// after f0001) until the pattern has stopped.
+	release := make(chan struct{})
+	var held atomic.Int64
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if r.Method == http.MethodGet && (strings.HasSuffix(r.URL.Path, "d00/f0002") || strings.HasSuffix(r.URL.Path, "d00/f0003")) {
+			held.Add(1)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		return 0, false
+	})
+	defer emu.SetHook(nil)
+	// --max-requests 4: two prefetches in flight at most.
+	m := mount(t, emu, mountOpts{args: []string{"--max-requests", "4", "--prefetch-files", "64"}})
+	listDir(t, m.path("d00"))
+	listDir(t, m.path("e"))
+	readFile(t, m.path("d00/f0000"))
+	readFile(t, m.path("d00/f0001")) // in order: up to 64 files queued
+	waitUntil(t, "the two prefetches to be held", time.Minute, func() bool { return held.Load() == 2 })
+	if got := readFile(t, m.path("d00/f0000")); !bytes.Equal(got, d["d00/f0000"]) { // back: the pattern stops
+		t.Fatal("d00/f0000: wrong bytes")
+	}
+	close(release)
+	// A new pattern in e: its prefetches queue behind whatever d00 still
+	// had queued, so once e/f2 is fetched, d00's queue is past.
+	readFile(t, m.path("e/f0"))
+	readFile(t, m.path("e/f1"))
+	waitUntil(t, "e/f2 to be prefetched", time.Minute, func() bool { return emu.MediaReads(testBucket, "e/f2") > 0 })
+	for f := 4; f < 80; f++ {
+		name := fmt.Sprintf("d00/f%04d", f)
+		if n := emu.MediaReads(testBucket, name); n != 0 {
+			t.Errorf("%s was fetched %d times after the pattern stopped; want 0", name, n)
+		}
 	}
 }
