@@ -50,7 +50,8 @@ type Options struct {
 // inode number as it changes the node's name). No other two are held at
 // once; nodesMu is a leaf, taken with nothing else held. The lock of the
 // name cache (names.Cache) and the cache's locks are taken with none of
-// these held.
+// these held. prefetcher.mu (prefetch.go) is a leaf too, never held
+// across a call of the cache.
 
 // FS is the file tree of one mounted bucket.
 type FS struct {
