@@ -79,6 +79,11 @@ type Stats struct {
 	// ReadBytes counts bytes handles read from local cache files. Reads
 	// the kernel serves itself (FUSE passthrough) are not seen.
 	ReadBytes int64
+	// PrefetchUsedBytes counts bytes of prefetched copies an open took
+	// later; PrefetchWastedBytes those that left the cache (or the
+	// mount ended) before any open (prefetch.go).
+	PrefetchUsedBytes   int64
+	PrefetchWastedBytes int64
 	// ChecksumMismatches counts cached copies (or downloads) that failed
 	// a checksum or size check (checksum.go); DamagedFiles is how many
 	// changed files are held for it now.
@@ -319,8 +324,12 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 	}
 	created := false
 	if e == nil {
-		more, ok := c.makeRoomLocked(a.Size)
+		more, ok := c.roomForLocked(ctx, a.Size)
 		victims = append(victims, more...)
+		if !ok && prefetching(ctx) {
+			c.mu.Unlock()
+			return nil, false, errNoRoom
+		}
 		if !ok {
 			c.stats.Uncached++
 			c.mu.Unlock()
@@ -334,6 +343,7 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 			rec:   record{Generation: a.Generation, Size: a.Size, ChunkSize: c.opts.ChunkSize, CRC32C: a.CRC32C, Encoding: a.ContentEncoding, Pinned: pinned},
 			ready: make(chan struct{}),
 		}
+		e.prefetched = prefetching(ctx) // before any open can find it
 		if newFile {
 			e.rec.Size, e.rec.Complete, e.rec.Dirty = 0, true, true
 			c.markLocalLocked(a.Name)
@@ -347,6 +357,7 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 		created = true
 	} else {
 		c.lru.MoveToFront(e.elem)
+		c.notePrefetchUseLocked(ctx, e)
 	}
 	e.refs++
 	e.rec.LastAccess = time.Now().UnixNano()
@@ -694,6 +705,7 @@ func (c *Cache) Close() error {
 	c.wg.Wait()
 	c.mu.Lock()
 	for name, e := range c.entries {
+		c.notePrefetchWasteLocked(e)
 		if isClosed(e.ready) && e.err == nil && e.rec.ID != 0 {
 			recs = append(recs, e.rec)
 			names = append(names, name)

@@ -39,11 +39,12 @@ type entryIndex struct {
 // entryFill is the filling and checking of an entry's copy (cache.go,
 // checksum.go).
 type entryFill struct {
-	dl        *transfer.Download // running or not yet retired download
-	dlFile    *os.File           // dl's destination
-	dlIdle    bool               // dl's background walk has ended
-	checked   []bool             // chunks checked against their sums, or fetched, by this process (checksum.go)
-	verifying chan struct{}      // closed when the background check of the copy ends; nil when none runs
+	dl         *transfer.Download // running or not yet retired download
+	dlFile     *os.File           // dl's destination
+	dlIdle     bool               // dl's background walk has ended
+	prefetched bool               // fetched by a prefetch, not opened since (prefetch.go)
+	checked    []bool             // chunks checked against their sums, or fetched, by this process (checksum.go)
+	verifying  chan struct{}      // closed when the background check of the copy ends; nil when none runs
 }
 
 // entryWriteBack is an entry's local changes and their uploads

@@ -26,6 +26,8 @@ type Handle struct {
 	encoded   bool // the object is stored with a Content-Encoding: read its stored bytes
 	complete  bool // the copy was complete when the handle was opened
 	verify    bool // its chunks are being checked: each is checked before it is served (checksum.go)
+	headMu    sync.Mutex
+	head      []byte // guarded by headMu: the first bytes of an uncached object, fetched by Check (head.go)
 	closeOnce sync.Once
 }
 
@@ -71,12 +73,16 @@ func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	n := int(min(int64(len(p)), h.size-off))
 	p = p[:n]
 	if h.e == nil {
-		got, err := h.c.b.ReadRange(h.readCtx(ctx), h.name, h.gen, off, int64(n), &sliceWriter{buf: p})
-		if err != nil {
-			return int(got), staleOr(err)
+		done := h.fromHead(p, off)
+		if done == n {
+			return n, nil
 		}
-		if int(got) != n {
-			return int(got), io.ErrUnexpectedEOF
+		got, err := h.c.b.ReadRange(h.readCtx(ctx), h.name, h.gen, off+int64(done), int64(n-done), &sliceWriter{buf: p[done:]})
+		if err != nil {
+			return done + int(got), staleOr(err)
+		}
+		if done+int(got) != n {
+			return done + int(got), io.ErrUnexpectedEOF
 		}
 		return n, nil
 	}
@@ -136,17 +142,16 @@ func (h *Handle) readChecked(ctx context.Context, p []byte, off int64) (int, boo
 // reads is still in the bucket, when reading it needs the bucket at all:
 // ErrStale if it is gone (another client overwrote or deleted the object
 // since its attributes were fetched). It waits for the first byte the
-// copy lacks, which the first read would wait for anyway, or for one byte
-// read directly. Other errors (the bucket not answering) are returned
-// too; the reads would meet them again.
+// copy lacks, which the first read would wait for anyway; an object read
+// directly has its first bytes fetched, which the first read takes
+// (head.go): one request either way. Other errors (the bucket not
+// answering) are returned too; the reads would meet them again.
 func (h *Handle) Check(ctx context.Context) error {
 	if h.complete || h.size == 0 || (h.e != nil && h.dl == nil) {
 		return nil
 	}
 	if h.e == nil {
-		var b [1]byte
-		_, err := h.c.b.ReadRange(h.readCtx(ctx), h.name, h.gen, 0, 1, &sliceWriter{buf: b[:]})
-		return staleOr(err)
+		return h.readHead(ctx)
 	}
 	for i, ok := range h.dl.Present() {
 		if !ok {

@@ -178,6 +178,7 @@ func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) 
 	if err != nil {
 		return nil, f.errno(ctx, "readdir", prefix, err)
 	}
+	f.prefetch.listed(prefix, l)
 	self := d.StableAttr().Ino
 	parent := self
 	if _, p := d.Parent(); p != nil {

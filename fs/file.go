@@ -175,6 +175,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return n.openWrite(ctx, flags&syscall.O_TRUNC != 0)
 	}
+	n.fsys.prefetch.opened(n.objName())
 	ch, err := n.fsys.cache.Open(ctx, n.getAttrs())
 	if err != nil {
 		return nil, 0, n.fsys.errno(ctx, "open", n.objName(), err)

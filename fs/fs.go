@@ -38,6 +38,8 @@ type Options struct {
 	Debug bool
 	// OpObserver, if set, is told about every FUSE request (see Mount).
 	OpObserver OpObserver
+	// Prefetch bounds the prefetch of small files (prefetch.go).
+	Prefetch PrefetchOptions
 }
 
 // LOCK ORDER (the one statement of the rule; doc.go and nodes.go point
@@ -48,16 +50,18 @@ type Options struct {
 // inode number as it changes the node's name). No other two are held at
 // once; nodesMu is a leaf, taken with nothing else held. The lock of the
 // name cache (names.Cache) and the cache's locks are taken with none of
-// these held.
+// these held. prefetcher.mu (prefetch.go) is a leaf too, never held
+// across a call of the cache.
 
 // FS is the file tree of one mounted bucket.
 type FS struct {
-	opts   Options
-	bucket transfer.Bucket
-	cache  *cache.Cache
-	names  *names.Cache
-	log    *slog.Logger
-	start  time.Time
+	opts     Options
+	bucket   transfer.Bucket
+	cache    *cache.Cache
+	names    *names.Cache
+	log      *slog.Logger
+	prefetch *prefetcher
+	start    time.Time
 
 	nodesMu sync.Mutex                        // a leaf (LOCK ORDER above)
 	nodes   map[string]map[*fileNode]struct{} // guarded by nodesMu: object name -> file nodes the kernel has for it
@@ -82,6 +86,7 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 		warned:  map[string]struct{}{},
 	}
 	c.OnConfirmed(f.names.Confirmed)
+	f.prefetch = newPrefetcher(f, c, o.Prefetch)
 	return f
 }
 

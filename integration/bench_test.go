@@ -106,6 +106,9 @@ func TestBench(t *testing.T) {
 	if cfg.runs("offline") {
 		notes = append(notes, benchOffline(t, emu, cfg, tbl)...) // bench_offline_test.go
 	}
+	if cfg.runs("small-read") {
+		notes = append(notes, benchSmallReads(t, cfg, tbl)...)
+	}
 
 	report := tbl.String()
 	seen := map[string]bool{}
@@ -310,7 +313,7 @@ type benchConfig struct {
 
 // benchSections are the names BENCH_ONLY takes; "write" stands for the
 // three write sections.
-var benchSections = []string{"read", "write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline"}
+var benchSections = []string{"read", "write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read"}
 
 // runs says whether section (one of benchSections) is to run.
 func (c benchConfig) runs(section string) bool {

@@ -15,7 +15,7 @@ var flagGroups = []struct {
 }{
 	{"Bucket and credentials", []string{"endpoint", "anonymous", "max-requests", "check-timeout", "offline-after"}},
 	{"Cache", []string{"cache-dir", "cache-max-size", "cache-min-free", "cache-full-wait", "metadata-ttl"}},
-	{"Prefetch (reads)", []string{"prefetch-chunk-size", "prefetch-parallelism"}},
+	{"Prefetch (reads)", []string{"prefetch-chunk-size", "prefetch-parallelism", "prefetch", "prefetch-files", "prefetch-max-size", "prefetch-window"}},
 	{"Write-back", []string{"write-back-delay", "upload-parallelism", "parallel-upload-threshold",
 		"part-size", "part-parallelism", "multipart-endpoint", "fsync", "flush-timeout"}},
 	{"FUSE and permissions", []string{"uid", "gid", "file-mode", "dir-mode", "read-only", "noexec",

@@ -64,6 +64,7 @@ type mountConfig struct {
 	multipartEndpoint string
 
 	metricsAddr string // see operate.go
+	prefetch    prefetchConfig
 }
 
 func newMountFlags(c *mountConfig) *flag.FlagSet {
@@ -110,6 +111,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.StringVar(&c.multipartEndpoint, "multipart-endpoint", "", "XML API `URL` for multipart uploads (default: https://storage.googleapis.com, or the host of --endpoint); without that API, parts are composed through the JSON API")
 	fl.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics; a bare port (9100 or :9100) listens on 127.0.0.1 only")
 	fl.StringVar(&c.fsyncMode, "fsync", "local", "local: fsync makes a file durable on local disk; remote: fsync waits until it is in the bucket")
+	c.prefetch.addFlags(fl)
 	return fl
 }
 
@@ -212,6 +214,9 @@ func (c *mountConfig) validate() error {
 			return bad("--multipart-endpoint must be a URL such as https://storage.googleapis.com, got %q", c.multipartEndpoint)
 		}
 	}
+	if err := c.prefetch.validate(); err != nil {
+		return err
+	}
 	if err := validMetricsAddr(c.metricsAddr); err != nil {
 		return bad("--metrics-addr: %v", err)
 	}
@@ -283,6 +288,7 @@ func runMount(args []string) error {
 	}()
 
 	fsys := newFS(c, bucket, ch, ops, log)
+	defer fsys.Close()
 	if err := ops.start(c, mnt, ch); err != nil {
 		return err
 	}
@@ -300,6 +306,7 @@ func runMount(args []string) error {
 	notifyReady(log, fmt.Sprintf("gs://%s mounted on %s", c.bucket, mnt))
 
 	serveUntilUnmounted(server, mnt, sigs, log)
+	fsys.Close() // the prefetches, before the cache closes
 
 	// The kernel sends no more requests: everything changed is in the
 	// cache. Files it did not release (an unmount can drop the release of
@@ -395,6 +402,7 @@ func newFS(c *mountConfig, bucket transfer.Bucket, ch *cache.Cache, ops *operati
 		Logger:            log,
 		Debug:             c.debugFUSE,
 		OpObserver:        ops.fuseObserver(),
+		Prefetch:          c.prefetch.options(c.maxRequests),
 	})
 }
 

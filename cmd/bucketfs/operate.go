@@ -137,6 +137,7 @@ func (o *operations) status(c *mountConfig, mnt, cacheDir string, ch *cache.Cach
 
 		UsedBytes: s.UsedBytes, MaxBytes: s.MaxBytes, Entries: s.Entries,
 		Hits: s.Hits, Misses: s.Misses, Uncached: s.Uncached, Evictions: s.Evictions, ReadBytes: s.ReadBytes,
+		PrefetchUsedBytes: s.PrefetchUsedBytes, PrefetchWastedBytes: s.PrefetchWastedBytes,
 
 		DirtyFiles: s.DirtyFiles, DirtyBytes: s.DirtyBytes, OldestDirty: s.OldestDirty,
 		Queued: s.Queued, Uploads: s.Uploads, UploadFailures: s.UploadFailures, Conflicts: s.Conflicts,

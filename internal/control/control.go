@@ -105,6 +105,10 @@ type Status struct {
 	Uncached  int64 `json:"uncached"`
 	Evictions int64 `json:"evictions"`
 	ReadBytes int64 `json:"read_bytes"`
+	// Small files fetched ahead of their open: bytes opened since, and
+	// bytes that left the cache unopened.
+	PrefetchUsedBytes   int64 `json:"prefetch_used_bytes"`
+	PrefetchWastedBytes int64 `json:"prefetch_wasted_bytes"`
 	// The cache's disk: its free space now, and the floor kept free
 	// (--cache-min-free; 0: none).
 	DiskFreeBytes int64 `json:"disk_free_bytes"`

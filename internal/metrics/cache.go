@@ -15,6 +15,7 @@ type cacheCollector struct {
 	hits, misses, uncached, readBytes, used, capacity, entries, evictions, downloading *prometheus.Desc
 	dirtyFiles, dirtyBytes, oldestAge, queued, uploading, uploads, failures, conflicts *prometheus.Desc
 	mismatches, held                                                                   *prometheus.Desc
+	prefetch                                                                           *prometheus.Desc
 }
 
 func newCacheCollector(src StatusSource) *cacheCollector {
@@ -42,7 +43,10 @@ func newCacheCollector(src StatusSource) *cacheCollector {
 		conflicts:  d("bucketfs_conflicts_total", "Local versions saved beside an object that changed in the bucket (NAME.bucketfs-conflict-...)."),
 
 		mismatches: d("bucketfs_checksum_mismatches_total", "Cached copies or downloads that failed a checksum or size check (a clean copy is fetched again)."),
-		held:       d("bucketfs_held_files", "Changed files held because bytes they did not write failed their checksum check: not uploaded, not removed, until 'bucketfs resolve'."),
+		prefetch: prometheus.NewDesc("bucketfs_prefetch_bytes_total",
+			"Bytes of small files fetched ahead of their open: used (opened later) or wasted (evicted, or the mount ended, before any open).",
+			[]string{"outcome"}, nil),
+		held: d("bucketfs_held_files", "Changed files held because bytes they did not write failed their checksum check: not uploaded, not removed, until 'bucketfs resolve'."),
 	}
 }
 
@@ -50,7 +54,7 @@ func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.hits, c.misses, c.uncached, c.readBytes, c.used, c.capacity, c.entries, c.evictions, c.downloading,
 		c.dirtyFiles, c.dirtyBytes, c.oldestAge, c.queued, c.uploading, c.uploads, c.failures, c.conflicts,
-		c.mismatches, c.held,
+		c.mismatches, c.held, c.prefetch,
 	} {
 		ch <- d
 	}
@@ -72,6 +76,8 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.capacity, float64(s.MaxBytes))
 	gauge(c.entries, float64(s.Entries))
 	counter(c.evictions, s.Evictions)
+	ch <- prometheus.MustNewConstMetric(c.prefetch, prometheus.CounterValue, float64(s.PrefetchUsedBytes), "used")
+	ch <- prometheus.MustNewConstMetric(c.prefetch, prometheus.CounterValue, float64(s.PrefetchWastedBytes), "wasted")
 	gauge(c.downloading, float64(s.Downloading))
 
 	gauge(c.dirtyFiles, float64(s.DirtyFiles))

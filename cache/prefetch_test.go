@@ -1,0 +1,116 @@
+package cache
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+// A prefetched copy is complete and checked, an open of it sends no
+// request, and the bytes count as used.
+func TestPrefetchFillsAndCountsUse(t *testing.T) {
+	e := newEnv(t)
+	c := e.open(1 << 20)
+	data := bytes.Repeat([]byte("p"), 16<<10)
+	a := e.put("d/f1", data)
+	fetched, err := c.Prefetch(e.ctx, a)
+	if err != nil || !fetched {
+		t.Fatalf("Prefetch = %v, %v; want true, nil", fetched, err)
+	}
+	if again, err := c.Prefetch(e.ctx, a); again || err != nil {
+		t.Fatalf("second Prefetch = %v, %v; want false, nil (already cached)", again, err)
+	}
+	e.emu.ResetCounters()
+	h := e.openHandle(c, a)
+	if !h.complete {
+		t.Fatal("the open after a prefetch found the copy incomplete")
+	}
+	e.mustReadAll(h, data)
+	h.Close()
+	if n := e.emu.Requests(); n != 0 {
+		t.Fatalf("open and read after prefetch sent %d requests; want 0", n)
+	}
+	if s := c.Stats(); s.PrefetchUsedBytes != int64(len(data)) || s.PrefetchWastedBytes != 0 {
+		t.Fatalf("prefetch used/wasted = %d/%d; want %d/0", s.PrefetchUsedBytes, s.PrefetchWastedBytes, len(data))
+	}
+}
+
+// A prefetch takes only free room: a full cache evicts nothing for it.
+func TestPrefetchNeverEvicts(t *testing.T) {
+	e := newEnv(t)
+	c := e.open(40 << 10)
+	data := bytes.Repeat([]byte("q"), 16<<10)
+	a1, a2, a3 := e.put("d/f1", data), e.put("d/f2", data), e.put("d/f3", data)
+	e.cacheAll(c, a1, data)
+	e.cacheAll(c, a2, data)
+	fetched, err := c.Prefetch(e.ctx, a3)
+	if err != nil || fetched {
+		t.Fatalf("Prefetch into a full cache = %v, %v; want false, nil", fetched, err)
+	}
+	s := c.Stats()
+	if s.Evictions != 0 || s.Entries != 2 || e.mediaReads("d/f3") != 0 {
+		t.Fatalf("after a prefetch into a full cache: evictions=%d entries=%d reads of f3=%d; want 0, 2, 0",
+			s.Evictions, s.Entries, e.mediaReads("d/f3"))
+	}
+}
+
+// A prefetched copy evicted before any open counts as wasted.
+func TestPrefetchWasteCounted(t *testing.T) {
+	e := newEnv(t)
+	c := e.open(40 << 10)
+	data := bytes.Repeat([]byte("w"), 16<<10)
+	a1, a2, a3 := e.put("d/f1", data), e.put("d/f2", data), e.put("d/f3", data)
+	if ok, err := c.Prefetch(e.ctx, a1); !ok || err != nil {
+		t.Fatalf("Prefetch = %v, %v", ok, err)
+	}
+	e.cacheAll(c, a2, data)
+	e.cacheAll(c, a3, data) // evicts the least recently used: the prefetched f1
+	if s := c.Stats(); s.PrefetchWastedBytes != int64(len(data)) || s.PrefetchUsedBytes != 0 {
+		t.Fatalf("prefetch used/wasted = %d/%d; want 0/%d", s.PrefetchUsedBytes, s.PrefetchWastedBytes, len(data))
+	}
+}
+
+// A version gone from the bucket: the prefetch says ErrStale and leaves
+// nothing counted as fetched.
+func TestPrefetchStale(t *testing.T) {
+	e := newEnv(t)
+	c := e.open(1 << 20)
+	a := e.put("d/f1", []byte("old"))
+	e.put("d/f1", []byte("new"))
+	fetched, err := c.Prefetch(e.ctx, a)
+	if fetched || !errors.Is(err, ErrStale) {
+		t.Fatalf("Prefetch of a replaced version = %v, %v; want false, ErrStale", fetched, err)
+	}
+	if s := c.Stats(); s.Entries != 0 {
+		t.Fatalf("a prefetch of a version gone from the bucket left %d entries; want 0", s.Entries)
+	}
+}
+
+// An object too big for the cache opens and reads its first bytes with
+// one request: the open's check fetches them.
+func TestUncachedOpenAndFirstReadOneRequest(t *testing.T) {
+	e := newEnv(t)
+	c := e.open(64 << 10)
+	data := make([]byte, 512<<10)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	a := e.put("big", data)
+	e.emu.ResetCounters()
+	h := e.openHandle(c, a)
+	defer h.Close()
+	if err := h.Check(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, 128<<10)
+	if n, err := h.ReadAt(e.ctx, p, 4096); err != nil || n != len(p) || !bytes.Equal(p, data[4096:4096+len(p)]) {
+		t.Fatalf("ReadAt = %d, %v, equal=%v", n, err, bytes.Equal(p[:n], data[4096:4096+n]))
+	}
+	if n := e.emu.Requests(); n != 1 {
+		t.Fatalf("open, check and first read of an uncached object sent %d requests; want 1", n)
+	}
+	// Across the end of the head: the rest comes from the bucket.
+	if n, err := h.ReadAt(e.ctx, p, headSize-1000); err != nil || n != len(p) || !bytes.Equal(p, data[headSize-1000:headSize-1000+len(p)]) {
+		t.Fatalf("ReadAt across the head = %d, %v", n, err)
+	}
+}

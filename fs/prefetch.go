@@ -1,0 +1,245 @@
+package fs
+
+// Prefetch of the next small files of a directory. When files of one
+// directory are opened for reading one after another, in the order its
+// listing gave them (cat d/*, grep -r, tar, cp -r), the next ones are
+// fetched into the cache in parallel before they are opened: a cold
+// file then costs no round trip at its open. Bounds: a file size limit,
+// a count and a byte window ahead of the last open per directory, a
+// fixed number of fetches in flight, and the cache's free room (a
+// prefetch never evicts, cache.Prefetch). An open that breaks the order
+// cancels what the directory had queued.
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+
+	"github.com/bucketfs/bucketfs/cache"
+	"github.com/bucketfs/bucketfs/fs/names"
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// PrefetchOptions bound the prefetch of small files. Files == 0 turns it
+// off.
+type PrefetchOptions struct {
+	Files    int   // files fetched ahead of the last open, per directory
+	MaxSize  int64 // largest file prefetched
+	Window   int64 // bytes fetched ahead of the last open, per directory
+	Parallel int   // prefetches in flight over the whole mount
+}
+
+// Defaults of PrefetchOptions.
+const (
+	DefaultPrefetchFiles    = 64
+	DefaultPrefetchMaxSize  = 1 << 20
+	DefaultPrefetchWindow   = 16 << 20
+	DefaultPrefetchParallel = 32
+	prefetchDirs            = 256 // directories whose listing order is remembered
+	prefetchFirst           = 4   // files fetched ahead after an open of a directory's first file
+)
+
+// prefetcher decides and runs the prefetches of one mount.
+type prefetcher struct {
+	o     PrefetchOptions
+	c     *cache.Cache
+	fsys  *FS
+	ctx   context.Context // cancelled by stop
+	stopF context.CancelFunc
+	wg    sync.WaitGroup // the workers
+
+	mu      sync.Mutex // a leaf: held with no other lock, never across I/O
+	dirs    map[string]*pfDir
+	lru     *list.List // of *pfDir, most recently used at the front
+	queue   []pfJob
+	wake    *sync.Cond // on mu: a job was queued, or stop
+	stopped bool
+}
+
+// pfDir is one directory's listing order and where its reader is.
+type pfDir struct {
+	prefix   string
+	files    []transfer.ObjectAttrs // regular files, in listing order
+	index    map[string]int         // object name -> position in files
+	last     int                    // position of the last open; -1 for none
+	frontier int                    // first position not yet queued
+	epoch    int                    // bumped when the order breaks: queued jobs of older epochs are dropped
+	elem     *list.Element
+}
+
+type pfJob struct {
+	d     *pfDir
+	epoch int
+	a     transfer.ObjectAttrs
+}
+
+func newPrefetcher(f *FS, c *cache.Cache, o PrefetchOptions) *prefetcher {
+	p := &prefetcher{o: o, c: c, fsys: f, dirs: map[string]*pfDir{}, lru: list.New()}
+	p.wake = sync.NewCond(&p.mu)
+	p.ctx, p.stopF = context.WithCancel(context.Background())
+	if o.Files <= 0 {
+		return p
+	}
+	for range max(o.Parallel, 1) {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.work()
+		}()
+	}
+	return p
+}
+
+// stop cancels the prefetches running and waits for the workers.
+func (p *prefetcher) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.queue = nil
+	p.wake.Broadcast()
+	p.mu.Unlock()
+	p.stopF()
+	p.wg.Wait()
+}
+
+// Close stops the file system's background work (the prefetches): call
+// it once the mount is gone, before closing the cache. Calling it again
+// does nothing.
+func (f *FS) Close() {
+	f.prefetch.stop()
+}
+
+// listed records the order in which a listing of prefix gives its files.
+func (p *prefetcher) listed(prefix string, l *names.Listing) {
+	if p.o.Files <= 0 {
+		return
+	}
+	d := &pfDir{prefix: prefix, index: map[string]int{}, last: -1}
+	for _, n := range l.Names() {
+		c := l.Child(n)
+		if c.Kind != names.File || isSymlink(c.Attrs) {
+			continue
+		}
+		d.index[c.Attrs.Name] = len(d.files)
+		d.files = append(d.files, c.Attrs)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old := p.dirs[prefix]; old != nil {
+		// Listed again (ls, a rewind): keep where the reader is.
+		d.last, d.frontier, d.epoch = old.last, old.frontier, old.epoch
+		p.lru.Remove(old.elem)
+	}
+	p.dirs[prefix] = d
+	d.elem = p.lru.PushFront(d)
+	for p.lru.Len() > prefetchDirs {
+		gone := p.lru.Remove(p.lru.Back()).(*pfDir)
+		gone.epoch++
+		delete(p.dirs, gone.prefix)
+	}
+}
+
+// opened is told of every open for reading of object name. An open of
+// the directory's first file fetches a few files ahead; a second open in
+// listing order within the window starts (or moves on) the prefetch of
+// the files after it; an open out of order cancels what was queued.
+func (p *prefetcher) opened(name string) {
+	if p.o.Files <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.dirs[parentOf(name)]
+	if d == nil || p.stopped {
+		return
+	}
+	i, ok := d.index[name]
+	if !ok {
+		return
+	}
+	p.lru.MoveToFront(d.elem)
+	sequential := d.last >= 0 && i > d.last && i-d.last <= p.o.Files
+	first := d.last < 0 && i == 0
+	d.last = i
+	switch {
+	case sequential:
+		p.queueAheadLocked(d, i, p.o.Files)
+	case first:
+		// The first file of the listing: likely a walk (cat d/*, tar,
+		// cp -r) starting. A few files ahead, so that the second open
+		// does not wait; the full window once it comes in order.
+		d.epoch++
+		d.frontier = i + 1
+		p.queueAheadLocked(d, i, min(p.o.Files, prefetchFirst))
+	default:
+		d.epoch++ // the pattern stopped: drop what is queued
+		d.frontier = i + 1
+	}
+}
+
+// queueAheadLocked queues the files after position i, up to files of
+// them, that fit the byte window and are not queued yet.
+func (p *prefetcher) queueAheadLocked(d *pfDir, i, files int) {
+	d.frontier = max(d.frontier, i+1)
+	var ahead int64
+	for j := i + 1; j < d.frontier; j++ {
+		if d.files[j].Size <= p.o.MaxSize {
+			ahead += d.files[j].Size
+		}
+	}
+	queued := false
+	for ; d.frontier < len(d.files) && d.frontier-i <= files; d.frontier++ {
+		a := d.files[d.frontier]
+		if a.Size > p.o.MaxSize || a.Size <= 0 {
+			continue
+		}
+		if ahead+a.Size > p.o.Window {
+			break
+		}
+		ahead += a.Size
+		p.queue = append(p.queue, pfJob{d: d, epoch: d.epoch, a: a})
+		queued = true
+	}
+	if queued {
+		p.wake.Broadcast()
+	}
+}
+
+// next returns the next job whose directory still reads in order; false
+// once stopped.
+func (p *prefetcher) next() (pfJob, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		for len(p.queue) > 0 {
+			j := p.queue[0]
+			p.queue = p.queue[1:]
+			if j.epoch == j.d.epoch && j.d.last < j.d.index[j.a.Name] {
+				return j, true
+			}
+		}
+		if p.stopped {
+			return pfJob{}, false
+		}
+		p.wake.Wait()
+	}
+}
+
+func (p *prefetcher) work() {
+	for {
+		j, ok := p.next()
+		if !ok {
+			return
+		}
+		if _, err := p.c.Prefetch(p.ctx, j.a); err != nil && !errors.Is(err, context.Canceled) {
+			// The open of that file meets the failure again and says so.
+			p.fsys.log.Debug("prefetch failed", "object", j.a.Name, "err", err)
+		}
+	}
+}
+
+// parentOf is the prefix of the directory object name is in.
+func parentOf(name string) string {
+	return name[:strings.LastIndexByte(name, '/')+1]
+}
