@@ -34,6 +34,7 @@ package names
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -105,13 +106,17 @@ type recentChange struct {
 	at time.Time
 }
 
-// Cache remembers names and attributes for a TTL: positive and negative
-// lookups, whole directory listings, directories' placeholders.
+// Cache remembers names and attributes: positive and negative lookups,
+// whole directory listings, directories' placeholders. Within the TTL
+// they are trusted; past it they are still answered at once and
+// refreshed in the background (refresh.go), unless Options.Strict.
 type Cache struct {
-	b     Bucket
-	ttl   time.Duration
-	local Overlay          // changes not yet in the bucket; shown over what it says
-	now   func() time.Time // the clock (tests set another)
+	b      Bucket
+	ttl    time.Duration
+	strict bool             // past the TTL, wait for the bucket
+	local  Overlay          // changes not yet in the bucket; shown over what it says
+	now    func() time.Time // the clock (tests set another)
+	log    *slog.Logger
 
 	mu    sync.Mutex
 	known store // guarded by mu: what the bucket said
@@ -125,13 +130,93 @@ type Cache struct {
 	// are corrected with these. Kept for recentFor.
 	recent      map[string]map[string]recentChange // guarded by mu
 	recentSwept time.Time                          // guarded by mu: when old ones were last dropped
+
+	bg refresher // background refreshes and change notes (refresh.go)
 }
 
-// New returns a cache of what b says, with the local changes of local
-// shown over it, trusted for ttl (0: not cached).
+// Options configure a Cache made by Open.
+type Options struct {
+	TTL    time.Duration // how long answers are trusted (0: not cached)
+	Strict bool          // past the TTL, wait for the bucket instead of answering at once
+	// Dir, if set, is the cache directory: what is known is kept in
+	// Dir/names.db across mounts, for Bucket.
+	Dir    string
+	Bucket string
+	// MaxNames bounds the names kept in names.db (0: DefaultMaxNames);
+	// the least recently used directories go first.
+	MaxNames int
+	Logger   *slog.Logger
+}
+
+// DefaultMaxNames is the default bound of names kept in names.db.
+const DefaultMaxNames = 1_000_000
+
+// New returns a cache of what b says, in memory only, with the local
+// changes of local shown over it, trusted for ttl (0: not cached).
 func New(b Bucket, local Overlay, ttl time.Duration) *Cache {
-	return &Cache{b: b, local: local, ttl: ttl, now: time.Now, known: newStore(),
+	return Open(b, local, Options{TTL: ttl})
+}
+
+// Open returns a cache of what b says with the options o. A names.db
+// that cannot be used leaves the cache in memory only, with a warning.
+// Close it.
+func Open(b Bucket, local Overlay, o Options) *Cache {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	m := &Cache{b: b, local: local, ttl: o.TTL, strict: o.Strict, now: time.Now, log: o.Logger, known: newStore(),
 		changes: map[string]uint64{}, recent: map[string]map[string]recentChange{}}
+	m.bg.init()
+	if o.Dir != "" && o.TTL > 0 {
+		if o.MaxNames <= 0 {
+			o.MaxNames = DefaultMaxNames
+		}
+		d, err := openDisk(o.Dir, o.Bucket, o.TTL, o.MaxNames, o.Logger)
+		if err != nil {
+			o.Logger.Warn("names are not remembered across mounts: names.db cannot be opened", "err", err)
+		} else {
+			m.known.disk = d
+		}
+	}
+	return m
+}
+
+// Close stops the background refreshes and writes what is known to
+// names.db.
+func (m *Cache) Close() {
+	m.bg.close(&m.mu)
+	m.known.disk.close()
+}
+
+// ensure loads the groups gs from names.db into memory, if they are not
+// there. It reads the file: called with no lock held.
+func (m *Cache) ensure(gs ...string) {
+	d := m.known.disk
+	if d == nil {
+		return
+	}
+	for _, g := range gs {
+		m.mu.Lock()
+		ok := m.known.resident(g)
+		m.mu.Unlock()
+		if ok {
+			continue
+		}
+		d.rw.RLock()
+		gr, err := d.load(g)
+		if err != nil {
+			d.fail(err)
+			gr = &group{prefix: g, entries: map[string]cachedEntry{}, placeholders: map[string]placeholder{}}
+		}
+		m.mu.Lock()
+		if !m.known.resident(g) {
+			d.unwritten(gr)
+			m.known.insert(gr)
+		}
+		m.mu.Unlock()
+		d.rw.RUnlock()
+		d.queue(op{kind: opTouch, key: g})
+	}
 }
 
 // recentFor is how long confirmed changes are kept in Cache.recent:
