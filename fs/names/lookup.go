@@ -75,11 +75,18 @@ func (m *Cache) Resolve(ctx context.Context, name string, warn WarnFunc) (Entry,
 func (m *Cache) knownLocked(name string) (c Entry, at time.Time, fromListing, ok bool) {
 	e, eok := m.known.entry(name)
 	l, lok := m.known.listing(parentPrefix(name))
+	var child Entry
+	if lok {
+		child = l.children[name[len(parentPrefix(name)):]]
+	}
+	// At the same time, the higher generation is the newer news.
+	listingNewer := lok && (l.fetched.After(e.asked) ||
+		l.fetched.Equal(e.asked) && child.Attrs.Generation > e.Attrs.Generation)
 	switch {
-	case eok && (!lok || !e.asked.Before(l.fetched)):
+	case eok && !listingNewer:
 		c, at = e.Entry, e.asked
 	case lok:
-		c, at, fromListing = l.children[name[len(parentPrefix(name)):]], l.fetched, true
+		c, at, fromListing = child, l.fetched, true
 	default:
 		return Entry{}, time.Time{}, false, false
 	}

@@ -131,7 +131,8 @@ type Cache struct {
 	recent      map[string]map[string]recentChange // guarded by mu
 	recentSwept time.Time                          // guarded by mu: when old ones were last dropped
 
-	bg refresher // background refreshes and change notes (refresh.go)
+	bg        refresher // background refreshes and change notes (refresh.go)
+	closeOnce sync.Once
 }
 
 // Options configure a Cache made by Open.
@@ -184,8 +185,10 @@ func Open(b Bucket, local Overlay, o Options) *Cache {
 // Close stops the background refreshes and writes what is known to
 // names.db.
 func (m *Cache) Close() {
-	m.bg.close(&m.mu)
-	m.known.disk.close()
+	m.closeOnce.Do(func() {
+		m.bg.close(&m.mu)
+		m.known.disk.close()
+	})
 }
 
 // ensure loads the groups gs from names.db into memory, if they are not
