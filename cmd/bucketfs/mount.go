@@ -302,7 +302,6 @@ func runMount(args []string) error {
 	notifyReady(log, fmt.Sprintf("gs://%s mounted on %s", c.bucket, mnt))
 
 	serveUntilUnmounted(server, mnt, sigs, log)
-	fsys.Close() // the name cache's refreshes end; names.db is written
 
 	// The kernel sends no more requests: everything changed is in the
 	// cache. Files it did not release (an unmount can drop the release of
@@ -315,7 +314,11 @@ func runMount(args []string) error {
 	left := flush(ch, c.flushTimeout, sigs, log)
 	ops.stop()
 	cacheClosed = true
-	if err := ch.Close(); err != nil {
+	err = ch.Close()
+	// After the cache: the changes its last uploads confirmed reach
+	// names.db too.
+	fsys.Close()
+	if err != nil {
 		return fmt.Errorf("closing cache: %w", err)
 	}
 	if len(left) > 0 {

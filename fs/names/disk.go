@@ -61,6 +61,11 @@ type disk struct {
 	pending  []op // guarded by qmu: queued, not yet taken by the writer
 	inflight []op // guarded by qmu: being committed
 
+	// unclean: the last mount did not close the file (a crash): what it
+	// queued last may be missing, so every record is taken as past the
+	// TTL (answered, and asked again, as stale-while-revalidate does).
+	unclean bool
+
 	failed   atomic.Bool // the file could not be read or written: memory only from then on
 	failOnce sync.Once
 	kick     chan struct{}
@@ -75,6 +80,7 @@ var (
 	versionKey     = []byte("version")
 	bucketKey      = []byte("bucket")
 	countKey       = []byte("names")
+	cleanKey       = []byte("clean") // present while no mount has the file open
 	diskVersion    = []byte("1")
 	errOtherBucket = errors.New("names.db belongs to another bucket")
 )
@@ -92,7 +98,7 @@ const DBName = "names.db"
 // with one warning and a new one started.
 func openDisk(dir, bucket string, ttl time.Duration, maxNames int, log *slog.Logger) (*disk, error) {
 	path := filepath.Join(dir, DBName)
-	db, err := openDB(path, bucket)
+	db, unclean, err := openDB(path, bucket)
 	if err != nil && !errors.Is(err, bolt.ErrTimeout) && !errors.Is(err, fs.ErrPermission) {
 		aside := fmt.Sprintf("%s.bad-%s", path, time.Now().UTC().Format("20060102T150405Z"))
 		if rerr := os.Rename(path, aside); rerr != nil {
@@ -100,12 +106,12 @@ func openDisk(dir, bucket string, ttl time.Duration, maxNames int, log *slog.Log
 		}
 		log.Warn("names.db could not be used: moved aside, starting with no names remembered (this costs requests, never data)",
 			"err", err, "moved_to", aside)
-		db, err = openDB(path, bucket)
+		db, unclean, err = openDB(path, bucket)
 	}
 	if err != nil {
 		return nil, err
 	}
-	d := &disk{db: db, path: path, ttl: ttl, maxNames: maxNames, log: log,
+	d := &disk{db: db, path: path, ttl: ttl, maxNames: maxNames, log: log, unclean: unclean,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go d.run()
 	return d, nil
@@ -124,9 +130,10 @@ func protect(fn func() error) (err error) {
 	return fn()
 }
 
-func openDB(path, bucket string) (*bolt.DB, error) {
-	var db *bolt.DB
-	err := protect(func() error {
+// openDB opens names.db and clears its clean marker; unclean says the
+// last mount did not set it (and the file holds names).
+func openDB(path, bucket string) (db *bolt.DB, unclean bool, err error) {
+	err = protect(func() error {
 		var err error
 		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, FreelistType: bolt.FreelistMapType})
 		if err != nil {
@@ -140,14 +147,20 @@ func openDB(path, bucket string) (*bolt.DB, error) {
 			if tx.Size() > st.Size() {
 				return fmt.Errorf("names.db is %d bytes long, shorter than its pages (%d)", st.Size(), tx.Size())
 			}
-			return initSchema(tx, bucket)
+			if err := initSchema(tx, bucket); err != nil {
+				return err
+			}
+			meta := tx.Bucket(metaKey)
+			k, _ := tx.Bucket(namesKey).Cursor().First()
+			unclean = k != nil && meta.Get(cleanKey) == nil
+			return meta.Delete(cleanKey)
 		})
 	})
 	if err != nil && db != nil {
 		_ = protect(db.Close)
 		db = nil
 	}
-	return db, err
+	return db, unclean, err
 }
 
 func initSchema(tx *bolt.Tx, bucket string) error {
@@ -256,6 +269,13 @@ func (d *disk) close() {
 	}
 	close(d.stop)
 	<-d.done
+	if !d.failed.Load() {
+		_ = protect(func() error {
+			return d.db.Update(func(tx *bolt.Tx) error {
+				return tx.Bucket(metaKey).Put(cleanKey, []byte(time.Now().UTC().Format(time.RFC3339)))
+			})
+		})
+	}
 	_ = protect(d.db.Close)
 	if d.failed.Load() {
 		os.Rename(d.path, d.path+".bad-"+time.Now().UTC().Format("20060102T150405Z"))
@@ -465,29 +485,38 @@ func (d *disk) decodeInto(gr *group, rest, v []byte) error {
 			return err
 		}
 		asked := time.Unix(0, r.Asked)
-		gr.entries[name] = cachedEntry{Entry: r.entry(), asked: asked, expires: asked.Add(d.ttl)}
+		gr.entries[name] = cachedEntry{Entry: r.entry(), asked: asked, expires: d.expiry(asked)}
 	case 'l':
 		var r listingRec
 		if err := json.Unmarshal(js, &r); err != nil {
 			return err
 		}
-		gr.listing = r.listing(d.ttl)
+		gr.listing = r.listing()
+		gr.listing.expires = d.expiry(gr.listing.fetched)
 	case 'p':
 		var r placeholderRec
 		if err := json.Unmarshal(js, &r); err != nil {
 			return err
 		}
 		asked := time.Unix(0, r.Asked)
-		gr.placeholders[name] = placeholder{a: r.Attrs, exists: r.Exists, asked: asked, expires: asked.Add(d.ttl)}
+		gr.placeholders[name] = placeholder{a: r.Attrs, exists: r.Exists, asked: asked, expires: d.expiry(asked)}
 	default:
 		return fmt.Errorf("unknown kind %q", rest[0])
 	}
 	return nil
 }
 
-func (r listingRec) listing(ttl time.Duration) *Listing {
+// expiry is when a record asked at asked stops being trusted: past the
+// TTL, or at once after a crash (unclean).
+func (d *disk) expiry(asked time.Time) time.Time {
+	if d.unclean {
+		return time.Time{}
+	}
+	return asked.Add(d.ttl)
+}
+
+func (r listingRec) listing() *Listing {
 	l := &Listing{children: make(map[string]Entry, len(r.Children)), fetched: time.Unix(0, r.Fetched)}
-	l.expires = l.fetched.Add(ttl)
 	for k, c := range r.Children {
 		l.children[k] = c.entry()
 		l.names = append(l.names, k)

@@ -289,3 +289,31 @@ func TestRefreshFailureKeepsTheKnownAnswer(t *testing.T) {
 		t.Errorf("after a failed refresh: %+v, want the known answer", c)
 	}
 }
+
+// After a mount that did not close names.db (a crash), what it holds is
+// answered but asked again at once, even within the TTL: its last
+// changes may never have been written.
+func TestNamesAfterACrashAreRefreshed(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnvWith(t, diskOptions(t, dir, nil))
+	e.put("d/f", "one")
+	e.list("d/")
+	e.m.Close()
+	db, err := bolt.Open(filepath.Join(dir, DBName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(metaKey).Delete(cleanKey) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	e.put("d/g", "made while the mount was down")
+	e.reopen(diskOptions(t, dir, nil))
+	if l, _ := e.list("d/"); !slices.Equal(l.Names(), []string{"f"}) {
+		t.Errorf("d/ after a crash lists %v; want the known [f] at once", l.Names())
+	}
+	e.settle()
+	if l, n := e.list("d/"); !slices.Equal(l.Names(), []string{"f", "g"}) || n != 0 {
+		t.Errorf("d/ after the refresh lists %v (%d requests); want [f g] from memory", l.Names(), n)
+	}
+}

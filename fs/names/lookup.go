@@ -51,10 +51,10 @@ func (m *Cache) Resolve(ctx context.Context, name string, warn WarnFunc) (Entry,
 	m.ensure(parentPrefix(name))
 	now := m.now()
 	m.mu.Lock()
-	c, at, fromListing, known := m.knownLocked(name)
+	c, exp, fromListing, known := m.knownLocked(name)
 	m.mu.Unlock()
-	if known && (now.Before(at.Add(m.ttl)) || m.revalidate()) {
-		if !now.Before(at.Add(m.ttl)) {
+	if known && (now.Before(exp) || m.revalidate()) {
+		if !now.Before(exp) {
 			if fromListing {
 				m.refreshListing(parentPrefix(name), warn)
 			} else {
@@ -68,11 +68,12 @@ func (m *Cache) Resolve(ctx context.Context, name string, warn WarnFunc) (Entry,
 	return m.resolveRemote(ctx, name, warn)
 }
 
-// knownLocked returns what is known of name and when the bucket said
-// it: the newer of its entry and its directory's listing (a listing
+// knownLocked returns what is known of name and until when it is
+// trusted: the newer of its entry and its directory's listing (a listing
 // fetched after a lookup shows a newer version, and wins), corrected by
 // this cache's own changes confirmed since.
-func (m *Cache) knownLocked(name string) (c Entry, at time.Time, fromListing, ok bool) {
+func (m *Cache) knownLocked(name string) (c Entry, expires time.Time, fromListing, ok bool) {
+	var at time.Time
 	e, eok := m.known.entry(name)
 	l, lok := m.known.listing(parentPrefix(name))
 	var child Entry
@@ -84,16 +85,16 @@ func (m *Cache) knownLocked(name string) (c Entry, at time.Time, fromListing, ok
 		l.fetched.Equal(e.asked) && child.Attrs.Generation > e.Attrs.Generation)
 	switch {
 	case eok && !listingNewer:
-		c, at = e.Entry, e.asked
+		c, at, expires = e.Entry, e.asked, e.expires
 	case lok:
-		c, at, fromListing = child, l.fetched, true
+		c, at, expires, fromListing = child, l.fetched, l.expires, true
 	default:
 		return Entry{}, time.Time{}, false, false
 	}
 	if rc, ok := m.recentSinceLocked(name, at); ok && c.Kind != Dir {
 		c = rc // confirmed since the bucket was asked
 	}
-	return c, at, fromListing, true
+	return c, expires, fromListing, true
 }
 
 // resolveRemote asks the bucket what name is, and remembers it.
