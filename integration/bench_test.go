@@ -100,6 +100,9 @@ func TestBench(t *testing.T) {
 	if cfg.runs("xml-drain") {
 		notes = append(notes, benchXMLDrainSection(t, cfg, tbl)...)
 	}
+	if cfg.runs("names") {
+		notes = append(notes, benchNames(t, cfg, tbl)...)
+	}
 
 	report := tbl.String()
 	seen := map[string]bool{}
@@ -304,7 +307,7 @@ type benchConfig struct {
 
 // benchSections are the names BENCH_ONLY takes; "write" stands for the
 // three write sections.
-var benchSections = []string{"read", "write", "cached-write", "small-files", "drain", "xml-drain"}
+var benchSections = []string{"read", "write", "cached-write", "small-files", "drain", "xml-drain", "names"}
 
 // runs says whether section (one of benchSections) is to run.
 func (c benchConfig) runs(section string) bool {
