@@ -1,10 +1,19 @@
 // Package names is the file tree's memory of names and attributes: what
 // the bucket said a name is (a file, a directory, nothing), whole
 // directory levels, and directories' placeholder objects ("dir/", which
-// keep their mode, owner and time), each trusted for a TTL, with the
-// changes not yet in the bucket (the cache's local overlay) shown over
-// them. A fresh listing answers lookups of its children too, so 'ls -l'
-// costs one listing, not one stat per file. TTL 0 disables caching.
+// keep their mode, owner and time), each with when the bucket said it,
+// with the changes not yet in the bucket (the cache's local overlay)
+// shown over them. A listing answers lookups of its children too, so
+// 'ls -l' costs one listing, not one stat per file. TTL 0 disables
+// caching.
+//
+// Within the TTL an answer is trusted. Past it, a known one is given at
+// once and asked again in the background (stale-while-revalidate,
+// refresh.go), unless Options.Strict; a refresh that finds a change
+// notes the name for package fs (OnChange), which has the kernel drop
+// its entry. Answers disagreeing for one name are settled by age: the
+// most recent answer of the bucket wins (a listing fetched after a
+// lookup shows a newer version).
 //
 // It knows the bucket only through Bucket (List and Stat) and the cache
 // only through Overlay. Package fs tells it of the changes it makes
@@ -22,14 +31,19 @@
 //   - a placeholder's newer news wins: an answer asked for before a
 //     confirmed change of the placeholder never replaces it.
 //
-// What was learned is kept in a store (store.go) behind a few methods
-// (get, put and drop of an entry, a listing, a placeholder, each with
-// when the bucket was asked), so that it can be kept on disk later; the
-// bookkeeping of answers in flight (change counts, recent confirmations)
-// stays in Cache and means nothing after a restart.
+// What was learned is kept in a store (store.go) by directory, a bounded
+// working set in memory over CACHE_DIR/names.db (disk.go), which keeps it
+// across mounts: a directory is loaded on first use, changes are written
+// in batches by one goroutine. The bookkeeping of answers in flight
+// (change counts, recent confirmations) stays in Cache and means nothing
+// after a restart.
 //
-// Lock: Cache.mu guards the store and that bookkeeping. It is a leaf:
-// never held across a request to the bucket or a call of the Overlay.
+// Locks: Cache.mu guards the store, that bookkeeping and the refresher's
+// state. It is a leaf but for disk.qmu: never held across a request to
+// the bucket, a read of names.db or a call of the Overlay. disk.rw (held
+// shared by a load of a directory from names.db, exclusively by the
+// writer's commit) is taken before Cache.mu; disk.qmu (the queue of
+// changes not yet written) is a leaf, taken under Cache.mu or alone.
 package names
 
 import (
