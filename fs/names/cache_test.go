@@ -2,6 +2,7 @@ package names
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -545,5 +546,26 @@ func TestForgetting(t *testing.T) {
 	e.m.DirMoved("d/", "e/")
 	if _, n := e.list(""); n == 0 {
 		t.Error("after DirMoved, the root was listed from memory")
+	}
+}
+
+// Past the TTL, a storm of lookups answered from one directory's listing
+// refreshes that listing once, not once per name.
+func TestOneRefreshPerListing(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	for i := range 50 {
+		e.put(fmt.Sprintf("d/f%02d", i), "x")
+	}
+	e.list("d/")
+	e.clock.advance(2 * time.Minute)
+	before := e.emu.Requests()
+	for i := range 50 {
+		if c, _ := e.resolve(fmt.Sprintf("d/f%02d", i)); c.Kind != File {
+			t.Fatalf("d/f%02d: %v", i, c.Kind)
+		}
+	}
+	e.settle()
+	if n := e.emu.Requests() - before; n != 1 {
+		t.Errorf("50 lookups past the TTL made %d requests; want 1 (the listing's refresh)", n)
 	}
 }

@@ -67,6 +67,7 @@ type disk struct {
 	unclean bool
 
 	failed   atomic.Bool // the file could not be read or written: memory only from then on
+	closed   atomic.Bool // close began: loads find nothing (not damage)
 	failOnce sync.Once
 	kick     chan struct{}
 	stop     chan struct{}
@@ -269,6 +270,9 @@ func (d *disk) close() {
 	}
 	close(d.stop)
 	<-d.done
+	d.rw.Lock() // no load is reading the file
+	d.closed.Store(true)
+	d.rw.Unlock()
 	if !d.failed.Load() {
 		_ = protect(func() error {
 			return d.db.Update(func(tx *bolt.Tx) error {
@@ -359,7 +363,7 @@ func (d *disk) evict() error {
 // there; nil if the file holds nothing of it. Called with rw held shared.
 func (d *disk) load(g string) (*group, error) {
 	gr := &group{prefix: g, entries: map[string]cachedEntry{}, placeholders: map[string]placeholder{}}
-	if d.failed.Load() {
+	if d.failed.Load() || d.closed.Load() {
 		return gr, nil
 	}
 	err := protect(func() error {
