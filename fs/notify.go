@@ -2,6 +2,10 @@ package fs
 
 import (
 	"strings"
+	"time"
+
+	"github.com/bucketfs/bucketfs/fs/names"
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // nameChanged is told by the name cache (names.Cache.OnChange, from its
@@ -32,4 +36,21 @@ func (f *FS) nameChanged(name string) {
 		child.NotifyContent(-1, 0) // a directory's attributes (its placeholder)
 	}
 	dir.NotifyEntry(seg)
+}
+
+// staleTimeout bounds how long the kernel keeps an answer given past the
+// metadata TTL (names.Entry.Stale): its refresh is under way, and tells
+// the kernel of a change (nameChanged), but that note may reach the
+// kernel before the answer it corrects does.
+const staleTimeout = time.Second
+
+// limitStale shortens the kernel's timeouts of out, the answer c, if c
+// is stale.
+func (f *FS) limitStale(out *fuse.EntryOut, c names.Entry) {
+	if !c.Stale {
+		return
+	}
+	d := min(staleTimeout, f.opts.MetadataTTL)
+	out.SetEntryTimeout(d)
+	out.SetAttrTimeout(d)
 }

@@ -55,6 +55,7 @@ func (m *Cache) Resolve(ctx context.Context, name string, warn WarnFunc) (Entry,
 	m.mu.Unlock()
 	if known && (now.Before(exp) || m.revalidate()) {
 		if !now.Before(exp) {
+			c.Stale = true
 			if fromListing {
 				m.refreshListing(parentPrefix(name), warn)
 			} else {

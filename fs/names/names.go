@@ -72,6 +72,9 @@ const (
 type Entry struct {
 	Kind  Kind
 	Attrs transfer.ObjectAttrs // for files
+	// Stale: answered past the TTL and being asked again in the
+	// background (set by Resolve only): worth keeping only briefly.
+	Stale bool
 }
 
 // Listing is one directory level, as listed from the bucket, with local
