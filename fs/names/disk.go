@@ -62,8 +62,9 @@ type disk struct {
 	inflight []op // guarded by qmu: being committed
 
 	// unclean: the last mount did not close the file (a crash): what it
-	// queued last may be missing, so every record is taken as past the
-	// TTL (answered, and asked again, as stale-while-revalidate does).
+	// queued last may be missing (a drop after a rename the bucket made,
+	// say), so every record is unverified (see unverified in lookup.go):
+	// asked again before it is used.
 	unclean bool
 
 	failed   atomic.Bool // the file could not be read or written: memory only from then on
@@ -511,7 +512,8 @@ func (d *disk) decodeInto(gr *group, rest, v []byte) error {
 }
 
 // expiry is when a record asked at asked stops being trusted: past the
-// TTL, or at once after a crash (unclean).
+// TTL; after a crash (unclean), never trusted without asking (zero, see
+// unverified).
 func (d *disk) expiry(asked time.Time) time.Time {
 	if d.unclean {
 		return time.Time{}

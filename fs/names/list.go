@@ -143,13 +143,17 @@ func (m *Cache) listRemoteOnce(ctx context.Context, prefix string, warn WarnFunc
 	m.mu.Lock()
 	l, ok := m.known.listing(prefix)
 	m.mu.Unlock()
-	if ok && !fetch && (now.Before(l.expires) || m.revalidate()) {
+	if ok && !fetch && (now.Before(l.expires) || m.revalidate() && !unverified(l.expires)) {
 		if !now.Before(l.expires) {
 			m.refreshListing(prefix, warn)
 		}
 		return l, nil
 	}
-	return m.fetchListing(ctx, prefix, warn, before, now)
+	fl, err := m.fetchListing(ctx, prefix, warn, before, now)
+	if err != nil && ok && !fetch && unverified(l.expires) {
+		return l, nil // the bucket does not answer: what is known stands
+	}
+	return fl, err
 }
 
 // fetchListing asks the bucket for the level under prefix, asked at

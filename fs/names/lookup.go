@@ -53,7 +53,7 @@ func (m *Cache) Resolve(ctx context.Context, name string, warn WarnFunc) (Entry,
 	m.mu.Lock()
 	c, exp, fromListing, known := m.knownLocked(name)
 	m.mu.Unlock()
-	if known && (now.Before(exp) || m.revalidate()) {
+	if known && (now.Before(exp) || m.revalidate() && !unverified(exp)) {
 		if !now.Before(exp) {
 			c.Stale = true
 			if fromListing {
@@ -66,8 +66,18 @@ func (m *Cache) Resolve(ctx context.Context, name string, warn WarnFunc) (Entry,
 	}
 	ctx, cancel := askContext(ctx)
 	defer cancel()
-	return m.resolveRemote(ctx, name, warn)
+	r, err := m.resolveRemote(ctx, name, warn)
+	if err != nil && known && unverified(exp) {
+		return c, nil // the bucket does not answer: what is known stands
+	}
+	return r, err
 }
+
+// unverified says whether a record trusted until expires was loaded from
+// names.db after a crash (disk.expiry): the last changes of the mount
+// that wrote it may be missing from it, so it is asked again before it
+// is used, and used only if the bucket does not answer.
+func unverified(expires time.Time) bool { return expires.IsZero() }
 
 // knownLocked returns what is known of name and until when it is
 // trusted: the newer of its entry and its directory's listing (a listing
@@ -195,7 +205,7 @@ func (m *Cache) DirAttrs(ctx context.Context, prefix string) (transfer.ObjectAtt
 	m.mu.Lock()
 	p, ok := m.known.placeholder(prefix)
 	m.mu.Unlock()
-	if ok && (now.Before(p.expires) || m.revalidate()) {
+	if ok && (now.Before(p.expires) || m.revalidate() && !unverified(p.expires)) {
 		if !now.Before(p.expires) {
 			m.refreshPlaceholder(prefix)
 		}
@@ -203,7 +213,11 @@ func (m *Cache) DirAttrs(ctx context.Context, prefix string) (transfer.ObjectAtt
 	}
 	ctx, cancel := askContext(ctx)
 	defer cancel()
-	return m.dirAttrsRemote(ctx, prefix)
+	a, exists, err := m.dirAttrsRemote(ctx, prefix)
+	if err != nil && ok && unverified(p.expires) {
+		return p.a, p.exists, nil // the bucket does not answer: what is known stands
+	}
+	return a, exists, err
 }
 
 // dirAttrsRemote asks the bucket for the placeholder of prefix, and
