@@ -57,8 +57,9 @@ type placeholder struct {
 	expires time.Time
 }
 
-// defaultMemNames bounds the names held in memory: about 40 MiB of
-// attributes. More stay in names.db, loaded by directory when used.
+// defaultMemNames bounds the names held in memory (about 16 MiB of
+// attributes for 100,000 files, measured in docs/bench.md). More stay in
+// names.db, loaded by directory when used.
 const defaultMemNames = 100_000
 
 func newStore() store {
