@@ -66,6 +66,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if err != nil {
 		return nil, d.fsys.errno(ctx, "lookup", full, err)
 	}
+	defer d.fsys.limitStale(out, c)
 	return d.child(ctx, name, c, out)
 }
 

@@ -15,8 +15,12 @@
 //
 // Names and attributes come from the name cache (package fs/names), which
 // trusts what it learned for the metadata TTL (positive and negative
-// lookups, whole listings); the kernel's entry and attribute timeouts are
-// set to the same TTL. File data comes from the cache package. Mode,
+// lookups, whole listings), keeps it across mounts, and past the TTL
+// answers at once and asks again in the background; the kernel's entry
+// and attribute timeouts are set to the same TTL (a second for an answer
+// past it). When a refresh finds a change, the name cache says so and
+// the kernel is told to drop the name (notify.go). File data comes from
+// the cache package. Mode,
 // owner, modification time and a link's target live in the object's
 // custom metadata (attrs.go), and so do a special file's type and device
 // number (special.go: a special file is a fileNode whose inode has that

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,10 +23,18 @@ type Options struct {
 	FileMode    uint32        // permission bits of files, e.g. 0o644
 	DirMode     uint32        // permission bits of directories, e.g. 0o755
 	MetadataTTL time.Duration // how long names and attributes are trusted, here and in the kernel
-	ReadOnly    bool
-	NoExec      bool // forbid running programs from the mount
-	FsyncRemote bool // fsync waits until the file is in the bucket
-	AllowOther  bool
+	// MetadataStrict: past the TTL, wait for the bucket instead of
+	// answering from what is known and refreshing in the background.
+	MetadataStrict bool
+	// NamesDir, if set, keeps what is known of names in NamesDir/names.db
+	// across mounts (the cache directory), at most MetadataMaxNames
+	// names (0: names.DefaultMaxNames).
+	NamesDir         string
+	MetadataMaxNames int
+	ReadOnly         bool
+	NoExec           bool // forbid running programs from the mount
+	FsyncRemote      bool // fsync waits until the file is in the bucket
+	AllowOther       bool
 	// Passthrough lets the kernel read fully cached files directly from the
 	// cache file (FUSE passthrough; Linux >= 6.9 and CAP_SYS_ADMIN).
 	Passthrough bool
@@ -59,6 +68,7 @@ type FS struct {
 	bucket   transfer.Bucket
 	cache    *cache.Cache
 	names    *names.Cache
+	root     atomic.Pointer[dirNode] // the root, once Root made it (notify.go)
 	log      *slog.Logger
 	prefetch *prefetcher
 	start    time.Time
@@ -79,7 +89,8 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 	}
 	f := &FS{
 		opts: o, bucket: bucket, cache: c, log: o.Logger, start: time.Now(),
-		names:   names.New(bucket, c, o.MetadataTTL),
+		names: names.Open(bucket, c, names.Options{TTL: o.MetadataTTL, Strict: o.MetadataStrict,
+			Dir: o.NamesDir, Bucket: bucket.Name(), MaxNames: o.MetadataMaxNames, Logger: o.Logger}),
 		inos:    map[string]uint64{},
 		nodes:   map[string]map[*fileNode]struct{}{},
 		nextIno: 2, // 1 is the root
@@ -87,11 +98,26 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 	}
 	c.OnConfirmed(f.names.Confirmed)
 	f.prefetch = newPrefetcher(f, c, o.Prefetch)
+	f.names.OnChange(f.nameChanged)
 	return f
 }
 
 // Root returns the root directory node, for gofs.Mount (or use Mount).
-func (f *FS) Root() gofs.InodeEmbedder { return &dirNode{fsys: f, pfx: ""} }
+func (f *FS) Root() gofs.InodeEmbedder {
+	d := &dirNode{fsys: f, pfx: ""}
+	f.root.Store(d)
+	return d
+}
+
+// Close stops the file system's background work and writes what the name
+// cache knows to disk: after the file system is unmounted and after the
+// cache is closed (so that its last uploads' confirmations reach
+// names.db). It stops the prefetches too, if StopPrefetch did not.
+// Calling it again does nothing.
+func (f *FS) Close() {
+	f.prefetch.stop()
+	f.names.Close()
+}
 
 // MountOptions returns the go-fuse options matching f's options.
 func (f *FS) MountOptions() *gofs.Options {

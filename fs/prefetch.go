@@ -103,10 +103,9 @@ func (p *prefetcher) stop() {
 	p.wg.Wait()
 }
 
-// Close stops the file system's background work (the prefetches): call
-// it once the mount is gone, before closing the cache. Calling it again
-// does nothing.
-func (f *FS) Close() {
+// StopPrefetch stops the prefetches: call it once the mount is gone,
+// before closing the cache. Calling it again does nothing.
+func (f *FS) StopPrefetch() {
 	f.prefetch.stop()
 }
 

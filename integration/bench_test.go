@@ -109,6 +109,9 @@ func TestBench(t *testing.T) {
 	if cfg.runs("small-read") {
 		notes = append(notes, benchSmallReads(t, cfg, tbl)...)
 	}
+	if cfg.runs("names") {
+		notes = append(notes, benchNames(t, cfg, tbl)...)
+	}
 
 	report := tbl.String()
 	seen := map[string]bool{}
@@ -313,7 +316,7 @@ type benchConfig struct {
 
 // benchSections are the names BENCH_ONLY takes; "write" stands for the
 // three write sections.
-var benchSections = []string{"read", "write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read"}
+var benchSections = []string{"read", "write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names"}
 
 // runs says whether section (one of benchSections) is to run.
 func (c benchConfig) runs(section string) bool {

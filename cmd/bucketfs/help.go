@@ -14,7 +14,8 @@ var flagGroups = []struct {
 	flags []string
 }{
 	{"Bucket and credentials", []string{"endpoint", "anonymous", "max-requests", "check-timeout", "offline-after"}},
-	{"Cache", []string{"cache-dir", "cache-max-size", "cache-min-free", "cache-full-wait", "metadata-ttl"}},
+	{"Cache", []string{"cache-dir", "cache-max-size", "cache-min-free", "cache-full-wait", "metadata-ttl",
+		"metadata-strict", "metadata-max-names"}},
 	{"Prefetch (reads)", []string{"prefetch-chunk-size", "prefetch-parallelism", "prefetch", "prefetch-files", "prefetch-max-size", "prefetch-window"}},
 	{"Write-back", []string{"write-back-delay", "upload-parallelism", "parallel-upload-threshold",
 		"part-size", "part-parallelism", "multipart-endpoint", "fsync", "flush-timeout"}},

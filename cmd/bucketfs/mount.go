@@ -22,6 +22,7 @@ import (
 
 	"github.com/bucketfs/bucketfs/cache"
 	bfs "github.com/bucketfs/bucketfs/fs"
+	"github.com/bucketfs/bucketfs/fs/names"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -36,6 +37,8 @@ type mountConfig struct {
 	endpoint     string
 	anonymous    bool
 	metadataTTL  time.Duration
+	metaStrict   bool
+	metaMaxNames int
 	chunkSize    Size
 	parallelism  int
 	maxRequests  int
@@ -84,6 +87,8 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.StringVar(&c.endpoint, "endpoint", "", "GCS JSON API `URL`, e.g. http://127.0.0.1:4443 for an emulator (default: Google's)")
 	fl.BoolVar(&c.anonymous, "anonymous", false, "send no credentials (public buckets, emulators)")
 	fl.DurationVar(&c.metadataTTL, "metadata-ttl", time.Minute, "how long names and attributes are trusted before the bucket is asked again; changes made by others show up after this")
+	fl.BoolVar(&c.metaStrict, "metadata-strict", false, "past --metadata-ttl, wait for the bucket; by default a known name or listing is answered at once and refreshed in the background")
+	fl.IntVar(&c.metaMaxNames, "metadata-max-names", names.DefaultMaxNames, "most names and attributes kept in CACHE_DIR/names.db across mounts; the least recently used directories go first")
 	fl.Var(&c.chunkSize, "prefetch-chunk-size", "bytes per range request when an object is fetched")
 	fl.IntVar(&c.parallelism, "prefetch-parallelism", 16, "range requests in flight per object being fetched")
 	fl.IntVar(&c.maxRequests, "max-requests", 64, "requests in flight to the bucket, over all objects")
@@ -185,6 +190,8 @@ func (c *mountConfig) validate() error {
 		return bad("--max-requests must be between 1 and 4096, got %d", c.maxRequests)
 	case c.metadataTTL < 0:
 		return bad("--metadata-ttl must not be negative")
+	case c.metaMaxNames < 1:
+		return bad("--metadata-max-names must be at least 1")
 	case c.uid < 0 || c.gid < 0:
 		return bad("--uid and --gid must not be negative")
 	case c.fileMode > 0o777 || c.dirMode > 0o777:
@@ -306,7 +313,7 @@ func runMount(args []string) error {
 	notifyReady(log, fmt.Sprintf("gs://%s mounted on %s", c.bucket, mnt))
 
 	serveUntilUnmounted(server, mnt, sigs, log)
-	fsys.Close() // the prefetches, before the cache closes
+	fsys.StopPrefetch() // before the cache closes
 
 	// The kernel sends no more requests: everything changed is in the
 	// cache. Files it did not release (an unmount can drop the release of
@@ -319,7 +326,11 @@ func runMount(args []string) error {
 	left := flush(ch, c.flushTimeout, sigs, log)
 	ops.stop()
 	cacheClosed = true
-	if err := ch.Close(); err != nil {
+	err = ch.Close()
+	// After the cache: the changes its last uploads confirmed reach
+	// names.db too.
+	fsys.Close()
+	if err != nil {
 		return fmt.Errorf("closing cache: %w", err)
 	}
 	if len(left) > 0 {
@@ -393,6 +404,9 @@ func newFS(c *mountConfig, bucket transfer.Bucket, ch *cache.Cache, ops *operati
 		UID: uint32(c.uid), GID: uint32(c.gid),
 		FileMode: uint32(c.fileMode), DirMode: uint32(c.dirMode),
 		MetadataTTL:       c.metadataTTL,
+		MetadataStrict:    c.metaStrict,
+		MetadataMaxNames:  c.metaMaxNames,
+		NamesDir:          c.cacheDir,
 		ReadOnly:          c.readOnly,
 		NoExec:            c.noexec,
 		FsyncRemote:       c.fsyncMode == "remote",

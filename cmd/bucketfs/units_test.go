@@ -54,6 +54,7 @@ func TestParseMountArgs(t *testing.T) {
 		{[]string{"b-1", "/mnt", "--max-requests", "0"}, "--max-requests must be between"},
 		{[]string{"b-1", "/mnt", "--metadata-ttl", "-1s"}, "--metadata-ttl must not be negative"},
 		{[]string{"b-1", "/mnt", "--metadata-ttl", "soon"}, "invalid value"},
+		{[]string{"b-1", "/mnt", "--metadata-max-names", "0"}, "--metadata-max-names must be at least 1"},
 		{[]string{"b-1", "/mnt", "--cache-max-size", "0"}, "--cache-max-size must be more than 0"},
 		{[]string{"b-1", "/mnt", "--file-mode", "1777"}, "permission bits up to 0777"},
 		{[]string{"b-1", "/mnt", "--log-level", "loud"}, "--log-level must be"},

@@ -2,6 +2,7 @@ package names
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -92,6 +93,12 @@ type env struct {
 
 func newEnv(t *testing.T, ttl time.Duration) *env {
 	t.Helper()
+	return newEnvWith(t, Options{TTL: ttl})
+}
+
+// newEnvWith is newEnv with the Cache's options o.
+func newEnvWith(t *testing.T, o Options) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	emu, err := emulator.Start(emulator.Options{Buckets: []string{bucketName}})
@@ -105,9 +112,28 @@ func newEnv(t *testing.T, ttl time.Duration) *env {
 	}
 	t.Cleanup(func() { b.Close() })
 	e := &env{t: t, ctx: ctx, emu: emu, b: b, clock: &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, local: newOverlay()}
-	e.m = New(b, e.local, ttl)
+	e.m = Open(b, e.local, o)
 	e.m.now = e.clock.now
+	t.Cleanup(e.m.Close)
 	return e
+}
+
+// settle waits until no refresh is in flight.
+func (e *env) settle() {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		e.m.mu.Lock()
+		n := len(e.m.bg.inflight)
+		e.m.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%d refreshes still in flight after 20s", n)
+		}
+		time.Sleep(time.Millisecond) // polling a condition, with a deadline
+	}
 }
 
 // put stores data as name in the bucket and returns its attributes.
@@ -183,8 +209,43 @@ func TestLookupsAreRememberedForTheTTL(t *testing.T) {
 		t.Errorf("lookup within the TTL: generation %d after %d requests; want %d from memory", c.Attrs.Generation, n, v1.Generation)
 	}
 	e.clock.advance(2 * time.Second)
-	if c, n := e.resolve("d/f"); c.Attrs.Generation != v2.Generation || n == 0 {
-		t.Errorf("lookup after the TTL: generation %d after %d requests; want %d, asked", c.Attrs.Generation, n, v2.Generation)
+	// Past the TTL: the known answer at once, asked again in the
+	// background; the next lookup has the new one.
+	if c, _ := e.resolve("d/f"); c.Attrs.Generation != v1.Generation {
+		t.Errorf("lookup after the TTL: generation %d; want %d at once", c.Attrs.Generation, v1.Generation)
+	}
+	e.settle()
+	if c, n := e.resolve("d/f"); c.Attrs.Generation != v2.Generation || n != 0 {
+		t.Errorf("lookup after the refresh: generation %d after %d requests; want %d from memory", c.Attrs.Generation, n, v2.Generation)
+	}
+}
+
+// With Strict, an answer past the TTL waits for the bucket (the old
+// contract), for lookups, listings and placeholders.
+func TestStrictWaitsForTheBucketPastTheTTL(t *testing.T) {
+	e := newEnvWith(t, Options{TTL: time.Minute, Strict: true})
+	v1 := e.put("d/f", "one")
+	e.put("p/", "")
+	e.resolve("d/f")
+	e.list("d/")
+	e.dirAttrs("p/")
+	v2 := e.put("d/f", "two")
+	e.put("d/g", "new")
+	if err := e.emu.Delete(bucketName, "p/"); err != nil {
+		t.Fatal(err)
+	}
+	if c, n := e.resolve("d/f"); c.Attrs.Generation != v1.Generation || n != 0 {
+		t.Errorf("within the TTL: generation %d after %d requests; want %d from memory", c.Attrs.Generation, n, v1.Generation)
+	}
+	e.clock.advance(time.Minute)
+	if l, n := e.list("d/"); !slices.Contains(l.Names(), "g") || n == 0 {
+		t.Errorf("after the TTL d/ lists %v after %d requests; want g, asked", l.Names(), n)
+	}
+	if c, _ := e.resolve("d/f"); c.Attrs.Generation != v2.Generation {
+		t.Errorf("after the TTL: generation %d; want %d", c.Attrs.Generation, v2.Generation)
+	}
+	if _, ok, n := e.dirAttrs("p/"); ok || n == 0 {
+		t.Errorf("p/ after the TTL: exists %v after %d requests; want it gone, asked", ok, n)
 	}
 }
 
@@ -199,8 +260,12 @@ func TestNegativeLookups(t *testing.T) {
 		t.Errorf("second lookup within the TTL: %v after %d requests; want None from memory", c.Kind, n)
 	}
 	e.clock.advance(time.Minute)
+	if c, _ := e.resolve("nope"); c.Kind != None {
+		t.Errorf("lookup after the TTL: %v, want None at once (refreshed in the background)", c.Kind)
+	}
+	e.settle()
 	if c, _ := e.resolve("nope"); c.Kind != File {
-		t.Errorf("lookup after the TTL: %v, want the file made meanwhile", c.Kind)
+		t.Errorf("lookup after the refresh: %v, want the file made meanwhile", c.Kind)
 	}
 	// A directory only through objects under it is a directory.
 	e.put("implicit/x", "")
@@ -280,8 +345,13 @@ func TestListingShowsOneLevel(t *testing.T) {
 		t.Errorf("within the TTL d/ lists %v after %d requests; want the cached listing", l.Names(), n)
 	}
 	e.clock.advance(time.Minute)
+	// (Its refresh may have asked the bucket already: not counted.)
+	if l, _ := e.list("d/"); slices.Contains(l.Names(), "b") {
+		t.Errorf("after the TTL d/ lists %v; want the known listing at once", l.Names())
+	}
+	e.settle()
 	if l, _ := e.list("d/"); !slices.Contains(l.Names(), "b") {
-		t.Errorf("after the TTL d/ lists %v, want b too", l.Names())
+		t.Errorf("after the refresh d/ lists %v, want b too", l.Names())
 	}
 }
 
@@ -343,8 +413,12 @@ func TestDirAttrs(t *testing.T) {
 		t.Errorf("p/ within the TTL: exists %v after %d requests; want the remembered placeholder", ok, n)
 	}
 	e.clock.advance(time.Minute)
-	if _, ok, n := e.dirAttrs("p/"); ok || n == 0 {
-		t.Errorf("p/ after the TTL: exists %v after %d requests; want it gone, asked", ok, n)
+	if _, ok, _ := e.dirAttrs("p/"); !ok {
+		t.Error("p/ after the TTL: gone; want the known placeholder at once")
+	}
+	e.settle()
+	if _, ok, n := e.dirAttrs("p/"); ok || n != 0 {
+		t.Errorf("p/ after the refresh: exists %v after %d requests; want it gone", ok, n)
 	}
 	e.local.mu.Lock()
 	e.local.present["p/"] = transfer.ObjectAttrs{Name: "p/", Metadata: map[string]string{modeKey: "750"}}
@@ -472,5 +546,26 @@ func TestForgetting(t *testing.T) {
 	e.m.DirMoved("d/", "e/")
 	if _, n := e.list(""); n == 0 {
 		t.Error("after DirMoved, the root was listed from memory")
+	}
+}
+
+// Past the TTL, a storm of lookups answered from one directory's listing
+// refreshes that listing once, not once per name.
+func TestOneRefreshPerListing(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	for i := range 50 {
+		e.put(fmt.Sprintf("d/f%02d", i), "x")
+	}
+	e.list("d/")
+	e.clock.advance(2 * time.Minute)
+	before := e.emu.Requests()
+	for i := range 50 {
+		if c, _ := e.resolve(fmt.Sprintf("d/f%02d", i)); c.Kind != File {
+			t.Fatalf("d/f%02d: %v", i, c.Kind)
+		}
+	}
+	e.settle()
+	if n := e.emu.Requests() - before; n != 1 {
+		t.Errorf("50 lookups past the TTL made %d requests; want 1 (the listing's refresh)", n)
 	}
 }

@@ -69,6 +69,7 @@ func (m *Cache) Confirmed(name string, a transfer.ObjectAttrs, deleted bool) {
 	isDir := full != name // a directory's placeholder
 	parent := parentPrefix(full)
 	seg := full[len(parent):]
+	m.ensure(ancestors(parent)...)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.changes[parent]++ // even uncached: a listing running now may predate the change
@@ -84,6 +85,9 @@ func (m *Cache) Confirmed(name string, a transfer.ObjectAttrs, deleted bool) {
 	}
 	l, ok := m.known.listing(parent)
 	if !ok {
+		if !m.known.resident(parent) {
+			m.known.dropListing(parent) // names.db's may predate the change
+		}
 		return
 	}
 	cur := l.children[seg]
@@ -131,6 +135,16 @@ func (m *Cache) Confirmed(name string, a transfer.ObjectAttrs, deleted bool) {
 	m.known.putListing(parent, nl)
 }
 
+// ancestors returns dir and the directories above it, up to the root.
+func ancestors(dir string) []string {
+	out := []string{dir}
+	for dir != "" {
+		dir = parentPrefix(strings.TrimSuffix(dir, "/"))
+		out = append(out, dir)
+	}
+	return out
+}
+
 // ancestorsExistLocked records that directory prefix dir and those above
 // it exist in the bucket now (an object under them was confirmed): a
 // listing of a level above asked for before may lack them, if they exist
@@ -142,6 +156,9 @@ func (m *Cache) ancestorsExistLocked(dir string) {
 		// Not counted in m.changes: listings of every level above would
 		// be fetched again for each upload below; recent corrects them.
 		m.noteRecentLocked(up, seg, Entry{Kind: Dir}, false)
+		if !m.known.resident(up) {
+			m.known.dropListing(up) // names.db's may predate the change
+		}
 		if l, ok := m.known.listing(up); ok && l.children[seg].Kind != Dir {
 			nl := &Listing{children: make(map[string]Entry, len(l.children)+1), fetched: l.fetched, expires: l.expires, hidden: l.hidden}
 			for k, v := range l.children {

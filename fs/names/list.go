@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -91,11 +92,12 @@ func (m *Cache) withLocal(prefix string, l *Listing) *Listing {
 // the change (and updates the cached listing) before the change leaves
 // the overlay, so a count that moved meanwhile means "do it again".
 func (m *Cache) List(ctx context.Context, prefix string, warn WarnFunc) (*Listing, error) {
+	m.ensure(prefix)
 	ctx, cancel := askContext(ctx)
 	defer cancel()
 	for try := 0; ; try++ {
 		before := m.changeCount(prefix)
-		l, err := m.listRemote(ctx, prefix, warn)
+		l, err := m.listRemote(ctx, prefix, warn, false)
 		if err != nil {
 			return nil, err
 		}
@@ -115,33 +117,48 @@ func (m *Cache) changeCount(prefix string) uint64 {
 // listRemote is List without the local changes. A listing during which a
 // change of this cache was confirmed under prefix may miss it, and the
 // change has left the local overlay: such a listing is made again (a few
-// times at most).
-func (m *Cache) listRemote(ctx context.Context, prefix string, warn WarnFunc) (*Listing, error) {
+// times at most). With fetch, the bucket is asked even if a listing is
+// known (a refresh).
+func (m *Cache) listRemote(ctx context.Context, prefix string, warn WarnFunc, fetch bool) (*Listing, error) {
 	for try := 0; ; try++ {
 		m.mu.Lock()
 		before := m.changes[prefix]
 		m.mu.Unlock()
-		l, err := m.listRemoteOnce(ctx, prefix, warn, before)
+		l, err := m.listRemoteOnce(ctx, prefix, warn, before, fetch)
 		if err != nil || l != nil || try == 3 {
 			if l == nil && err == nil {
-				l, err = m.listRemoteOnce(ctx, prefix, warn, ^uint64(0))
+				l, err = m.listRemoteOnce(ctx, prefix, warn, ^uint64(0), fetch)
 			}
 			return l, err
 		}
 	}
 }
 
-// listRemoteOnce lists prefix (or takes the cached listing). It returns
+// listRemoteOnce lists prefix (or takes the known listing, unless fetch:
+// within the TTL, or past it refreshed in the background). It returns
 // nil (and no error) if a change under prefix was confirmed since the
 // count before was read; before == ^0 accepts the listing anyway.
-func (m *Cache) listRemoteOnce(ctx context.Context, prefix string, warn WarnFunc, before uint64) (*Listing, error) {
+func (m *Cache) listRemoteOnce(ctx context.Context, prefix string, warn WarnFunc, before uint64, fetch bool) (*Listing, error) {
 	now := m.now()
 	m.mu.Lock()
-	if l, ok := m.known.listing(prefix); ok && now.Before(l.expires) {
-		m.mu.Unlock()
+	l, ok := m.known.listing(prefix)
+	m.mu.Unlock()
+	if ok && !fetch && (now.Before(l.expires) || m.revalidate() && !unverified(l.expires)) {
+		if !now.Before(l.expires) {
+			m.refreshListing(prefix, warn)
+		}
 		return l, nil
 	}
-	m.mu.Unlock()
+	fl, err := m.fetchListing(ctx, prefix, warn, before, now)
+	if err != nil && ok && !fetch && unverified(l.expires) {
+		return l, nil // the bucket does not answer: what is known stands
+	}
+	return fl, err
+}
+
+// fetchListing asks the bucket for the level under prefix, asked at
+// now, and remembers it (see listRemoteOnce).
+func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, before uint64, now time.Time) (*Listing, error) {
 
 	l := &Listing{children: map[string]Entry{}}
 	var files []transfer.ObjectAttrs
@@ -211,7 +228,41 @@ func (m *Cache) listRemoteOnce(ctx context.Context, prefix string, warn WarnFunc
 	}
 	if m.ttl > 0 {
 		l.expires = now.Add(m.ttl)
+		m.noteListingNewsLocked(prefix, l)
 		m.known.putFetchedListing(prefix, l)
 	}
 	return l, nil
+}
+
+// noteListingNewsLocked notes the names whose answer l, just fetched,
+// changes: against the listing known before and the entries asked for
+// before it (which l now wins over, see knownLocked).
+func (m *Cache) noteListingNewsLocked(prefix string, l *Listing) {
+	if m.bg.onChange == nil {
+		return
+	}
+	old, _ := m.known.listing(prefix)
+	check := func(seg string) {
+		c, _, _, ok := m.knownLocked(prefix + seg)
+		if ok && differs(c, l.children[seg]) {
+			m.noteChangedLocked(prefix + seg)
+		}
+	}
+	for seg := range l.children {
+		check(seg)
+	}
+	if old != nil {
+		for seg := range old.children {
+			if _, ok := l.children[seg]; !ok {
+				check(seg)
+			}
+		}
+	}
+	if gr := m.known.group(prefix); gr != nil {
+		for name := range gr.entries {
+			if seg := name[len(prefix):]; l.children[seg].Kind == None {
+				check(seg)
+			}
+		}
+	}
 }

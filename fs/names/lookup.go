@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/bucketfs/bucketfs/transfer"
@@ -35,33 +36,81 @@ func (m *Cache) resolveLocal(name string) (c Entry, ok, dirGone bool) {
 // Resolve says what full name (a path without a trailing '/') is: a file,
 // a directory (a placeholder object or just a common prefix), or nothing.
 // When both a file and a directory have the name, the directory wins.
+//
+// What is known answers: within the TTL as is; past it (or a name never
+// seen, in a directory whose listing is known) at once too, refreshed in
+// the background (refresh.go). Only a name with nothing known of it or
+// of its directory waits for the bucket (and any name, past the TTL, in
+// strict mode).
 func (m *Cache) Resolve(ctx context.Context, name string, warn WarnFunc) (Entry, error) {
 	if lc, ok, dirGone := m.resolveLocal(name); ok {
 		return lc, nil
 	} else if dirGone {
 		return m.fileBehind(ctx, name)
 	}
+	m.ensure(parentPrefix(name))
 	now := m.now()
 	m.mu.Lock()
-	if c, ok := m.known.entry(name); ok && now.Before(c.expires) {
-		if rc, ok := m.recentSinceLocked(name, c.asked); ok && c.Kind != Dir {
-			c.Entry = rc // confirmed since the bucket was asked
+	c, exp, fromListing, known := m.knownLocked(name)
+	m.mu.Unlock()
+	if known && (now.Before(exp) || m.revalidate() && !unverified(exp)) {
+		if !now.Before(exp) {
+			c.Stale = true
+			if fromListing {
+				m.refreshListing(parentPrefix(name), warn)
+			} else {
+				m.refreshEntry(name, warn)
+			}
 		}
-		m.mu.Unlock()
-		return c.Entry, nil
-	}
-	if l, ok := m.known.listing(parentPrefix(name)); ok && now.Before(l.expires) {
-		c := l.children[name[len(parentPrefix(name)):]]
-		if rc, ok := m.recentSinceLocked(name, l.fetched); ok && c.Kind != Dir {
-			c = rc
-		}
-		m.mu.Unlock()
 		return c, nil
 	}
-	m.mu.Unlock()
-
 	ctx, cancel := askContext(ctx)
 	defer cancel()
+	r, err := m.resolveRemote(ctx, name, warn)
+	if err != nil && known && unverified(exp) {
+		return c, nil // the bucket does not answer: what is known stands
+	}
+	return r, err
+}
+
+// unverified says whether a record trusted until expires was loaded from
+// names.db after a crash (disk.expiry): the last changes of the mount
+// that wrote it may be missing from it, so it is asked again before it
+// is used, and used only if the bucket does not answer.
+func unverified(expires time.Time) bool { return expires.IsZero() }
+
+// knownLocked returns what is known of name and until when it is
+// trusted: the newer of its entry and its directory's listing (a listing
+// fetched after a lookup shows a newer version, and wins), corrected by
+// this cache's own changes confirmed since.
+func (m *Cache) knownLocked(name string) (c Entry, expires time.Time, fromListing, ok bool) {
+	var at time.Time
+	e, eok := m.known.entry(name)
+	l, lok := m.known.listing(parentPrefix(name))
+	var child Entry
+	if lok {
+		child = l.children[name[len(parentPrefix(name)):]]
+	}
+	// At the same time, the higher generation is the newer news.
+	listingNewer := lok && (l.fetched.After(e.asked) ||
+		l.fetched.Equal(e.asked) && child.Attrs.Generation > e.Attrs.Generation)
+	switch {
+	case eok && !listingNewer:
+		c, at, expires = e.Entry, e.asked, e.expires
+	case lok:
+		c, at, expires, fromListing = child, l.fetched, l.expires, true
+	default:
+		return Entry{}, time.Time{}, false, false
+	}
+	if rc, ok := m.recentSinceLocked(name, at); ok && c.Kind != Dir {
+		c = rc // confirmed since the bucket was asked
+	}
+	return c, expires, fromListing, true
+}
+
+// resolveRemote asks the bucket what name is, and remembers it.
+func (m *Cache) resolveRemote(ctx context.Context, name string, warn WarnFunc) (Entry, error) {
+	now := m.now()
 	// Ask for the object and for anything under name/ at the same time.
 	type statResult struct {
 		a   transfer.ObjectAttrs
@@ -110,13 +159,17 @@ func (m *Cache) Resolve(ctx context.Context, name string, warn WarnFunc) (Entry,
 	return c, nil
 }
 
-// put remembers that the bucket said, when asked at now, that name is c.
+// put remembers that the bucket said, when asked at now, that name is c;
+// if that is news, the name is noted as changed.
 func (m *Cache) put(name string, c Entry, now time.Time) {
 	if m.ttl <= 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if old, _, _, ok := m.knownLocked(name); ok && differs(old, c) {
+		m.noteChangedLocked(name)
+	}
 	m.known.putEntry(name, cachedEntry{Entry: c, asked: now, expires: now.Add(m.ttl)})
 }
 
@@ -138,7 +191,8 @@ func (m *Cache) fileBehind(ctx context.Context, name string) (Entry, error) {
 // DirAttrs returns the placeholder object of directory prefix (not "",
 // ending in '/'), where its mode, owner and time are kept, if it has one:
 // the local version if it has changes not yet in the bucket, else what
-// the bucket said within the TTL, else what it says now.
+// the bucket said (past the TTL refreshed in the background, as for
+// Resolve), else what it says now.
 func (m *Cache) DirAttrs(ctx context.Context, prefix string) (transfer.ObjectAttrs, bool, error) {
 	if prefix == "" {
 		return transfer.ObjectAttrs{}, false, nil // the root has no object
@@ -146,15 +200,30 @@ func (m *Cache) DirAttrs(ctx context.Context, prefix string) (transfer.ObjectAtt
 	if a, ok := m.local.Local(prefix); ok {
 		return a, true, nil
 	}
+	m.ensure(placeholderGroup(prefix))
 	now := m.now()
 	m.mu.Lock()
-	if p, ok := m.known.placeholder(prefix); ok && now.Before(p.expires) {
-		m.mu.Unlock()
+	p, ok := m.known.placeholder(prefix)
+	m.mu.Unlock()
+	if ok && (now.Before(p.expires) || m.revalidate() && !unverified(p.expires)) {
+		if !now.Before(p.expires) {
+			m.refreshPlaceholder(prefix)
+		}
 		return p.a, p.exists, nil
 	}
-	m.mu.Unlock()
 	ctx, cancel := askContext(ctx)
 	defer cancel()
+	a, exists, err := m.dirAttrsRemote(ctx, prefix)
+	if err != nil && ok && unverified(p.expires) {
+		return p.a, p.exists, nil // the bucket does not answer: what is known stands
+	}
+	return a, exists, err
+}
+
+// dirAttrsRemote asks the bucket for the placeholder of prefix, and
+// remembers it.
+func (m *Cache) dirAttrsRemote(ctx context.Context, prefix string) (transfer.ObjectAttrs, bool, error) {
+	now := m.now()
 	a, err := m.b.Stat(ctx, prefix)
 	exists := err == nil
 	if err != nil {
@@ -167,6 +236,10 @@ func (m *Cache) DirAttrs(ctx context.Context, prefix string) (transfer.ObjectAtt
 		return a, true, nil // made here meanwhile
 	}
 	m.mu.Lock()
+	if old, ok := m.known.placeholder(prefix); ok && old.asked.Before(now) &&
+		(old.exists != exists || old.a.Generation != a.Generation || old.a.Metageneration != a.Metageneration) {
+		m.noteChangedLocked(strings.TrimSuffix(prefix, "/"))
+	}
 	m.notePlaceholderLocked(prefix, a, exists, now)
 	if p, ok := m.known.placeholder(prefix); ok && p.asked.After(now) {
 		a, exists = p.a, p.exists // confirmed while the bucket was asked

@@ -1,10 +1,19 @@
 // Package names is the file tree's memory of names and attributes: what
 // the bucket said a name is (a file, a directory, nothing), whole
 // directory levels, and directories' placeholder objects ("dir/", which
-// keep their mode, owner and time), each trusted for a TTL, with the
-// changes not yet in the bucket (the cache's local overlay) shown over
-// them. A fresh listing answers lookups of its children too, so 'ls -l'
-// costs one listing, not one stat per file. TTL 0 disables caching.
+// keep their mode, owner and time), each with when the bucket said it,
+// with the changes not yet in the bucket (the cache's local overlay)
+// shown over them. A listing answers lookups of its children too, so
+// 'ls -l' costs one listing, not one stat per file. TTL 0 disables
+// caching.
+//
+// Within the TTL an answer is trusted. Past it, a known one is given at
+// once and asked again in the background (stale-while-revalidate,
+// refresh.go), unless Options.Strict; a refresh that finds a change
+// notes the name for package fs (OnChange), which has the kernel drop
+// its entry. Answers disagreeing for one name are settled by age: the
+// most recent answer of the bucket wins (a listing fetched after a
+// lookup shows a newer version).
 //
 // It knows the bucket only through Bucket (List and Stat) and the cache
 // only through Overlay. Package fs tells it of the changes it makes
@@ -22,18 +31,24 @@
 //   - a placeholder's newer news wins: an answer asked for before a
 //     confirmed change of the placeholder never replaces it.
 //
-// What was learned is kept in a store (store.go) behind a few methods
-// (get, put and drop of an entry, a listing, a placeholder, each with
-// when the bucket was asked), so that it can be kept on disk later; the
-// bookkeeping of answers in flight (change counts, recent confirmations)
-// stays in Cache and means nothing after a restart.
+// What was learned is kept in a store (store.go) by directory, a bounded
+// working set in memory over CACHE_DIR/names.db (disk.go), which keeps it
+// across mounts: a directory is loaded on first use, changes are written
+// in batches by one goroutine. The bookkeeping of answers in flight
+// (change counts, recent confirmations) stays in Cache and means nothing
+// after a restart.
 //
-// Lock: Cache.mu guards the store and that bookkeeping. It is a leaf:
-// never held across a request to the bucket or a call of the Overlay.
+// Locks: Cache.mu guards the store, that bookkeeping and the refresher's
+// state. It is a leaf but for disk.qmu: never held across a request to
+// the bucket, a read of names.db or a call of the Overlay. disk.rw (held
+// shared by a load of a directory from names.db, exclusively by the
+// writer's commit) is taken before Cache.mu; disk.qmu (the queue of
+// changes not yet written) is a leaf, taken under Cache.mu or alone.
 package names
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +72,9 @@ const (
 type Entry struct {
 	Kind  Kind
 	Attrs transfer.ObjectAttrs // for files
+	// Stale: answered past the TTL and being asked again in the
+	// background (set by Resolve only): worth keeping only briefly.
+	Stale bool
 }
 
 // Listing is one directory level, as listed from the bucket, with local
@@ -105,13 +123,17 @@ type recentChange struct {
 	at time.Time
 }
 
-// Cache remembers names and attributes for a TTL: positive and negative
-// lookups, whole directory listings, directories' placeholders.
+// Cache remembers names and attributes: positive and negative lookups,
+// whole directory listings, directories' placeholders. Within the TTL
+// they are trusted; past it they are still answered at once and
+// refreshed in the background (refresh.go), unless Options.Strict.
 type Cache struct {
-	b     Bucket
-	ttl   time.Duration
-	local Overlay          // changes not yet in the bucket; shown over what it says
-	now   func() time.Time // the clock (tests set another)
+	b      Bucket
+	ttl    time.Duration
+	strict bool             // past the TTL, wait for the bucket
+	local  Overlay          // changes not yet in the bucket; shown over what it says
+	now    func() time.Time // the clock (tests set another)
+	log    *slog.Logger
 
 	mu    sync.Mutex
 	known store // guarded by mu: what the bucket said
@@ -125,13 +147,96 @@ type Cache struct {
 	// are corrected with these. Kept for recentFor.
 	recent      map[string]map[string]recentChange // guarded by mu
 	recentSwept time.Time                          // guarded by mu: when old ones were last dropped
+
+	bg        refresher // background refreshes and change notes (refresh.go)
+	closeOnce sync.Once
 }
 
-// New returns a cache of what b says, with the local changes of local
-// shown over it, trusted for ttl (0: not cached).
+// Options configure a Cache made by Open.
+type Options struct {
+	TTL    time.Duration // how long answers are trusted (0: not cached)
+	Strict bool          // past the TTL, wait for the bucket instead of answering at once
+	// Dir, if set, is the cache directory: what is known is kept in
+	// Dir/names.db across mounts, for Bucket.
+	Dir    string
+	Bucket string
+	// MaxNames bounds the names kept in names.db (0: DefaultMaxNames);
+	// the least recently used directories go first.
+	MaxNames int
+	Logger   *slog.Logger
+}
+
+// DefaultMaxNames is the default bound of names kept in names.db.
+const DefaultMaxNames = 1_000_000
+
+// New returns a cache of what b says, in memory only, with the local
+// changes of local shown over it, trusted for ttl (0: not cached).
 func New(b Bucket, local Overlay, ttl time.Duration) *Cache {
-	return &Cache{b: b, local: local, ttl: ttl, now: time.Now, known: newStore(),
+	return Open(b, local, Options{TTL: ttl})
+}
+
+// Open returns a cache of what b says with the options o. A names.db
+// that cannot be used leaves the cache in memory only, with a warning.
+// Close it.
+func Open(b Bucket, local Overlay, o Options) *Cache {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	m := &Cache{b: b, local: local, ttl: o.TTL, strict: o.Strict, now: time.Now, log: o.Logger, known: newStore(),
 		changes: map[string]uint64{}, recent: map[string]map[string]recentChange{}}
+	m.bg.init()
+	if o.Dir != "" && o.TTL > 0 {
+		if o.MaxNames <= 0 {
+			o.MaxNames = DefaultMaxNames
+		}
+		d, err := openDisk(o.Dir, o.Bucket, o.TTL, o.MaxNames, o.Logger)
+		if err != nil {
+			o.Logger.Warn("names are not remembered across mounts: names.db cannot be opened", "err", err)
+		} else {
+			m.known.disk = d
+		}
+	}
+	return m
+}
+
+// Close stops the background refreshes and writes what is known to
+// names.db.
+func (m *Cache) Close() {
+	m.closeOnce.Do(func() {
+		m.bg.close(&m.mu)
+		m.known.disk.close()
+	})
+}
+
+// ensure loads the groups gs from names.db into memory, if they are not
+// there. It reads the file: called with no lock held.
+func (m *Cache) ensure(gs ...string) {
+	d := m.known.disk
+	if d == nil {
+		return
+	}
+	for _, g := range gs {
+		m.mu.Lock()
+		ok := m.known.resident(g)
+		m.mu.Unlock()
+		if ok {
+			continue
+		}
+		d.rw.RLock()
+		gr, err := d.load(g)
+		if err != nil {
+			d.fail(err)
+			gr = &group{prefix: g, entries: map[string]cachedEntry{}, placeholders: map[string]placeholder{}}
+		}
+		m.mu.Lock()
+		if !m.known.resident(g) {
+			d.unwritten(gr)
+			m.known.insert(gr)
+		}
+		m.mu.Unlock()
+		d.rw.RUnlock()
+		d.queue(op{kind: opTouch, key: g})
+	}
 }
 
 // recentFor is how long confirmed changes are kept in Cache.recent:
