@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache"
+	"github.com/bucketfs/bucketfs/fs/names"
 	"github.com/bucketfs/bucketfs/internal/control"
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -35,15 +34,16 @@ func unreachableAtStart(err error) bool {
 }
 
 // hasNamespace reports whether the cache directory holds a namespace of
-// bucket to serve offline: for now, records of cached objects of this
-// bucket in the cache index, or a names database. At the merge with the
-// persisted names (fs/names), the lead replaces the body with
-// names.HasNamespace(cacheDir, bucket) (or both).
+// bucket to serve offline: names and listings of this bucket in names.db
+// (fs/names), or records of its objects in the cache index (changes not
+// yet uploaded among them, which an offline start keeps queueing).
 func hasNamespace(cacheDir, bucket string) (bool, error) {
-	if _, err := os.Stat(filepath.Join(cacheDir, "names.db")); err == nil {
+	known, nerr := names.HasNamespace(cacheDir, bucket)
+	if known {
 		return true, nil
 	}
-	return cache.HasRecords(cacheDir, bucket)
+	has, err := cache.HasRecords(cacheDir, bucket)
+	return has, errors.Join(nerr, err)
 }
 
 // startOffline decides, after the start-up check failed with checkErr
