@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -259,6 +260,22 @@ func TestOfflineStart(t *testing.T) {
 	}
 	if object(t, emu, "queued.txt") != nil {
 		t.Fatal("queued.txt in the bucket while it was away")
+	}
+	// Started offline, it serves what it knew: the root's listing from
+	// names.db (with the change queued shown over it) and the cached file.
+	var listed []string
+	ents, err := os.ReadDir(m2.path(""))
+	if err != nil {
+		t.Fatalf("listing the root of a mount started offline: %v", err)
+	}
+	for _, e := range ents {
+		listed = append(listed, e.Name())
+	}
+	if !slices.Contains(listed, "a.txt") || !slices.Contains(listed, "queued.txt") {
+		t.Errorf("a mount started offline lists %v, want a.txt and queued.txt", listed)
+	}
+	if got := readFile(t, m2.path("a.txt")); string(got) != "a" {
+		t.Errorf("a.txt read %q offline, want %q", got, "a")
 	}
 	if err := p.SetMode(faultproxy.Pass()); err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ type Server struct {
 	// shaping waits and hooks end promptly on Close.
 	baseCancel context.CancelFunc
 	serveDone  chan struct{}
-	inflight   sync.WaitGroup
+	inflight   handlers
 	closeOnce  sync.Once
 	patchMu    sync.RWMutex // a PATCH or a folder rename runs alone (patchMiddleware, folder.go)
 
@@ -198,19 +198,9 @@ func (s *Server) Close() {
 		s.baseCancel()
 		_ = s.http.Close()
 		<-s.serveDone
-		done := make(chan struct{})
-		go func() {
-			s.inflight.Wait()
-			close(done)
-		}()
-		t := time.NewTimer(closeWait)
-		select {
-		case <-done:
-		case <-t.C:
-			// A hook ignoring its request context; give up waiting
-			// rather than hang the caller.
-		}
-		t.Stop()
+		// A hook ignoring its request context is given up on after
+		// closeWait rather than hang the caller.
+		s.inflight.wait(closeWait, true)
 		s.fake.Stop()
 	})
 }
@@ -409,8 +399,11 @@ func (s *Server) patchMiddleware(next http.Handler) http.Handler {
 // the request on. It also tracks in-flight handlers for Close.
 func (s *Server) countMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.inflight.Add(1)
-		defer s.inflight.Done()
+		if !s.inflight.enter() {
+			http.Error(w, "emulator closed", http.StatusServiceUnavailable)
+			return
+		}
+		defer s.inflight.exit()
 		s.requests.Add(1)
 		if f := s.arrived.Load(); f != nil {
 			(*f)(r)

@@ -518,14 +518,7 @@ func TestWANCancel(t *testing.T) {
 	cancel()
 	r.Close()
 
-	done := make(chan struct{})
-	go func() {
-		s.inflight.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
+	if !s.inflight.wait(5*time.Second, false) {
 		t.Fatal("handler still running 5s after the client went away")
 	}
 	t0 := time.Now()
