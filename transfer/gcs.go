@@ -35,6 +35,9 @@ type GCSOptions struct {
 	MaxConnsPerHost int
 	// UserAgent is appended to the client's user agent.
 	UserAgent string
+	// StallTimeout: a read or upload with no progress for this long is
+	// cancelled (stall.go); 0 means DefaultStallTimeout, < 0 never.
+	StallTimeout time.Duration
 }
 
 // GCS is a Bucket in Google Cloud Storage, reached through the official
@@ -47,6 +50,7 @@ type GCS struct {
 	xmlURL string              // base URL of the XML API, for Multipart
 	raw    *rawstorage.Service // the JSON API itself, for folders (folder.go)
 	hns    hnsState
+	stall  time.Duration // see GCSOptions.StallTimeout; <= 0: not watched
 }
 
 var _ Bucket = (*GCS)(nil)
@@ -123,7 +127,11 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 		c.Close()
 		return nil, err
 	}
-	return &GCS{name: bucket, client: c, h: c.Bucket(bucket), http: hc, xmlURL: xmlURL, raw: raw}, nil
+	stall := o.StallTimeout
+	if stall == 0 {
+		stall = DefaultStallTimeout
+	}
+	return &GCS{name: bucket, client: c, h: c.Bucket(bucket), http: hc, xmlURL: xmlURL, raw: raw, stall: stall}, nil
 }
 
 // Multipart returns a client of the bucket's XML multipart API with the
@@ -227,8 +235,16 @@ func (g *GCS) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	return page, nil
 }
 
-// ReadRange implements Bucket.
+// ReadRange implements Bucket. A request that stalls is taken up by a
+// new one (stall.go).
 func (g *GCS) ReadRange(ctx context.Context, name string, gen, off, length int64, w io.Writer) (int64, error) {
+	what := fmt.Sprintf("read gs://%s/%s#%d", g.name, name, gen)
+	return readUnstalled(ctx, g.stall, what, off, length, w, func(ctx context.Context, off, length int64, w io.Writer) (int64, error) {
+		return g.readRange(ctx, name, gen, off, length, w)
+	})
+}
+
+func (g *GCS) readRange(ctx context.Context, name string, gen, off, length int64, w io.Writer) (int64, error) {
 	o := g.h.Object(name)
 	if gen > 0 {
 		o = o.Generation(gen)
@@ -281,8 +297,19 @@ func conditional(o *storage.ObjectHandle, po PutOptions) *storage.ObjectHandle {
 	}
 }
 
-// Put implements Bucket.
+// Put implements Bucket. A body the server stops taking fails with
+// ErrStalled (stall.go): the caller sends it again.
 func (g *GCS) Put(ctx context.Context, name string, r io.Reader, po PutOptions) (ObjectAttrs, error) {
+	wctx, watch := watchStalls(ctx, g.stall)
+	a, err := g.put(wctx, name, stallReader{r, watch}, po)
+	if watch.stop() && ctx.Err() == nil {
+		noteStall(ctx, "upload")
+		return ObjectAttrs{}, fmt.Errorf("put gs://%s/%s: the server took no more of the body for %v: %w", g.name, name, g.stall, ErrStalled)
+	}
+	return a, err
+}
+
+func (g *GCS) put(ctx context.Context, name string, r io.Reader, po PutOptions) (ObjectAttrs, error) {
 	w := conditional(g.h.Object(name), po).NewWriter(ctx)
 	w.ChunkSize = 0 // one request
 	w.ContentType = po.ContentType

@@ -13,7 +13,7 @@ var flagGroups = []struct {
 	title string
 	flags []string
 }{
-	{"Bucket and credentials", []string{"endpoint", "anonymous", "max-requests", "check-timeout"}},
+	{"Bucket and credentials", []string{"endpoint", "anonymous", "max-requests", "check-timeout", "stall-timeout"}},
 	{"Cache", []string{"cache-dir", "cache-max-size", "cache-min-free", "cache-full-wait", "metadata-ttl"}},
 	{"Prefetch (reads)", []string{"prefetch-chunk-size", "prefetch-parallelism"}},
 	{"Write-back", []string{"write-back-delay", "upload-parallelism", "parallel-upload-threshold",

@@ -52,6 +52,7 @@ type mountConfig struct {
 	configFile   string
 	debugFUSE    bool
 	checkTimeout time.Duration
+	stallTimeout time.Duration
 
 	writeBackDelay    time.Duration
 	flushTimeout      time.Duration
@@ -99,6 +100,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.BoolVar(&c.noexec, "noexec", false, "forbid running programs from the mount")
 	fl.BoolVar(&c.debugFUSE, "debug-fuse", false, "log every FUSE request (very verbose)")
 	fl.DurationVar(&c.checkTimeout, "check-timeout", 30*time.Second, "how long the start-up check of the bucket may take")
+	fl.DurationVar(&c.stallTimeout, "stall-timeout", transfer.DefaultStallTimeout, "a read or upload whose body makes no progress for this long is cancelled: a read is taken up by a new request, an upload sent again; 0 never")
 	fl.DurationVar(&c.writeBackDelay, "write-back-delay", 5*time.Second, "wait after the last close of a changed file before uploading it")
 	fl.DurationVar(&c.flushTimeout, "flush-timeout", 10*time.Minute, "at unmount, how long to wait for changes to reach the bucket; what is left stays in the cache and goes up at the next mount")
 	fl.IntVar(&c.uploadParallelism, "upload-parallelism", 8, "uploads in flight")
@@ -187,6 +189,8 @@ func (c *mountConfig) validate() error {
 		return bad("--file-mode and --dir-mode take permission bits up to 0777")
 	case c.checkTimeout <= 0:
 		return bad("--check-timeout must be positive")
+	case c.stallTimeout < 0:
+		return bad("--stall-timeout must not be negative (0 turns it off)")
 	case c.writeBackDelay < 0:
 		return bad("--write-back-delay must not be negative")
 	case c.flushTimeout <= 0:
@@ -256,6 +260,7 @@ func runMount(args []string) error {
 		Anonymous:       c.anonymous,
 		MaxConnsPerHost: c.maxRequests,
 		UserAgent:       "bucketfs/" + version,
+		StallTimeout:    stallTimeoutOption(c.stallTimeout),
 	})
 	if err != nil {
 		return err
@@ -545,4 +550,13 @@ func checkBucket(ctx context.Context, b transfer.Bucket, c *mountConfig) error {
 	default:
 		return fmt.Errorf("cannot reach bucket %s: %w", where, err)
 	}
+}
+
+// stallTimeoutOption maps --stall-timeout to transfer.GCSOptions: the
+// flag's 0 (off) is the option's negative.
+func stallTimeoutOption(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
