@@ -31,7 +31,7 @@ func (s *Server) StallBodies(match func(r *http.Request) bool, after int64) *ato
 // stallWriter passes after bytes of a body on, then blocks.
 type stallWriter struct {
 	http.ResponseWriter
-	r     *http.Request
+	r       *http.Request
 	left    int64
 	count   *atomic.Int64
 	stalled bool
