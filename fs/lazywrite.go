@@ -1,0 +1,135 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"syscall"
+
+	"github.com/bucketfs/bucketfs/cache"
+)
+
+// lazyWriter is the cache side of a handle opened for writing without
+// O_TRUNC, through the daemon: the cache's WriteHandle, which makes the
+// copy whole first (a download of what is not cached), is opened at the
+// handle's first write, truncation, fallocate or read, not at the open.
+// An open that changes nothing (an editor's probe, touch, a program that
+// opens O_RDWR and only reads the size) then costs nothing: no download,
+// no upload, no new generation; touch is one metadata patch (Setattr
+// sends it through cache.SetMeta, which needs no copy).
+//
+// The copy is still complete before the first change lands in it
+// (OpenWrite), so the durability contract and the checks of the copy's
+// sums are the same as for an eager open. What changes: a version gone
+// from the bucket is found at the first write instead of the open, which
+// then fails with ESTALE, and the name is looked up again; so does the
+// first write through it after the file was deleted (an eager handle
+// writes on into its own copy, never uploaded). A rename between the
+// open and the first write is followed: the node's name is used then.
+//
+// Handles the kernel writes itself (passthrough) are opened eagerly:
+// the kernel needs the descriptor at the open.
+type lazyWriter struct {
+	node *fileNode
+
+	// mu is held across the OpenWrite (a download) so that concurrent
+	// first uses of one handle open one WriteHandle. It is the handle's
+	// own lock, taken with no other held.
+	mu sync.Mutex
+	w  *cache.WriteHandle // guarded by mu; nil until first used
+}
+
+// get returns the handle's WriteHandle, opening it if need be. trunc
+// opens it empty (the first use is a truncation to 0: no copy needed).
+func (l *lazyWriter) get(ctx context.Context, trunc bool) (*cache.WriteHandle, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w != nil {
+		return l.w, nil
+	}
+	n := l.node
+	n.mu.Lock()
+	a, unlinked := n.attrs, n.unlinked
+	n.mu.Unlock()
+	if unlinked {
+		// Its content went with its name, and no copy was taken at the
+		// open: nothing is written (an eager handle would write on into
+		// its own copy, which nobody sees).
+		n.fsys.log.Warn("a file opened for writing was deleted (or replaced) before its first write through that descriptor; the write fails", "object", a.Name)
+		return nil, syscall.ESTALE
+	}
+	// The node's attributes now: a rename since the open moved the
+	// content (and the node) to another name.
+	w, err := n.fsys.cache.OpenWrite(ctx, a, trunc, false)
+	if errors.Is(err, cache.ErrStale) {
+		n.fsys.names.Stale(n.objName()) // the next lookup finds the bucket's version
+	}
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	if n.writers == nil {
+		n.writers = map[*cache.WriteHandle]struct{}{}
+	}
+	n.writers[w] = struct{}{}
+	n.mu.Unlock()
+	l.w = w
+	return w, nil
+}
+
+// opened returns the WriteHandle if it was opened (nil if not).
+func (l *lazyWriter) opened() *cache.WriteHandle {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w
+}
+
+// ReadAt implements dataHandle: a read through the handle needs the
+// whole copy, as a write does.
+func (l *lazyWriter) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	w, err := l.get(ctx, false)
+	if err != nil {
+		return 0, err
+	}
+	return w.ReadAt(ctx, p, off)
+}
+
+// Close implements dataHandle.
+func (l *lazyWriter) Close() error {
+	if w := l.opened(); w != nil {
+		return w.Close()
+	}
+	return nil
+}
+
+// openLazy opens n for writing through the daemon, its copy fetched at
+// the first use (lazyWriter).
+func (n *fileNode) openLazy() *fileHandle {
+	n.mu.Lock()
+	n.cacheOpen++
+	n.mu.Unlock()
+	l := &lazyWriter{node: n}
+	return &fileHandle{node: n, data: l, lazy: l, mode: ioCached}
+}
+
+// lazyOK reports whether an open for writing of n can be lazy: not with
+// O_TRUNC (which empties the copy at once), and only through the daemon
+// (see writeModeLocked: passthrough writers and those that must join
+// passthrough handles open eagerly).
+func (n *fileNode) lazyOK(trunc bool) bool {
+	if trunc || n.fsys.opts.PassthroughWrites {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ptOpen == 0
+}
+
+// writer returns the WriteHandle of h (opened now if h is lazy), or nil
+// if h is not open for writing. trunc: the use is a truncation to 0.
+func (h *fileHandle) writer(ctx context.Context, trunc bool) (*cache.WriteHandle, error) {
+	if h.lazy != nil {
+		return h.lazy.get(ctx, trunc)
+	}
+	return h.w, nil
+}
