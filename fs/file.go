@@ -34,7 +34,9 @@ type fileNode struct {
 	cacheOpen int                             // guarded by mu: handles open in the kernel's caching io mode
 	ptWrote   bool                            // guarded by mu: a passthrough writer was opened since the last caching open
 	unlinked  bool                            // guarded by mu: the name was deleted (or renamed over); open handles live on
+	replaced  bool                            // guarded by mu: a write conflict replaced this version in the bucket (conflict.go)
 	writers   map[*cache.WriteHandle]struct{} // guarded by mu: handles open for writing
+	lazies    map[*lazyWriter]struct{}        // guarded by mu: lazy handles open for writing, not yet used (lazywrite.go)
 }
 
 var (
@@ -138,6 +140,9 @@ func (n *fileNode) getAttrs() transfer.ObjectAttrs {
 // kernel's next lookup of the name, once the entry timeout (the metadata
 // TTL) has passed.
 func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if fh == nil && n.staleByPath() {
+		return n.staleErrno() // a stat by path: look the name up again (conflict.go)
+	}
 	n.fill(&out.Attr, n.currentAttrs())
 	out.SetTimeout(n.fsys.opts.MetadataTTL)
 	return 0
@@ -173,6 +178,9 @@ func (n *fileNode) currentAttrs() transfer.ObjectAttrs {
 
 // Open implements gofs.NodeOpener.
 func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if n.staleByPath() {
+		return nil, 0, n.staleErrno() // conflict.go
+	}
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return n.openWrite(ctx, flags&syscall.O_TRUNC != 0)
 	}

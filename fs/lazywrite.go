@@ -34,7 +34,8 @@ type lazyWriter struct {
 
 	// mu is held across the OpenWrite (a download) so that concurrent
 	// first uses of one handle open one WriteHandle. It is the handle's
-	// own lock, taken with no other held.
+	// own lock, taken with no other held; fileNode.mu is taken under it,
+	// briefly (fs.go, LOCK ORDER).
 	mu sync.Mutex
 	w  *cache.WriteHandle // guarded by mu; nil until first used
 }
@@ -74,6 +75,7 @@ func (l *lazyWriter) get(ctx context.Context, trunc bool) (*cache.WriteHandle, e
 	n.writers[w] = struct{}{}
 	n.mu.Unlock()
 	l.w = w
+	l.forget()
 	return w, nil
 }
 
@@ -96,6 +98,7 @@ func (l *lazyWriter) ReadAt(ctx context.Context, p []byte, off int64) (int, erro
 
 // Close implements dataHandle.
 func (l *lazyWriter) Close() error {
+	l.forget()
 	if w := l.opened(); w != nil {
 		return w.Close()
 	}
@@ -109,7 +112,42 @@ func (n *fileNode) openLazy() *fileHandle {
 	n.cacheOpen++
 	n.mu.Unlock()
 	l := &lazyWriter{node: n}
+	n.mu.Lock()
+	if n.lazies == nil {
+		n.lazies = map[*lazyWriter]struct{}{}
+	}
+	n.lazies[l] = struct{}{}
+	n.mu.Unlock()
 	return &fileHandle{node: n, data: l, lazy: l, mode: ioCached}
+}
+
+// forget drops l from its node's lazy writers (opened or closed).
+func (l *lazyWriter) forget() {
+	l.node.mu.Lock()
+	delete(l.node.lazies, l)
+	l.node.mu.Unlock()
+}
+
+// openLazyWriters opens the lazy writers of the nodes of name before the
+// name is deleted or replaced: a descriptor open for writing goes on
+// writing into its own copy of the file, as an eager one does, and that
+// copy must be taken while the name still has the content. A failure
+// (the version gone, no room) is logged: that handle's first write
+// fails then (lazyWriter.get).
+func (f *FS) openLazyWriters(ctx context.Context, name string) {
+	for _, n := range f.nodesNamed(name) {
+		n.mu.Lock()
+		ls := make([]*lazyWriter, 0, len(n.lazies))
+		for l := range n.lazies {
+			ls = append(ls, l)
+		}
+		n.mu.Unlock()
+		for _, l := range ls {
+			if _, err := l.get(ctx, false); err != nil {
+				f.log.Warn("taking the copy of a file open for writing before its name goes failed; writes through that descriptor will fail", "object", name, "err", err)
+			}
+		}
+	}
 }
 
 // lazyOK reports whether an open for writing of n can be lazy: not with
