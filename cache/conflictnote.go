@@ -32,3 +32,17 @@ func (c *Cache) noteConflict(name string, remote transfer.ObjectAttrs, gone, set
 		f(name, remote, gone, settled)
 	}
 }
+
+// HasLocalContent reports whether name's content has changes not yet in
+// the bucket (not a change of metadata alone, nor a pending copy): its
+// copy is whole on local disk. The file system opens such a file for
+// writing at once rather than at its first write (fs/lazywrite.go): it
+// costs nothing, and the open writer holds back an upload of the
+// changes so far (a truncation the kernel sent before the open) until
+// the writes that follow are made.
+func (c *Cache) HasLocalContent(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[name]
+	return e != nil && !e.dropped && !e.rec.Deleted && e.rec.localContent()
+}

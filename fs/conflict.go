@@ -14,8 +14,11 @@ import (
 // TTL. Once the local copy leaves the name, that node has nothing whole
 // to show: its version is gone from the bucket, and its attributes are
 // the base's. So the node is marked superseded before the copy leaves
-// (conflicted, settled false), and from then on, when no local change
-// is left, a stat or an open by path answers ESTALE, on which the kernel
+// (conflicted, settled false): from then on, when no local change is
+// left, its attributes are the bucket's version's (a lookup that found
+// the node while the local change was still there, and fills the
+// kernel's entry after it left, never shows the base), and a stat or an
+// open by path answers ESTALE, on which the kernel
 // looks the name up again, past its caches, and finds the bucket's
 // version as a new inode; and once the copy has left (settled true), the
 // kernel is told to drop the node's attributes, pages and dentry, so
@@ -51,10 +54,18 @@ func (n *fileNode) supersede(remote transfer.ObjectAttrs, gone bool) {
 	if n.unlinked || !gone && n.attrs.Generation == remote.Generation {
 		return
 	}
-	n.replaced = true
+	r := remote
+	if gone {
+		r = transfer.ObjectAttrs{Name: n.name} // nothing: size 0 until the ESTALE's lookup says ENOENT
+	}
+	n.replaced = &r
 }
 
-func (n *fileNode) isSuperseded() bool {
+func (n *fileNode) isSuperseded() bool { return n.replacedBy() != nil }
+
+// replacedBy returns the bucket's version that replaced n's in a write
+// conflict, or nil.
+func (n *fileNode) replacedBy() *transfer.ObjectAttrs {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.replaced

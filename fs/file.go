@@ -34,7 +34,7 @@ type fileNode struct {
 	cacheOpen int                             // guarded by mu: handles open in the kernel's caching io mode
 	ptWrote   bool                            // guarded by mu: a passthrough writer was opened since the last caching open
 	unlinked  bool                            // guarded by mu: the name was deleted (or renamed over); open handles live on
-	replaced  bool                            // guarded by mu: a write conflict replaced this version in the bucket (conflict.go)
+	replaced  *transfer.ObjectAttrs           // guarded by mu: the bucket's version after a write conflict replaced this one (conflict.go)
 	writers   map[*cache.WriteHandle]struct{} // guarded by mu: handles open for writing
 	lazies    map[*lazyWriter]struct{}        // guarded by mu: lazy handles open for writing, not yet used (lazywrite.go)
 }
@@ -140,10 +140,11 @@ func (n *fileNode) getAttrs() transfer.ObjectAttrs {
 // kernel's next lookup of the name, once the entry timeout (the metadata
 // TTL) has passed.
 func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	a := n.currentAttrs()
 	if fh == nil && n.staleByPath() {
 		return n.staleErrno() // a stat by path: look the name up again (conflict.go)
 	}
-	n.fill(&out.Attr, n.currentAttrs())
+	n.fill(&out.Attr, a)
 	out.SetTimeout(n.fsys.opts.MetadataTTL)
 	return 0
 }
@@ -172,6 +173,9 @@ func (n *fileNode) currentAttrs() transfer.ObjectAttrs {
 		// listing); the copy, of the version this cache wrote, knows
 		// better. The generation stays the node's: it names the inode.
 		a.Size, a.Metadata = sa.Size, sa.Metadata
+	} else if r := n.replacedBy(); r != nil {
+		// A write conflict: the bucket's version, never the base's.
+		a.Size, a.Updated, a.Metadata = r.Size, r.Updated, r.Metadata
 	}
 	return a
 }
@@ -369,6 +373,17 @@ func (n *fileNode) uncount(mode ioMode, w *cache.WriteHandle) {
 // (attrs.go). Access times are not kept.
 func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	ctx = uninterrupted(ctx)
+	if size, ok := in.GetSize(); ok && !n.fsys.opts.ReadOnly && int64(size) <= n.fsys.cache.MaxFileSize() {
+		// A lazy handle's writer opens before the metadata change, as an
+		// eager one was: an open writer holds back the upload that change
+		// queues until the truncation and the writes after it are made.
+		if _, err := writerOf(ctx, fh, size == 0); err != nil {
+			return n.fsys.errno(ctx, "truncate", n.objName(), err)
+		}
+		if err := n.openLazies(ctx, size == 0); err != nil {
+			return n.fsys.errno(ctx, "truncate", n.objName(), err)
+		}
+	}
 	if md := setattrMeta(in); md != nil {
 		if n.fsys.opts.ReadOnly {
 			return syscall.EROFS

@@ -28,7 +28,8 @@ import (
 // open and the first write is followed: the node's name is used then.
 //
 // Handles the kernel writes itself (passthrough) are opened eagerly:
-// the kernel needs the descriptor at the open.
+// the kernel needs the descriptor at the open; so are handles of a file
+// with local changes (nothing to fetch; see lazyOK).
 type lazyWriter struct {
 	node *fileNode
 
@@ -136,18 +137,32 @@ func (l *lazyWriter) forget() {
 // fails then (lazyWriter.get).
 func (f *FS) openLazyWriters(ctx context.Context, name string) {
 	for _, n := range f.nodesNamed(name) {
-		n.mu.Lock()
-		ls := make([]*lazyWriter, 0, len(n.lazies))
-		for l := range n.lazies {
-			ls = append(ls, l)
-		}
-		n.mu.Unlock()
-		for _, l := range ls {
-			if _, err := l.get(ctx, false); err != nil {
-				f.log.Warn("taking the copy of a file open for writing before its name goes failed; writes through that descriptor will fail", "object", name, "err", err)
-			}
+		if err := n.openLazies(ctx, false); err != nil {
+			f.log.Warn("taking the copy of a file open for writing before its name goes failed; writes through that descriptor will fail", "object", name, "err", err)
 		}
 	}
+}
+
+// openLazies opens every lazy writer of n (trunc: for a truncation to 0,
+// so their copy can start empty) and returns the first failure. A change
+// made to n by another way than these handles (a truncate(2) by path,
+// which the kernel also sends for open(O_TRUNC) after the open) calls it
+// first: open writers hold back the upload of that change until the
+// writes through them are made, as eager ones did.
+func (n *fileNode) openLazies(ctx context.Context, trunc bool) error {
+	n.mu.Lock()
+	ls := make([]*lazyWriter, 0, len(n.lazies))
+	for l := range n.lazies {
+		ls = append(ls, l)
+	}
+	n.mu.Unlock()
+	var first error
+	for _, l := range ls {
+		if _, err := l.get(ctx, trunc); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // lazyOK reports whether an open for writing of n can be lazy: not with
@@ -159,8 +174,11 @@ func (n *fileNode) lazyOK(trunc bool) bool {
 		return false
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.ptOpen == 0
+	pt, name := n.ptOpen, n.name
+	n.mu.Unlock()
+	// A copy with local changes is whole already: opened at once, the
+	// writer holds back their upload (cache.HasLocalContent).
+	return pt == 0 && !n.fsys.cache.HasLocalContent(name)
 }
 
 // writer returns the WriteHandle of h (opened now if h is lazy), or nil

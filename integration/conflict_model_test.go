@@ -197,7 +197,11 @@ func runConflictStep(t *testing.T, newFile, hold bool) {
 	checkConflictSamples(t, samples)
 	sib := listObjects(t, emu, name+".bucketfs-conflict-")
 	if len(sib) != 1 || !bytes.Equal(object(t, emu, sib[0]), conflictVersions.local) {
-		t.Errorf("conflict copies %v, want one with the local version", sib)
+		var got []string
+		for _, o := range sib {
+			got = append(got, fmt.Sprintf("%s: %q", o, object(t, emu, o)))
+		}
+		t.Errorf("conflict copies %v, want one with the local version", got)
 	}
 	m.unmount(t)
 	if got := object(t, emu, name); !bytes.Equal(got, conflictVersions.remote) {
