@@ -26,10 +26,11 @@ import (
 
 // conflictVersions are the contents a sample may be, all of different
 // sizes so that a size names a version.
-var conflictVersions = struct{ base, local, remote []byte }{
+var conflictVersions = struct{ base, local, remote, again []byte }{
 	base:   []byte("the base version, 33 bytes long.\n"),
 	local:  []byte("local version (20)\n\n"),
 	remote: []byte("remote (14)\n\n\n"),
+	again:  []byte("again (9)"), // a second remote write, after the refusal
 }
 
 // conflictSample is one look at the path.
@@ -83,6 +84,8 @@ func sizeVersion(size int64) string {
 		return "local"
 	case int64(len(conflictVersions.remote)):
 		return "remote"
+	case int64(len(conflictVersions.again)):
+		return "again"
 	}
 	return ""
 }
@@ -94,18 +97,24 @@ func dataVersion(b []byte) string {
 		return "local"
 	case bytes.Equal(b, conflictVersions.remote):
 		return "remote"
+	case bytes.Equal(b, conflictVersions.again):
+		return "again"
 	}
 	return ""
 }
 
+// versionRank orders the versions as they were made.
+var versionRank = map[string]int{"local": 1, "remote": 2, "again": 3}
+
 // checkConflictSamples checks the looks in the order they were made
 // (stat, read, stat, listing of each sample): each one whole allowed
-// version, never the local one after the remote one. A sample may
-// straddle the refusal (a stat of the local version, then a read of the
-// remote one), never the other way.
+// version, never an older one after a newer one (local, remote, then
+// the second remote write if any). A sample may straddle a change (a
+// stat of the local version, then a read of the remote one), never the
+// other way.
 func checkConflictSamples(t *testing.T, samples []conflictSample) {
 	t.Helper()
-	seenRemote := false
+	seenRemote, newest := false, 0
 	counts := map[string]int{}
 	for i, s := range samples {
 		looks := []string{sizeVersion(s.size1), dataVersion(s.data), sizeVersion(s.size2)}
@@ -117,14 +126,14 @@ func checkConflictSamples(t *testing.T, samples []conflictSample) {
 			switch {
 			case s.err != nil || v == "":
 				t.Errorf("sample %d of %d is not one whole allowed version: %v", i, len(samples), s)
-			case v == "local" && seenRemote:
-				t.Errorf("sample %d of %d shows the local version after the remote one: %v", i, len(samples), s)
-			case v == "remote":
-				seenRemote = true
+			case versionRank[v] < newest:
+				t.Errorf("sample %d of %d goes back to an older version (%s): %v", i, len(samples), v, s)
 			}
-			if s.err != nil || v == "" || v == "local" && seenRemote {
+			if s.err != nil || v == "" || versionRank[v] < newest {
 				break
 			}
+			newest = versionRank[v]
+			seenRemote = seenRemote || v != "local"
 		}
 	}
 	if !seenRemote {
@@ -139,18 +148,20 @@ func TestModelConflict(t *testing.T) {
 		name    string
 		newFile bool // the file is created here (no base)
 		hold    bool // the remote write happens while the upload is held at the server
+		again   bool // and another one between the refusal and the next lookup
 	}{
 		{name: "before-the-delay-ends"},
+		{name: "again-after-the-refusal", again: true},
 		{name: "new-file-before-the-delay-ends", newFile: true},
 		{name: "during-the-upload", hold: true},
 		{name: "new-file-during-the-upload", newFile: true, hold: true},
 	}
 	for _, step := range steps {
-		t.Run(step.name, func(t *testing.T) { runConflictStep(t, step.newFile, step.hold) })
+		t.Run(step.name, func(t *testing.T) { runConflictStep(t, step.newFile, step.hold, step.again) })
 	}
 }
 
-func runConflictStep(t *testing.T, newFile, hold bool) {
+func runConflictStep(t *testing.T, newFile, hold, again bool) {
 	emu := startEmulator(t, nil)
 	const name = "dir/shared.txt"
 	put(t, emu, "dir/other", []byte("x"))
@@ -191,6 +202,10 @@ func runConflictStep(t *testing.T, newFile, hold bool) {
 		}
 		look()
 	}
+	if again {
+		look()
+		put(t, emu, name, conflictVersions.again)
+	}
 	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
 		look()
 	}
@@ -204,8 +219,12 @@ func runConflictStep(t *testing.T, newFile, hold bool) {
 		t.Errorf("conflict copies %v, want one with the local version", got)
 	}
 	m.unmount(t)
-	if got := object(t, emu, name); !bytes.Equal(got, conflictVersions.remote) {
-		t.Errorf("the bucket's %s = %q, want the remote version", name, got)
+	want := conflictVersions.remote
+	if again {
+		want = conflictVersions.again
+	}
+	if got := object(t, emu, name); !bytes.Equal(got, want) {
+		t.Errorf("the bucket's %s = %q, want %q", name, got, want)
 	}
 }
 
