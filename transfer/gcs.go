@@ -142,7 +142,7 @@ func (g *GCS) Multipart(endpoint string) (*Multipart, error) {
 	if endpoint == "" {
 		endpoint = g.xmlURL
 	}
-	return NewMultipart(MultipartOptions{Endpoint: endpoint, Bucket: g.name, Client: g.http})
+	return NewMultipart(MultipartOptions{Endpoint: endpoint, Bucket: g.name, Client: g.http, StallTimeout: g.stall})
 }
 
 // normalizeEndpoint turns "http://host:port" into the JSON API base URL.

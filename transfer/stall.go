@@ -55,6 +55,7 @@ type stallWatch struct {
 	paused  atomic.Bool
 	stalled atomic.Bool
 	done    chan struct{}
+	once    sync.Once      // stop's
 	wg      sync.WaitGroup // the watching goroutine
 }
 
@@ -94,11 +95,14 @@ func watchStalls(ctx context.Context, timeout time.Duration) (context.Context, *
 
 func (w *stallWatch) progress() { w.last.Store(time.Now().UnixNano()) }
 
-// stop ends the watch and reports whether it cancelled the request.
+// stop ends the watch and reports whether it cancelled the request; it
+// may be called more than once.
 func (w *stallWatch) stop() bool {
-	close(w.done)
-	w.wg.Wait()
-	w.cancel()
+	w.once.Do(func() {
+		close(w.done)
+		w.wg.Wait()
+		w.cancel()
+	})
 	return w.stalled.Load()
 }
 

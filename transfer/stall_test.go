@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,5 +129,53 @@ func TestPutStallFails(t *testing.T) {
 	// Sent again, it goes through.
 	if _, err := b.Put(ctx, "up", bytes.NewReader(testutil.Pattern(size, 32)), PutOptions{IfGenerationMatch: 0}); err != nil {
 		t.Fatalf("Put again: %v", err)
+	}
+}
+
+// TestUploadPartStallFails: a part of an XML multipart upload whose body
+// the server stops taking is cancelled after the stall timeout with
+// ErrStalled, and the stall is counted; a part the server takes whole is
+// sent as before.
+func TestUploadPartStallFails(t *testing.T) {
+	var stallNext atomic.Bool
+	stallNext.Store(true)
+	// A server that has not read a body does not see its client go: the
+	// stalled handler waits for the test's end instead.
+	end := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stallNext.CompareAndSwap(true, false) {
+			io.CopyN(io.Discard, r.Body, 1<<20) // takes a little, then no more
+			select {
+			case <-r.Context().Done():
+			case <-end:
+			}
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("ETag", `"etag"`)
+	}))
+	defer srv.Close()
+	defer close(end)
+	mp, err := NewMultipart(MultipartOptions{Endpoint: srv.URL, Bucket: bucketName, StallTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &stallCounter{}
+	api := NewMetered(nil, obs).Multipart(mp)
+	ctx := testutil.Ctx(t, 60*time.Second)
+	const size = 32 << 20 // more than the loopback socket buffers hold
+	part := bytes.NewReader(testutil.Pattern(size, 33))
+	start := time.Now()
+	if _, err := api.UploadPart(ctx, "obj", "upload-1", 1, part, size); !errors.Is(err, ErrStalled) {
+		t.Fatalf("UploadPart: err = %v, want ErrStalled", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("UploadPart took %v to give up", took)
+	}
+	if obs.get("upload") != 1 {
+		t.Errorf("upload stalls counted = %d, want 1", obs.get("upload"))
+	}
+	if _, err := api.UploadPart(ctx, "obj", "upload-1", 1, part, size); err != nil {
+		t.Fatalf("UploadPart again: %v", err)
 	}
 }
