@@ -499,7 +499,7 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 	}
 	src, gen := e.name, e.rec.Generation
 	do := transfer.DownloadOptions{ChunkSize: c.opts.ChunkSize, Parallelism: c.opts.Parallelism, Sums: sums,
-		CRC32C: e.rec.CRC32C, CheckCRC: e.rec.CRC32C != 0, StoredBytes: e.rec.Encoding != ""}
+		CRC32C: e.rec.CRC32C, CheckCRC: e.rec.CRC32C != 0, StoredBytes: e.rec.Encoding != "", Logger: c.log}
 	if e.rec.pendingCopy() {
 		src, gen = e.rec.CopyFrom, e.rec.CopyGen // the content is that version's
 		// The download reads that version: it is held while it runs,

@@ -345,7 +345,7 @@ func (c *Cache) checkSize(e *entry, f *os.File) {
 	if err := f.Truncate(size); err != nil {
 		c.log.Warn("resizing a damaged cache file failed", "object", e.name, "err", err)
 	}
-	c.dropBadChunks(e, bad, fmt.Errorf("the cache file has %d bytes, its record says %d", st.Size(), size))
+	c.dropBadChunks(e, bad, fmt.Errorf("the cache file has %d bytes, its record says %d (the file is %s)", st.Size(), size, shorterOrLonger(st.Size(), size)))
 }
 
 // verifyCopy checks e's clean, complete copy before a handle reads it

@@ -242,7 +242,7 @@ func (c *Cache) reconcile(recs map[string]record, adopted map[string]record) err
 			// cache's back: none of it is trusted; it is fetched again
 			// (checksum.go).
 			c.log.Warn("a cached copy has the wrong size: it is dropped and fetched again from the bucket",
-				"object", name, "generation", r.Generation, "file_size", st.Size(), "size", r.Size)
+				"object", name, "generation", r.Generation, "file_size", st.Size(), "size", r.Size, "file_is", shorterOrLonger(st.Size(), r.Size))
 			if err := os.Truncate(c.dataPath(r.ID), r.Size); err != nil {
 				return fmt.Errorf("resizing the damaged cache file of %s: %w", name, err)
 			}

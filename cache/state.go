@@ -50,6 +50,7 @@ type cacheWriteBack struct {
 	waiters      int                                                     // calls waiting in waitLocked
 	waited       chan struct{}                                           // closed and replaced when a call starts waiting there (a test watches it)
 	confirmedFn  func(name string, a transfer.ObjectAttrs, deleted bool) // see OnConfirmed
+	conflictFn   ConflictFunc                                            // see OnConflict (conflictnote.go)
 	writeHandles map[*WriteHandle]struct{}                               // every WriteHandle not yet closed
 }
 

@@ -482,10 +482,12 @@ func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint
 	if sa, err := c.b.Stat(ctx, sibling); err == nil {
 		c.confirm(sibling, sa, false)
 	}
-	if ra, err := c.b.Stat(ctx, name); err == nil {
-		c.confirm(name, ra, false)
-	} else if errors.Is(err, transfer.ErrNotExist) {
-		c.confirm(name, transfer.ObjectAttrs{}, true)
+	ra, err := c.b.Stat(ctx, name)
+	known := err == nil || errors.Is(err, transfer.ErrNotExist) // what the name shows now
+	gone := err != nil
+	if known {
+		c.confirm(name, ra, gone)
+		c.noteConflict(name, ra, gone, false)
 	}
 	c.mu.Lock()
 	c.stats.Conflicts++
@@ -494,12 +496,16 @@ func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint
 	var victims []*entry
 	// Newer changes (or a writer that may make them) are still based on
 	// the old generation: they go beside it too, on the next try.
-	if c.settleLocked(e, name, version, inflight, e.writers == 0) {
+	settled := c.settleLocked(e, name, version, inflight, e.writers == 0)
+	if settled {
 		victims = c.dropLocked(e)
 	}
 	c.notifyLocked()
 	c.mu.Unlock()
 	c.removeAll(victims)
+	if settled && known {
+		c.noteConflict(name, ra, gone, true)
+	}
 	return nil
 }
 

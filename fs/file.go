@@ -33,7 +33,9 @@ type fileNode struct {
 	cacheOpen int                             // guarded by mu: handles open in the kernel's caching io mode
 	ptWrote   bool                            // guarded by mu: a passthrough writer was opened since the last caching open
 	unlinked  bool                            // guarded by mu: the name was deleted (or renamed over); open handles live on
+	replaced  *transfer.ObjectAttrs           // guarded by mu: the bucket's version after a write conflict replaced this one (conflict.go)
 	writers   map[*cache.WriteHandle]struct{} // guarded by mu: handles open for writing
+	lazies    map[*lazyWriter]struct{}        // guarded by mu: lazy handles open for writing, not yet used (lazywrite.go)
 }
 
 var (
@@ -137,7 +139,11 @@ func (n *fileNode) getAttrs() transfer.ObjectAttrs {
 // kernel's next lookup of the name, once the entry timeout (the metadata
 // TTL) has passed.
 func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	n.fill(&out.Attr, n.currentAttrs())
+	a := n.currentAttrs()
+	if fh == nil && n.staleByPath() {
+		return n.staleErrno() // a stat by path: look the name up again (conflict.go)
+	}
+	n.fill(&out.Attr, a)
 	out.SetTimeout(n.fsys.opts.MetadataTTL)
 	return 0
 }
@@ -166,12 +172,18 @@ func (n *fileNode) currentAttrs() transfer.ObjectAttrs {
 		// listing); the copy, of the version this cache wrote, knows
 		// better. The generation stays the node's: it names the inode.
 		a.Size, a.Metadata = sa.Size, sa.Metadata
+	} else if r := n.replacedBy(); r != nil {
+		// A write conflict: the bucket's version, never the base's.
+		a.Size, a.Updated, a.Metadata = r.Size, r.Updated, r.Metadata
 	}
 	return a
 }
 
 // Open implements gofs.NodeOpener.
 func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if n.staleByPath() {
+		return nil, 0, n.staleErrno() // conflict.go
+	}
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return n.openWrite(ctx, flags&syscall.O_TRUNC != 0)
 	}
@@ -244,6 +256,9 @@ func (n *fileNode) passthroughLocked(complete bool) bool {
 func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, uint32, syscall.Errno) {
 	if n.fsys.opts.ReadOnly {
 		return nil, 0, syscall.EROFS
+	}
+	if n.lazyOK(trunc) {
+		return n.openLazy(), 0, 0 // fetched at the first use (lazywrite.go)
 	}
 	a := n.getAttrs()
 	h, err := n.writeHandle(ctx, a, trunc)
@@ -358,6 +373,17 @@ func (n *fileNode) uncount(mode ioMode, w *cache.WriteHandle) {
 // (attrs.go). Access times are not kept.
 func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	ctx = uninterrupted(ctx)
+	if size, ok := in.GetSize(); ok && !n.fsys.opts.ReadOnly && int64(size) <= n.fsys.cache.MaxFileSize() {
+		// A lazy handle's writer opens before the metadata change, as an
+		// eager one was: an open writer holds back the upload that change
+		// queues until the truncation and the writes after it are made.
+		if _, err := writerOf(ctx, fh, size == 0); err != nil {
+			return n.fsys.errno(ctx, "truncate", n.objName(), err)
+		}
+		if err := n.openLazies(ctx, size == 0); err != nil {
+			return n.fsys.errno(ctx, "truncate", n.objName(), err)
+		}
+	}
 	if md := setattrMeta(in); md != nil {
 		if n.fsys.opts.ReadOnly {
 			return syscall.EROFS
@@ -375,7 +401,10 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 		if int64(size) > n.fsys.cache.MaxFileSize() || int64(size) < 0 {
 			return syscall.EFBIG // before a copy is fetched to be cut
 		}
-		w := writerOf(fh)
+		w, err := writerOf(ctx, fh, size == 0)
+		if err != nil {
+			return n.fsys.errno(ctx, "truncate", n.objName(), err)
+		}
 		if w == nil {
 			wh, err := n.fsys.cache.OpenWrite(ctx, n.getAttrs(), size == 0, false)
 			if err != nil {
@@ -410,7 +439,8 @@ type dataHandle interface {
 type fileHandle struct {
 	node *fileNode
 	data dataHandle
-	w    *cache.WriteHandle // nil unless open for writing
+	w    *cache.WriteHandle // nil unless open for writing (eagerly)
+	lazy *lazyWriter        // nil unless open for writing, lazily (lazywrite.go)
 	mode ioMode             // how node counts it
 }
 
@@ -424,14 +454,16 @@ var (
 	_ gofs.FileAllocater = (*fileHandle)(nil)
 )
 
-func writerOf(fh gofs.FileHandle) *cache.WriteHandle {
+// writerOf returns fh's WriteHandle (opened now if it is lazy), or nil
+// if fh is not open for writing; trunc: for a truncation to 0.
+func writerOf(ctx context.Context, fh gofs.FileHandle, trunc bool) (*cache.WriteHandle, error) {
 	switch h := fh.(type) {
 	case *fileHandle:
-		return h.w
+		return h.writer(ctx, trunc)
 	case *passthroughHandle:
-		return h.w
+		return h.w, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // Read implements gofs.FileReader.
@@ -446,10 +478,14 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 // Write implements gofs.FileWriter. The bytes land in the cache file; the
 // upload happens after the last close.
 func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	if h.w == nil {
+	w, err := h.writer(ctx, false)
+	if err != nil {
+		return 0, h.node.fsys.errno(ctx, "write", h.node.objName(), err)
+	}
+	if w == nil {
 		return 0, syscall.EBADF
 	}
-	n, err := h.w.WriteAt(data, off)
+	n, err := w.WriteAt(data, off)
 	if err != nil {
 		return uint32(n), h.node.fsys.errno(ctx, "write", h.node.objName(), err)
 	}
@@ -464,13 +500,17 @@ func (h *fileHandle) Flush(ctx context.Context) syscall.Errno { return 0 }
 // --fsync=remote, in the bucket.
 func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	ctx = uninterrupted(ctx)
-	if h.w == nil {
+	w := h.w
+	if h.lazy != nil {
+		w = h.lazy.opened() // nil: nothing was written through it
+	}
+	if w == nil {
 		return 0
 	}
-	if err := h.w.Sync(); err != nil {
+	if err := w.Sync(); err != nil {
 		return h.node.fsys.errno(ctx, "fsync", h.node.objName(), err)
 	}
-	if h.node.fsys.opts.FsyncRemote && !h.w.Orphaned() {
+	if h.node.fsys.opts.FsyncRemote && !w.Orphaned() {
 		if err := h.node.fsys.cache.FlushName(ctx, h.node.objName()); err != nil {
 			return h.node.fsys.errno(ctx, "fsync", h.node.objName(), err)
 		}
@@ -483,7 +523,7 @@ func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // past the largest file size, ENOSPC when no room can be made). Other
 // modes (keep size, punch hole, ...) are not supported (EOPNOTSUPP).
 func (h *fileHandle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
-	if h.w == nil {
+	if h.w == nil && h.lazy == nil {
 		return syscall.EBADF
 	}
 	if mode != 0 {
@@ -492,7 +532,11 @@ func (h *fileHandle) Allocate(ctx context.Context, off uint64, size uint64, mode
 	if off > math.MaxInt64 || size > math.MaxInt64-off {
 		return syscall.EFBIG
 	}
-	if err := h.w.Allocate(int64(off), int64(size)); err != nil {
+	w, err := h.writer(ctx, false)
+	if err != nil {
+		return h.node.fsys.errno(ctx, "fallocate", h.node.objName(), err)
+	}
+	if err := w.Allocate(int64(off), int64(size)); err != nil {
 		return h.node.fsys.errno(ctx, "fallocate", h.node.objName(), err)
 	}
 	return 0
@@ -507,8 +551,12 @@ func (h *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Err
 
 // Release implements gofs.FileReleaser.
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
+	w := h.w
+	if h.lazy != nil {
+		w = h.lazy.opened()
+	}
 	err := h.data.Close()
-	h.node.uncount(h.mode, h.w)
+	h.node.uncount(h.mode, w)
 	if err != nil {
 		return h.node.fsys.errno(ctx, "close", h.node.objName(), err)
 	}

@@ -56,7 +56,9 @@ type Options struct {
 // own fields and are held only around them: never across I/O (a request
 // to the bucket, a call of the cache) nor a call into go-fuse. The one
 // nesting: FS.mu is taken under fileNode.mu (repoint releases the node's
-// inode number as it changes the node's name). No other two are held at
+// inode number as it changes the node's name); and fileNode.mu under a
+// lazy write handle's own lock (lazyWriter.mu, lazywrite.go), which is
+// held across the cache's OpenWrite. No other two are held at
 // once; nodesMu is a leaf, taken with nothing else held. The lock of the
 // name cache (names.Cache) and the cache's locks are taken with none of
 // these held. prefetcher.mu (prefetch.go) is a leaf too, never held
@@ -99,6 +101,7 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 	c.OnConfirmed(f.names.Confirmed)
 	f.prefetch = newPrefetcher(f, c, o.Prefetch)
 	f.names.OnChange(f.nameChanged)
+	c.OnConflict(f.conflicted)
 	return f
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"sync"
 
@@ -31,6 +32,9 @@ type DownloadOptions struct {
 	// StoredBytes reads an object stored with a Content-Encoding as it is
 	// stored (see transfer.StoredBytes).
 	StoredBytes bool
+	// Logger, if set, is told about a failed fetch a reader retried
+	// (Ensure); nil logs nothing.
+	Logger *slog.Logger
 }
 
 // Download fetches one version of an object into dst in chunks of
@@ -55,6 +59,7 @@ type Download struct {
 	dst   io.WriterAt
 	crc   uint32 // the object's, if check
 	check bool
+	log   *slog.Logger // nil: none
 
 	// life is the download's own lifetime (not a request's): Stop cancels
 	// it. Fetches started by Ensure run under it, so that one reader giving
@@ -107,7 +112,7 @@ func NewDownload(b Bucket, name string, gen, size int64, dst io.WriterAt, presen
 	n := int((size + o.ChunkSize - 1) / o.ChunkSize)
 	d := &Download{
 		b: b, name: name, gen: gen, size: size, chunk: o.ChunkSize, par: o.Parallelism, dst: dst,
-		crc: o.CRC32C, check: o.CheckCRC,
+		crc: o.CRC32C, check: o.CheckCRC, log: o.Logger,
 		idle:     make(chan struct{}),
 		complete: make(chan struct{}),
 		chunks:   make([]chunkState, n),
@@ -280,7 +285,7 @@ func (d *Download) read(a *attempt, off, n int64) (uint32, error) {
 	bw.Reset(nil)
 	bufPool.Put(bw)
 	if err == nil && got != n {
-		err = fmt.Errorf("read gs://%s/%s#%d at offset %d: got %d bytes, want %d: %w", d.b.Name(), d.name, d.gen, off, got, n, ErrShortRead)
+		err = sizeMismatch(d.b.Name(), d.name, d.gen, off, got, n)
 	}
 	return pw.crc, err
 }
@@ -351,7 +356,43 @@ func (d *Download) EnsureComplete(ctx context.Context) error {
 	return nil
 }
 
+// ensure fetches (or waits for) the chunks of [off, off+length). A fetch
+// it waited for that failed for a reason a new request may not meet (a
+// broken stream, a short body, a stall, a server error) is tried once
+// more for this reader before its error is returned: the fetch may have
+// been a background one, and a reader that got its bytes on the second
+// try has seen no error, so none is reported as one (a warning says what
+// was retried).
 func (d *Download) ensure(ctx context.Context, off, length int64, whole bool) error {
+	err := d.ensureOnce(ctx, off, length, whole)
+	if err == nil || !d.retryable(ctx, err) {
+		return err
+	}
+	if err2 := d.ensureOnce(ctx, off, length, whole); err2 != nil {
+		return err2
+	}
+	if d.log != nil {
+		d.log.Warn("a range read failed; retried, and the reader got its bytes", "object", d.name, "generation", d.gen, "offset", off, "err", err)
+	}
+	return nil
+}
+
+// retryable reports whether a fetch's error err is worth one more try
+// for a reader: not when the version is gone, the bytes failed their
+// checksum (a download never serves such bytes), the bucket refused us, or
+// the reader or the download gave up.
+func (d *Download) retryable(ctx context.Context, err error) bool {
+	switch {
+	case ctx.Err() != nil, d.life.Err() != nil:
+		return false
+	case errors.Is(err, ErrNotExist), errors.Is(err, ErrChecksum), errors.Is(err, ErrPermission),
+		errors.Is(err, ErrUnauthenticated), errors.Is(err, ErrBucketNotExist):
+		return false
+	}
+	return true
+}
+
+func (d *Download) ensureOnce(ctx context.Context, off, length int64, whole bool) error {
 	if length <= 0 || off >= d.size {
 		return nil
 	}
@@ -465,3 +506,13 @@ func (d *Download) Stop() {
 // IsStale reports whether err means the version being downloaded is gone
 // from the bucket, so that retrying cannot help.
 func IsStale(err error) bool { return errors.Is(err, ErrNotExist) }
+
+// sizeMismatch is the error of a read of n bytes at off that got got
+// bytes: it says which way the sizes differ, with both numbers.
+func sizeMismatch(bucket, name string, gen, off, got, n int64) error {
+	how := "the object ended early: it is shorter than the size it was opened with"
+	if got > n {
+		how = "the server sent more bytes than asked for: the object is longer than the size it was opened with"
+	}
+	return fmt.Errorf("read gs://%s/%s#%d at offset %d: got %d bytes, want %d (%s): %w", bucket, name, gen, off, got, n, how, ErrShortRead)
+}

@@ -39,6 +39,9 @@ type GCSOptions struct {
 	// Breaker): an unreachable bucket is detected within seconds and
 	// calls then fail at once with ErrOffline.
 	Breaker *BreakerOptions
+	// StallTimeout: a read or upload with no progress for this long is
+	// cancelled (stall.go); 0 means DefaultStallTimeout, < 0 never.
+	StallTimeout time.Duration
 }
 
 // GCS is a Bucket in Google Cloud Storage, reached through the official
@@ -51,7 +54,8 @@ type GCS struct {
 	xmlURL string              // base URL of the XML API, for Multipart
 	raw    *rawstorage.Service // the JSON API itself, for folders (folder.go)
 	hns    hnsState
-	br     *Breaker // nil without GCSOptions.Breaker
+	br     *Breaker      // nil without GCSOptions.Breaker
+	stall  time.Duration // see GCSOptions.StallTimeout; <= 0: not watched
 }
 
 var _ Bucket = (*GCS)(nil)
@@ -137,7 +141,11 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 		c.Close()
 		return nil, err
 	}
-	g := &GCS{name: bucket, client: c, h: c.Bucket(bucket), http: hc, xmlURL: xmlURL, raw: raw, br: br}
+	stall := o.StallTimeout
+	if stall == 0 {
+		stall = DefaultStallTimeout
+	}
+	g := &GCS{name: bucket, client: c, h: c.Bucket(bucket), http: hc, xmlURL: xmlURL, raw: raw, br: br, stall: stall}
 	if br != nil {
 		br.start(g.probe)
 	}
@@ -171,7 +179,7 @@ func (g *GCS) Multipart(endpoint string) (*Multipart, error) {
 	if endpoint == "" {
 		endpoint = g.xmlURL
 	}
-	return NewMultipart(MultipartOptions{Endpoint: endpoint, Bucket: g.name, Client: g.http})
+	return NewMultipart(MultipartOptions{Endpoint: endpoint, Bucket: g.name, Client: g.http, StallTimeout: g.stall})
 }
 
 // normalizeEndpoint turns "http://host:port" into the JSON API base URL.
@@ -269,8 +277,16 @@ func (g *GCS) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	return page, nil
 }
 
-// ReadRange implements Bucket.
+// ReadRange implements Bucket. A request that stalls is taken up by a
+// new one (stall.go).
 func (g *GCS) ReadRange(ctx context.Context, name string, gen, off, length int64, w io.Writer) (int64, error) {
+	what := fmt.Sprintf("read gs://%s/%s#%d", g.name, name, gen)
+	return readUnstalled(ctx, g.stall, what, off, length, w, func(ctx context.Context, off, length int64, w io.Writer) (int64, error) {
+		return g.readRange(ctx, name, gen, off, length, w)
+	})
+}
+
+func (g *GCS) readRange(ctx context.Context, name string, gen, off, length int64, w io.Writer) (int64, error) {
 	o := g.h.Object(name)
 	if gen > 0 {
 		o = o.Generation(gen)
@@ -323,8 +339,19 @@ func conditional(o *storage.ObjectHandle, po PutOptions) *storage.ObjectHandle {
 	}
 }
 
-// Put implements Bucket.
+// Put implements Bucket. A body the server stops taking fails with
+// ErrStalled (stall.go): the caller sends it again.
 func (g *GCS) Put(ctx context.Context, name string, r io.Reader, po PutOptions) (ObjectAttrs, error) {
+	wctx, watch := watchStalls(ctx, g.stall)
+	a, err := g.put(wctx, name, stallReader{r, watch}, po)
+	if watch.stop() && ctx.Err() == nil {
+		noteStall(ctx, "upload")
+		return ObjectAttrs{}, fmt.Errorf("put gs://%s/%s: the server took no more of the body for %v: %w", g.name, name, g.stall, ErrStalled)
+	}
+	return a, err
+}
+
+func (g *GCS) put(ctx context.Context, name string, r io.Reader, po PutOptions) (ObjectAttrs, error) {
 	w := conditional(g.h.Object(name), po).NewWriter(ctx)
 	w.ChunkSize = 0 // one request
 	w.ContentType = po.ContentType

@@ -43,6 +43,9 @@ type MultipartOptions struct {
 	// S3-compatible servers or GCS HMAC keys. nil means
 	// http.DefaultClient (anonymous).
 	Client *http.Client
+	// StallTimeout: a part whose body the server stops taking for this
+	// long is cancelled with ErrStalled (stall.go); <= 0 never.
+	StallTimeout time.Duration
 }
 
 // Multipart is a client of the S3-style XML multipart upload API, as GCS
@@ -67,6 +70,7 @@ type Multipart struct {
 	base   *url.URL // the endpoint, without a trailing '/'
 	bucket string
 	client *http.Client
+	stall  time.Duration // see MultipartOptions.StallTimeout
 }
 
 // NewMultipart makes a client. It does not talk to the server: the first
@@ -86,7 +90,7 @@ func NewMultipart(o MultipartOptions) (*Multipart, error) {
 	if c == nil {
 		c = http.DefaultClient
 	}
-	return &Multipart{base: u, bucket: o.Bucket, client: c}, nil
+	return &Multipart{base: u, bucket: o.Bucket, client: c, stall: o.StallTimeout}, nil
 }
 
 // Initiate starts a multipart upload of object name and returns its upload
@@ -142,11 +146,15 @@ func (m *Multipart) UploadPart(ctx context.Context, name, uploadID string, n int
 	// from its own goroutine after RoundTrip has returned.
 	f := &partFence{}
 	defer f.close()
+	outer := ctx
+	ctx, watch := watchStalls(ctx, m.stall) // after the sum: only the stream is watched
+	defer watch.stop()
 	body := func() io.ReadCloser {
 		if size == 0 {
 			return http.NoBody
 		}
-		return &partBody{f: f, r: io.NewSectionReader(r, 0, size)}
+		watch.paused.Store(false) // a body sent (again) from its start
+		return &partBody{f: f, r: io.NewSectionReader(r, 0, size), watch: watch}
 	}
 	q := "partNumber=" + strconv.Itoa(n) + "&uploadId=" + uriEncode(uploadID, false)
 	req, err := m.newRequest(ctx, http.MethodPut, name, q, nil)
@@ -160,6 +168,10 @@ func (m *Multipart) UploadPart(ctx context.Context, name, uploadID string, n int
 
 	resp, err := m.send(op, name, req)
 	if err != nil {
+		if watch.stop() && outer.Err() == nil {
+			noteStall(outer, "upload")
+			return "", m.opErr(op, name, fmt.Errorf("the server took no more of part %d for %v: %w", n, m.stall, ErrStalled))
+		}
 		return "", err
 	}
 	drain(resp.Body)
@@ -517,8 +529,9 @@ func (f *partFence) close() {
 // which only UploadPart's return contends for: that is what makes the
 // return wait for a read of the caller's reader in flight.
 type partBody struct {
-	f *partFence
-	r *io.SectionReader
+	f     *partFence
+	r     *io.SectionReader
+	watch *stallWatch // marks the progress of the stream (stall.go)
 }
 
 func (b *partBody) Read(p []byte) (int, error) {
@@ -527,7 +540,12 @@ func (b *partBody) Read(p []byte) (int, error) {
 	if b.f.closed {
 		return 0, errPartFenced
 	}
-	return b.r.Read(p)
+	b.watch.progress()
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		b.watch.paused.Store(true) // all sent: what follows is the server's work
+	}
+	return n, err
 }
 
 func (b *partBody) Close() error { return nil }

@@ -56,6 +56,7 @@ type mountConfig struct {
 	debugFUSE    bool
 	checkTimeout time.Duration
 	offlineAfter time.Duration // see offline.go
+	stallTimeout time.Duration
 
 	writeBackDelay    time.Duration
 	flushTimeout      time.Duration
@@ -107,6 +108,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.BoolVar(&c.debugFUSE, "debug-fuse", false, "log every FUSE request (very verbose)")
 	fl.DurationVar(&c.checkTimeout, "check-timeout", 30*time.Second, "how long the start-up check of the bucket may take")
 	fl.DurationVar(&c.offlineAfter, "offline-after", 3*time.Second, "a request with no progress for this long makes bucketfs probe the bucket; with no answer within as long again (or with connections refused, or 3 requests failed in a row) it is taken as offline: cached files are served, changes queued, other reads fail with EIO, until it answers again")
+	fl.DurationVar(&c.stallTimeout, "stall-timeout", transfer.DefaultStallTimeout, "a read or upload whose body makes no progress for this long is cancelled: a read is taken up by a new request, an upload sent again; 0 never")
 	fl.DurationVar(&c.writeBackDelay, "write-back-delay", 5*time.Second, "wait after the last close of a changed file before uploading it")
 	fl.DurationVar(&c.flushTimeout, "flush-timeout", 10*time.Minute, "at unmount, how long to wait for changes to reach the bucket; what is left stays in the cache and goes up at the next mount")
 	fl.IntVar(&c.uploadParallelism, "upload-parallelism", 8, "uploads in flight")
@@ -200,6 +202,8 @@ func (c *mountConfig) validate() error {
 		return bad("--check-timeout must be positive")
 	case c.offlineAfter < 100*time.Millisecond:
 		return bad("--offline-after must be at least 100ms")
+	case c.stallTimeout < 0:
+		return bad("--stall-timeout must not be negative (0 turns it off)")
 	case c.writeBackDelay < 0:
 		return bad("--write-back-delay must not be negative")
 	case c.flushTimeout <= 0:
@@ -273,6 +277,7 @@ func runMount(args []string) error {
 		MaxConnsPerHost: c.maxRequests,
 		UserAgent:       "bucketfs/" + version,
 		Breaker:         breakerOptions(c, log),
+		StallTimeout:    stallTimeoutOption(c.stallTimeout),
 	})
 	if err != nil {
 		return err
@@ -586,4 +591,13 @@ func checkMessage(err error, c *mountConfig) error {
 	default:
 		return fmt.Errorf("cannot reach bucket %s: %w", where, err)
 	}
+}
+
+// stallTimeoutOption maps --stall-timeout to transfer.GCSOptions: the
+// flag's 0 (off) is the option's negative.
+func stallTimeoutOption(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

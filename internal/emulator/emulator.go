@@ -65,6 +65,7 @@ type Server struct {
 
 	hook   atomic.Pointer[hookFunc]
 	after  atomic.Pointer[func(*http.Request)]
+	stall  atomic.Pointer[bodyStall] // stall.go
 	shaper atomic.Pointer[shaper]
 
 	// arrived, if set, is called when a request arrives (a test seam).
@@ -436,7 +437,7 @@ func (s *Server) faultMiddleware(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(s.stalling(w, r), r)
 		if f := s.after.Load(); f != nil {
 			// The fake's answer stays in the response buffer until the
 			// handler returns: a blocking after-hook holds it back.

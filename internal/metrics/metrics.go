@@ -41,6 +41,7 @@ type Metrics struct {
 	bucketBytes    *prometheus.CounterVec
 	bucketRetries  *prometheus.CounterVec
 	bucketInFlight *prometheus.GaugeVec
+	stalled        *prometheus.CounterVec // stall.go
 }
 
 // BucketMethods are the method labels of the bucket series, created at
@@ -98,6 +99,7 @@ func New(version string) *Metrics {
 		m.bucketRetries.WithLabelValues(method)
 		m.bucketInFlight.WithLabelValues(method)
 	}
+	m.stalled = newStallCounter()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "bucketfs_build_info",
 		Help:        "Always 1; the version label says which bucketfs runs.",
@@ -107,7 +109,7 @@ func New(version string) *Metrics {
 	m.reg.MustRegister(
 		m.fuseRequests, m.fuseErrors, m.fuseDuration,
 		m.bucketRequests, m.bucketErrors, m.bucketDuration, m.bucketBytes, m.bucketRetries, m.bucketInFlight,
-		build,
+		m.stalled, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
