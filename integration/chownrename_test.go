@@ -1,0 +1,107 @@
+package integration
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestChownThenDirRename: a file's attribute change (chown, a metadata
+// patch: same generation, new metageneration) still on its way to the
+// bucket when its directory is renamed. The renamed file is a copy of
+// the old object; the copy must find it, and the file must arrive whole
+// under its new name with its new owner, cached or not (issue 17, item 6:
+// the mount logged that the copy's source had changed, and for a file not
+// cached would have dropped it).
+func TestChownThenDirRename(t *testing.T) {
+	for _, cached := range []bool{true, false} {
+		name := "uncached"
+		if cached {
+			name = "cached"
+		}
+		for _, when := range []string{"patch-in-flight", "patch-queued", "patch-done"} {
+			t.Run(name+"/"+when, func(t *testing.T) { chownThenDirRename(t, cached, when) })
+		}
+	}
+}
+
+func chownThenDirRename(t *testing.T, cached bool, when string) {
+	emu := startEmulator(t, nil)
+	data := bytes.Repeat([]byte("chown-then-rename "), 1000)
+	put(t, emu, "d/f", data)
+	put(t, emu, "d/", nil)
+	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "100ms"}})
+	if cached {
+		if got := readFile(t, m.path("d/f")); !bytes.Equal(got, data) {
+			t.Fatalf("read %d bytes, want %d", len(got), len(data))
+		}
+	}
+	// Hold the patch in the emulator until the rename is made.
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var once bool
+	isPatch := func(r *http.Request) bool {
+		return r.Method == http.MethodPatch && strings.Contains(r.URL.EscapedPath(), "/o/d%2Ff")
+	}
+	switch when {
+	case "patch-in-flight":
+		emu.SetHook(func(r *http.Request) (int, bool) {
+			if !isPatch(r) || once {
+				return 0, false
+			}
+			once = true
+			close(arrived)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return 0, false
+		})
+		t.Cleanup(func() { emu.SetHook(nil) })
+	case "patch-done":
+		emu.SetAfterHook(func(r *http.Request) {
+			if isPatch(r) && !once {
+				once = true
+				close(arrived)
+			}
+		})
+		t.Cleanup(func() { emu.SetAfterHook(nil) })
+	default:
+		close(arrived)
+	}
+	if err := os.Chown(m.path("d/f"), 1234, 5678); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the metadata patch of the chown was not sent within 30s")
+	}
+	if err := os.Rename(m.path("d"), m.path("e")); err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	close(release)
+	m.unmount(t) // flushes everything
+	logs := m.logs.String()
+	for _, bad := range []string{"changed in the bucket before the copy", "a renamed file is lost"} {
+		if strings.Contains(logs, bad) {
+			t.Errorf("the log says %q", bad)
+		}
+	}
+	if got := listObjects(t, emu, ""); strings.Join(got, " ") != "e/ e/f" {
+		t.Errorf("the bucket holds %q, want e/ and e/f", got)
+	}
+	o, err := emu.Fake().GetObject(testBucket, "e/f")
+	if err != nil {
+		t.Fatalf("e/f: %v", err)
+	}
+	if !bytes.Equal(o.Content, data) {
+		t.Errorf("e/f holds %d bytes, want %d", len(o.Content), len(data))
+	}
+	if o.Metadata["bucketfs-uid"] != "1234" || o.Metadata["bucketfs-gid"] != "5678" {
+		t.Errorf("e/f's owner in the bucket: %v, want 1234:5678", o.Metadata)
+	}
+}
