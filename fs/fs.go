@@ -116,8 +116,10 @@ func (f *FS) MountOptions() *gofs.Options {
 		EntryTimeout:    &ttl,
 		AttrTimeout:     &ttl,
 		NegativeTimeout: &ttl,
-		UID:             f.opts.UID,
-		GID:             f.opts.GID,
+		// Modes and owners are filled in from the objects (fillFile,
+		// fillDir), --uid and --gid included: go-fuse must not turn
+		// mode 0 into 0644 (or 0755), nor owner 0 into --uid.
+		NullPermissions: true,
 	}
 }
 
