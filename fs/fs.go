@@ -81,7 +81,7 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 		nextIno: 2, // 1 is the root
 		warned:  map[string]struct{}{},
 	}
-	c.OnConfirmed(f.names.Confirmed)
+	c.OnConfirmed(f.confirmed)
 	return f
 }
 

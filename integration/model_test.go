@@ -53,6 +53,8 @@ var modelOps = []modelOp{
 	{"exchange", 3}, {"chmod-dir", 2},
 }
 
+func init() { modelOps = append(modelOps, modelOwnerOps...) }
+
 // modelState is what the test knows of the tree, kept in step with the
 // reference directory: relative paths of directories ("" is the root)
 // and files.
@@ -187,8 +189,19 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 	emu.SetHierarchical(testBucket, hierarchical)
 	cacheDir := t.TempDir()
 	ref := t.TempDir()
-	args := []string{"--write-back-delay", "20ms", "--metadata-ttl", "1m"}
+	delay := "20ms"
+	if v := os.Getenv("BUCKETFS_MODEL_DELAY"); v != "" {
+		delay = v // as fsstress found issue 17's race: 100ms
+	}
+	// --allow-other: another user works on the mount too (model_owner_test.go).
+	args := []string{"--write-back-delay", delay, "--metadata-ttl", "1m", "--allow-other"}
 	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
+	for _, d := range []string{ref, filepath.Dir(ref), m.dir, filepath.Dir(m.dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := &modelRun{t: t, emu: emu, args: args}
 	st := &modelState{dirs: []string{""}, links: map[string]bool{}}
 	var total int
 	for _, op := range modelOps {
@@ -469,12 +482,22 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 		case "remount":
 			history = append(history, fmt.Sprintf("%d: remount", step))
 			what = "remount"
+			run.m = m
+			run.checkLog()
 			m.unmount(t)
 			m = mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
 			if d := compareTrees(t, ref, m.dir); d != "" {
 				fail(step, what, "after the remount the mount and the reference differ:\n%s", d)
 			}
 			continue
+		default:
+			run.m, run.cacheDir = m, cacheDir
+			var ok bool
+			what, refErr, mntErr, ok = ownerStep(run, st, rng, op, ref)
+			m, cacheDir = run.m, run.cacheDir
+			if !ok {
+				continue
+			}
 		}
 		history = append(history, fmt.Sprintf("%d: %s -> %v", step, what, errno(refErr)))
 		if errno(refErr) != errno(mntErr) {
@@ -489,6 +512,8 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 	if d := compareTrees(t, ref, m.dir); d != "" {
 		fail(steps, "end", "the mount and the reference differ:\n%s", d)
 	}
+	run.m = m
+	run.checkLog()
 	m.unmount(t)
 	compareBucket(t, seed, ref, listObjects(t, emu, ""), func(name string) ([]byte, map[string]string) {
 		o, err := emu.Fake().GetObject(testBucket, name)
@@ -561,8 +586,21 @@ type treeEntry struct {
 	dir  bool
 	sum  string
 	size int64
-	mode fs.FileMode // permission bits
+	mode fs.FileMode // permission bits (setuid, setgid and sticky included)
 	link string      // a symbolic link's target
+	uid  uint32
+	gid  uint32
+}
+
+// ownerOf is the owner and group of info.
+func ownerOf(info fs.FileInfo) (uint32, uint32) {
+	st := info.Sys().(*syscall.Stat_t)
+	return st.Uid, st.Gid
+}
+
+// fullMode is info's permission bits with setuid, setgid and sticky.
+func fullMode(info fs.FileInfo) fs.FileMode {
+	return fs.FileMode(info.Sys().(*syscall.Stat_t).Mode & 0o7777)
 }
 
 // readTree walks root: relative path -> entry.
@@ -582,7 +620,8 @@ func readTree(t *testing.T, root string) map[string]treeEntry {
 			if err != nil {
 				return err
 			}
-			out[rel] = treeEntry{dir: true, mode: info.Mode().Perm()}
+			uid, gid := ownerOf(info)
+			out[rel] = treeEntry{dir: true, mode: fullMode(info), uid: uid, gid: gid}
 			return nil
 		}
 		if d.Type()&fs.ModeSymlink != 0 {
@@ -590,7 +629,12 @@ func readTree(t *testing.T, root string) map[string]treeEntry {
 			if err != nil {
 				return err
 			}
-			out[rel] = treeEntry{link: target}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			uid, gid := ownerOf(info)
+			out[rel] = treeEntry{link: target, uid: uid, gid: gid}
 			return nil
 		}
 		info, err := d.Info()
@@ -609,7 +653,8 @@ func readTree(t *testing.T, root string) map[string]treeEntry {
 		if st, err := f.Stat(); err != nil || st.Size() != n {
 			return fmt.Errorf("%s: stat says %v bytes (err %v), reading gives %d", rel, st.Size(), err, n)
 		}
-		out[rel] = treeEntry{sum: sum, size: n, mode: info.Mode().Perm()}
+		uid, gid := ownerOf(info)
+		out[rel] = treeEntry{sum: sum, size: n, mode: fullMode(info), uid: uid, gid: gid}
 		return nil
 	})
 	if err != nil {
@@ -651,6 +696,18 @@ func modeKept(md map[string]string, mode, def fs.FileMode) bool {
 	return mode == def
 }
 
+// ownerKept reports whether metadata md says w's owner and group (the
+// mount's defaults, 0, without them).
+func ownerKept(md map[string]string, w treeEntry) bool {
+	id := func(key string) string {
+		if v, ok := md[key]; ok {
+			return v
+		}
+		return "0"
+	}
+	return id("bucketfs-uid") == strconv.FormatUint(uint64(w.uid), 10) && id("bucketfs-gid") == strconv.FormatUint(uint64(w.gid), 10)
+}
+
 // compareBucket fails unless the bucket holds exactly the reference's
 // files (directories may have a placeholder object "dir/").
 func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read func(string) ([]byte, map[string]string)) {
@@ -664,8 +721,8 @@ func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read
 			w, ok := want[strings.TrimSuffix(name, "/")]
 			if !ok || !w.dir {
 				diffs = append(diffs, fmt.Sprintf("%s: a placeholder of a directory the reference does not have", name))
-			} else if _, md := read(name); !modeKept(md, w.mode, 0o755) {
-				diffs = append(diffs, fmt.Sprintf("%s: mode %o in the reference, the placeholder's metadata says %q", name, w.mode, md["bucketfs-mode"]))
+			} else if _, md := read(name); !modeKept(md, w.mode, 0o755) || !ownerKept(md, w) {
+				diffs = append(diffs, fmt.Sprintf("%s: mode %o, owner %d:%d in the reference, the placeholder's metadata says %v", name, w.mode, w.uid, w.gid, md))
 			}
 			continue
 		}
@@ -676,7 +733,7 @@ func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read
 		}
 		content, md := read(name)
 		if w.link != "" {
-			if len(content) != 0 || md["gcsfuse_symlink_target"] != w.link {
+			if len(content) != 0 || md["gcsfuse_symlink_target"] != w.link || !ownerKept(md, w) {
 				diffs = append(diffs, fmt.Sprintf("%s: a link to %q in the reference; the bucket has %d bytes, metadata %v", name, w.link, len(content), md))
 			}
 			continue
@@ -685,16 +742,16 @@ func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read
 		if sum != w.sum || n != w.size {
 			diffs = append(diffs, fmt.Sprintf("%s: the bucket has %d bytes, the reference %d (or other bytes)", name, n, w.size))
 		}
-		if !modeKept(md, w.mode, 0o644) {
-			diffs = append(diffs, fmt.Sprintf("%s: mode %o in the reference, the bucket's metadata says %q", name, w.mode, md["bucketfs-mode"]))
+		if !modeKept(md, w.mode, 0o644) || !ownerKept(md, w) {
+			diffs = append(diffs, fmt.Sprintf("%s: mode %o, owner %d:%d in the reference, the bucket's metadata says %v", name, w.mode, w.uid, w.gid, md))
 		}
 	}
 	for p, w := range want {
 		switch {
 		case !w.dir && !seen[p]:
 			diffs = append(diffs, fmt.Sprintf("%s: missing in the bucket", p))
-		case w.dir && !seen[p+"/"] && w.mode != 0o755:
-			diffs = append(diffs, fmt.Sprintf("%s: a directory of mode %o in the reference, with no placeholder to keep it", p, w.mode))
+		case w.dir && !seen[p+"/"] && (w.mode != 0o755 || w.uid != 0 || w.gid != 0):
+			diffs = append(diffs, fmt.Sprintf("%s: a directory of mode %o, owner %d:%d in the reference, with no placeholder to keep it", p, w.mode, w.uid, w.gid))
 		}
 	}
 	if len(diffs) > 0 {

@@ -1,11 +1,13 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -44,6 +46,7 @@ func init() {
 	for _, c := range userCases {
 		if c.name == name {
 			o := &obs{}
+			o.add("as uid %d gid %d", os.Getuid(), os.Getgid())
 			c.as(o, os.Getenv(userHelperEnv+"_ROOT"))
 			os.Stdout.WriteString(o.String() + "\n")
 			os.Exit(0)
@@ -53,14 +56,40 @@ func init() {
 	os.Exit(2)
 }
 
+// helperExe is a copy of the test binary that other users may run (the
+// build's own directory is root's alone), beside the bucketfs binary
+// (TestMain removes both).
+func helperExe(t *testing.T) string {
+	helperOnce.Do(func() {
+		exe, err := os.Executable()
+		if err != nil {
+			helperErr = err
+			return
+		}
+		b, err := os.ReadFile(exe)
+		if err != nil {
+			helperErr = err
+			return
+		}
+		helperPath = filepath.Join(filepath.Dir(binPath), "integration.test")
+		helperErr = os.WriteFile(helperPath, b, 0o755)
+	})
+	if helperErr != nil {
+		t.Fatalf("copying the test binary for other users: %v", helperErr)
+	}
+	return helperPath
+}
+
+var (
+	helperOnce sync.Once
+	helperPath string
+	helperErr  error
+)
+
 // runAs runs case c's steps as uid (and gid uid, with no other group)
 // under root, in a child process, and returns what it saw.
 func runAs(t *testing.T, c userCase, uid int, root string) []string {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe)
+	cmd := exec.Command(helperExe(t))
 	cmd.Env = append(os.Environ(), userHelperEnv+"="+c.name, userHelperEnv+"_ROOT="+root)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}}
 	cmd.WaitDelay = 10 * time.Second
@@ -68,9 +97,13 @@ func runAs(t *testing.T, c userCase, uid int, root string) []string {
 	defer timer.Stop()
 	out, err := cmd.Output()
 	if err != nil {
-		return []string{"helper: " + errName(err) + ": " + string(out)}
+		t.Fatalf("running %s as uid %d: %v: %s", c.name, uid, err, out)
 	}
-	return strings.Split(strings.TrimSpace(string(out)), "\n")
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if want := fmt.Sprintf("as uid %d gid %d", uid, uid); lines[0] != want {
+		t.Fatalf("the helper says %q, want %q", lines[0], want)
+	}
+	return lines
 }
 
 // owner records the owner, group and permission bits of path (lstat).
