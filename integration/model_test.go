@@ -482,9 +482,10 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 		case "remount":
 			history = append(history, fmt.Sprintf("%d: remount", step))
 			what = "remount"
-			run.m = m
-			run.checkLog()
 			m.unmount(t)
+			if run.m = m; run.raced() != "" {
+				fail(step, what, "the mount logged %q with no other client", run.raced())
+			}
 			m = mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
 			if d := compareTrees(t, ref, m.dir); d != "" {
 				fail(step, what, "after the remount the mount and the reference differ:\n%s", d)
@@ -503,6 +504,9 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 		if errno(refErr) != errno(mntErr) {
 			fail(step, what, "the reference says %v, the mount %v", refErr, mntErr)
 		}
+		if run.m = m; run.raced() != "" {
+			fail(step, what, "the mount logged %q with no other client", run.raced())
+		}
 		if step%25 == 0 {
 			if d := compareTrees(t, ref, m.dir); d != "" {
 				fail(step, what, "the mount and the reference differ:\n%s", d)
@@ -512,9 +516,10 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 	if d := compareTrees(t, ref, m.dir); d != "" {
 		fail(steps, "end", "the mount and the reference differ:\n%s", d)
 	}
-	run.m = m
-	run.checkLog()
 	m.unmount(t)
+	if run.m = m; run.raced() != "" {
+		fail(steps, "unmount", "the mount logged %q with no other client", run.raced())
+	}
 	compareBucket(t, seed, ref, listObjects(t, emu, ""), func(name string) ([]byte, map[string]string) {
 		o, err := emu.Fake().GetObject(testBucket, name)
 		if err != nil {
