@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -41,17 +42,16 @@ func chownThenDirRename(t *testing.T, cached bool, when string) {
 	}
 	// Hold the patch in the emulator until the rename is made.
 	arrived, release := make(chan struct{}), make(chan struct{})
-	var once bool
+	var once atomic.Bool // set by the first patch (the hooks run on the emulator's goroutines)
 	isPatch := func(r *http.Request) bool {
 		return r.Method == http.MethodPatch && strings.Contains(r.URL.EscapedPath(), "/o/d%2Ff")
 	}
 	switch when {
 	case "patch-in-flight":
 		emu.SetHook(func(r *http.Request) (int, bool) {
-			if !isPatch(r) || once {
+			if !isPatch(r) || once.Swap(true) {
 				return 0, false
 			}
-			once = true
 			close(arrived)
 			select {
 			case <-release:
@@ -62,8 +62,7 @@ func chownThenDirRename(t *testing.T, cached bool, when string) {
 		t.Cleanup(func() { emu.SetHook(nil) })
 	case "patch-done":
 		emu.SetAfterHook(func(r *http.Request) {
-			if isPatch(r) && !once {
-				once = true
+			if isPatch(r) && !once.Swap(true) {
 				close(arrived)
 			}
 		})
