@@ -123,6 +123,7 @@ type Cache struct {
 	opened    time.Time    // when Open ran
 	readBytes atomic.Int64 // Stats.ReadBytes, counted without mu
 	floor     int64        // free bytes kept on the disk (Options.MinFree resolved); 0: none (space.go)
+	diskCap   int64        // the most the cache's disk can ever hold above the floor; 0: no bound (space.go)
 
 	kick       chan struct{}      // buffered 1: wakes the uploader (uploader.go)
 	stopUpload context.CancelFunc // ends the uploader and its uploads
@@ -207,7 +208,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.floor = floor
+	c.floor, c.diskCap = floor, diskCapFor(c.dataDir, floor)
 	c.refreshFree()
 	if err := checkBucketFile(o.Dir, b.Name()); err != nil {
 		return nil, err

@@ -153,7 +153,11 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 // patchMeta sends a metadata-only change of name (see SetMeta) and
 // settles the outcome; like upload, whose part it is.
 func (c *Cache) patchMeta(ctx context.Context, e *entry, name string, base int64, md map[string]string, version uint64, inflight int) {
-	attrs, err := c.b.SetMetadata(ctx, name, base, md)
+	var attrs transfer.ObjectAttrs
+	err := fmt.Errorf("%s: %w", name, transfer.ErrPrecondition) // no version to patch: as refused, not retried for ever
+	if base > 0 {
+		attrs, err = c.b.SetMetadata(ctx, name, base, md)
+	}
 	if c.supersededDuring(e, name, base, attrs, err) {
 		return
 	}

@@ -1,8 +1,10 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -36,5 +38,28 @@ func TestPatchMeta(t *testing.T) {
 	}
 	if n := e.emu.Requests() - before; n != 0 {
 		t.Errorf("PatchMeta of a file not in the bucket made %d requests", n)
+	}
+}
+
+// A metadata change recorded on generation 0 (a caller that did not know
+// the object's version) is dropped with a warning at its first try, never
+// sent as a patch without a condition and retried for ever: a flush ends.
+func TestMetaOnlyWithoutVersionEnds(t *testing.T) {
+	e := newEnv(t)
+	c := e.open(1 << 20)
+	t.Cleanup(func() { c.Close() })
+	a := e.put("f", []byte("content"))
+	stale := a
+	stale.Generation = 0
+	if err := c.SetMeta(e.ctx, stale, map[string]string{"k": "v"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	if err := c.FlushName(ctx, "f"); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if got, err := e.b.Stat(e.ctx, "f"); err != nil || got.Generation != a.Generation {
+		t.Errorf("the bucket holds %+v, %v; want generation %d untouched", got, err, a.Generation)
 	}
 }

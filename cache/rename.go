@@ -89,7 +89,13 @@ func (c *Cache) heldLocked(e *entry) bool {
 // was changed or deleted in the bucket by someone else before the copy
 // was made. A complete cache file still has the bytes: they are uploaded
 // instead. Otherwise the content is gone with the source.
-func (c *Cache) copySourceGone(e *entry, name string, src copySource) {
+func (c *Cache) copySourceGone(ctx context.Context, e *entry, name string, src copySource) {
+	// What the source's name holds now goes in the log: with no other
+	// writer, a version gone is a bug of this cache (issue 17, item 6).
+	now := "nothing"
+	if a, err := c.b.Stat(ctx, src.from); err == nil {
+		now = fmt.Sprintf("generation %d, metageneration %d", a.Generation, a.Metageneration)
+	}
 	c.mu.Lock()
 	e.uploading = false
 	if e.rec.CopyFrom != src.from || e.rec.CopyGen != src.gen {
@@ -103,11 +109,11 @@ func (c *Cache) copySourceGone(e *entry, name string, src copySource) {
 	var victims []*entry
 	if e.rec.Complete {
 		c.log.Warn("the object a renamed file was copied from changed in the bucket before the copy was made; uploading the cached bytes instead",
-			"object", name, "source", src.from, "source_generation", src.gen)
+			"object", name, "source", src.from, "source_generation", src.gen, "source_now", now)
 		c.scheduleLocked(name, 0)
 	} else {
 		c.log.Error("a renamed file is lost: the object it was to be copied from was changed or deleted in the bucket by someone else before the copy was made, and no complete copy was cached",
-			"object", name, "source", src.from, "source_generation", src.gen)
+			"object", name, "source", src.from, "source_generation", src.gen, "source_now", now)
 		c.noteErrorLocked("copy", name, fmt.Errorf("source %s#%d is gone from the bucket", src.from, src.gen))
 		e.rec.Dirty, e.dirtying = false, nil
 		e.dirtySince = time.Time{}

@@ -64,8 +64,31 @@ const (
 func (c *Cache) MinFree() int64 { return c.floor }
 
 // MaxFileSize is the largest file the cache holds: Options.MaxSize, at
-// most MaxObjectSize.
-func (c *Cache) MaxFileSize() int64 { return min(c.opts.MaxSize, MaxObjectSize) }
+// most MaxObjectSize, and with a free-space floor, at most what the
+// cache's disk holds above it. A file past that could never get its room:
+// it is refused at once (EFBIG), not after Options.FullWait (ENOSPC).
+func (c *Cache) MaxFileSize() int64 {
+	n := min(c.opts.MaxSize, MaxObjectSize)
+	if c.diskCap > 0 {
+		n = min(n, c.diskCap)
+	}
+	return n
+}
+
+// diskCapFor is the most the disk of dir can ever hold above floor (the
+// whole disk, as if nothing else were on it): 0, no bound, without a
+// floor (the disk's own ENOSPC is then the limit) or if it cannot be
+// measured.
+func diskCapFor(dir string, floor int64) int64 {
+	if floor <= 0 {
+		return 0
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0
+	}
+	return max(int64(st.Blocks)*st.Bsize-floor, 1)
+}
 
 // tooBig is the error for a file that would reach end bytes.
 func (c *Cache) tooBig(name string, end int64) error {

@@ -132,7 +132,7 @@ func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
 		return
 	}
 	if src.from != "" && errors.Is(err, transfer.ErrNotExist) {
-		c.copySourceGone(e, name, src)
+		c.copySourceGone(ctx, e, name, src)
 		return
 	}
 	if errors.Is(err, transfer.ErrPrecondition) && strings.HasSuffix(name, "/") {

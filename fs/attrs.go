@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -77,7 +78,9 @@ type symlinkNode struct {
 	fsys *FS
 	name string
 	ino  uint64
-	a    transfer.ObjectAttrs
+
+	mu sync.Mutex
+	a  transfer.ObjectAttrs // guarded by mu: lchown and lutimes change it (symlinkattr.go)
 }
 
 var (
@@ -87,12 +90,12 @@ var (
 
 // Readlink implements gofs.NodeReadlinker.
 func (s *symlinkNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	return []byte(s.a.Metadata[symlinkKey]), 0
+	return []byte(s.attrs().Metadata[symlinkKey]), 0
 }
 
 // Getattr implements gofs.NodeGetattrer.
 func (s *symlinkNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	s.fsys.fillFile(&out.Attr, s.a, s.ino)
+	s.fsys.fillFile(&out.Attr, s.attrs(), s.ino)
 	out.SetTimeout(s.fsys.opts.MetadataTTL)
 	return 0
 }
@@ -113,13 +116,18 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 	if errno := d.checkNew(ctx, name); errno != 0 {
 		return nil, errno
 	}
+	md, _, errno := d.newOwner(ctx)
+	if errno != 0 {
+		return nil, errno
+	}
+	md[symlinkKey] = target
 	full := d.prefix() + name
 	a := transfer.ObjectAttrs{Name: full, Updated: time.Now()}
-	if err := f.makeEmpty(ctx, a, map[string]string{symlinkKey: target}); err != nil {
+	if err := f.makeEmpty(ctx, a, md); err != nil {
 		return nil, f.errno(ctx, "symlink", full, err)
 	}
 	f.names.Forget(full)
-	a.Metadata = map[string]string{symlinkKey: target}
+	a.Metadata = md
 	return d.child(ctx, name, names.Entry{Kind: names.File, Attrs: a}, out)
 }
 
@@ -131,7 +139,7 @@ func (f *FS) makeEmpty(ctx context.Context, a transfer.ObjectAttrs, md map[strin
 	if err != nil {
 		return err
 	}
-	if md != nil {
+	if len(md) > 0 {
 		err = f.cache.SetMeta(ctx, a, md)
 	}
 	if cerr := wh.Close(); err == nil {

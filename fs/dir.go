@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -333,6 +332,11 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	if errno := d.newNameErrno(name); errno != 0 {
 		return nil, nil, 0, errno
 	}
+	md, _, errno := d.newOwner(ctx)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	modeMeta(md, mode, f.opts.FileMode)
 	full := d.prefix() + name
 	a := transfer.ObjectAttrs{Name: full, Updated: time.Now()}
 	ino := f.fileIno(a) // a new number: the name may have had another file before
@@ -346,8 +350,8 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 		f.untrack(n, full) // the kernel never sees the node
 		return nil, nil, 0, f.errno(ctx, "create", full, err)
 	}
-	if perm := mode & 0o7777; perm != f.opts.FileMode {
-		if err := f.cache.SetMeta(ctx, a, map[string]string{modeKey: strconv.FormatUint(uint64(perm), 8)}); err != nil {
+	if len(md) > 0 {
+		if err := f.cache.SetMeta(ctx, a, md); err != nil {
 			h.(gofs.FileReleaser).Release(ctx)
 			return nil, nil, 0, f.errno(ctx, "create", full, err)
 		}
@@ -376,10 +380,14 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if c.Kind != names.None {
 		return nil, syscall.EEXIST
 	}
-	var md map[string]string
-	if perm := mode & 0o7777; perm != f.opts.DirMode {
-		md = map[string]string{modeKey: strconv.FormatUint(uint64(perm), 8)}
+	md, sgid, errno := d.newOwner(ctx)
+	if errno != 0 {
+		return nil, errno
 	}
+	if sgid {
+		mode |= syscall.S_ISGID // inherited, as on a local disk
+	}
+	modeMeta(md, mode, f.opts.DirMode)
 	if err := f.makeEmpty(ctx, transfer.ObjectAttrs{Name: full + "/"}, md); err != nil {
 		return nil, f.errno(ctx, "mkdir", full, err)
 	}

@@ -98,7 +98,7 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 		nextIno: 2, // 1 is the root
 		warned:  map[string]struct{}{},
 	}
-	c.OnConfirmed(f.names.Confirmed)
+	c.OnConfirmed(f.confirmed) // names, and nodes of this cache's own uploads (confirm.go)
 	f.prefetch = newPrefetcher(f, c, o.Prefetch)
 	f.names.OnChange(f.nameChanged)
 	c.OnConflict(f.conflicted)
@@ -150,8 +150,10 @@ func (f *FS) MountOptions() *gofs.Options {
 		EntryTimeout:    &ttl,
 		AttrTimeout:     &ttl,
 		NegativeTimeout: &ttl,
-		UID:             f.opts.UID,
-		GID:             f.opts.GID,
+		// Modes and owners are filled in from the objects (fillFile,
+		// fillDir), --uid and --gid included: go-fuse must not turn
+		// mode 0 into 0644 (or 0755), nor owner 0 into --uid.
+		NullPermissions: true,
 	}
 }
 

@@ -54,6 +54,8 @@ var modelOps = []modelOp{
 	{"mknod", 3}, {"setxattr", 4}, {"removexattr", 2},
 }
 
+func init() { modelOps = append(modelOps, modelOwnerOps...) }
+
 // modelState is what the test knows of the tree, kept in step with the
 // reference directory: relative paths of directories ("" is the root)
 // and files.
@@ -188,8 +190,19 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 	emu.SetHierarchical(testBucket, hierarchical)
 	cacheDir := t.TempDir()
 	ref := t.TempDir()
-	args := []string{"--write-back-delay", "20ms", "--metadata-ttl", "1m"}
+	delay := "20ms"
+	if v := os.Getenv("BUCKETFS_MODEL_DELAY"); v != "" {
+		delay = v // as fsstress found issue 17's race: 100ms
+	}
+	// --allow-other: another user works on the mount too (model_owner_test.go).
+	args := []string{"--write-back-delay", delay, "--metadata-ttl", "1m", "--allow-other"}
 	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
+	for _, d := range []string{ref, filepath.Dir(ref), m.dir, filepath.Dir(m.dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := &modelRun{t: t, emu: emu, args: args}
 	st := &modelState{dirs: []string{""}, links: map[string]bool{}}
 	var total int
 	for _, op := range modelOps {
@@ -480,15 +493,29 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 			history = append(history, fmt.Sprintf("%d: remount", step))
 			what = "remount"
 			m.unmount(t)
+			if run.m = m; run.raced() != "" {
+				fail(step, what, "the mount logged %q with no other client", run.raced())
+			}
 			m = mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
 			if d := compareTrees(t, ref, m.dir); d != "" {
 				fail(step, what, "after the remount the mount and the reference differ:\n%s", d)
 			}
 			continue
+		default:
+			run.m, run.cacheDir = m, cacheDir
+			var ok bool
+			what, refErr, mntErr, ok = ownerStep(run, st, rng, op, ref)
+			m, cacheDir = run.m, run.cacheDir
+			if !ok {
+				continue
+			}
 		}
 		history = append(history, fmt.Sprintf("%d: %s -> %v", step, what, errno(refErr)))
 		if errno(refErr) != errno(mntErr) {
 			fail(step, what, "the reference says %v, the mount %v", refErr, mntErr)
+		}
+		if run.m = m; run.raced() != "" {
+			fail(step, what, "the mount logged %q with no other client", run.raced())
 		}
 		if step%25 == 0 {
 			if d := compareTrees(t, ref, m.dir); d != "" {
@@ -500,6 +527,9 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 		fail(steps, "end", "the mount and the reference differ:\n%s", d)
 	}
 	m.unmount(t)
+	if run.m = m; run.raced() != "" {
+		fail(steps, "unmount", "the mount logged %q with no other client", run.raced())
+	}
 	compareBucket(t, seed, ref, listObjects(t, emu, ""), func(name string) ([]byte, map[string]string) {
 		o, err := emu.Fake().GetObject(testBucket, name)
 		if err != nil {
@@ -571,10 +601,23 @@ type treeEntry struct {
 	dir     bool
 	sum     string
 	size    int64
-	mode    fs.FileMode // permission bits
+	mode    fs.FileMode // permission bits (setuid, setgid and sticky included)
 	link    string      // a symbolic link's target
 	special string      // a special file's type and device (specialOf)
 	xattrs  string      // user.* attributes (userXattrsOf)
+	uid     uint32
+	gid     uint32
+}
+
+// ownerOf is the owner and group of info.
+func ownerOf(info fs.FileInfo) (uint32, uint32) {
+	st := info.Sys().(*syscall.Stat_t)
+	return st.Uid, st.Gid
+}
+
+// fullMode is info's permission bits with setuid, setgid and sticky.
+func fullMode(info fs.FileInfo) fs.FileMode {
+	return fs.FileMode(info.Sys().(*syscall.Stat_t).Mode & 0o7777)
 }
 
 // readTree walks root: relative path -> entry.
@@ -594,7 +637,8 @@ func readTree(t *testing.T, root string) map[string]treeEntry {
 			if err != nil {
 				return err
 			}
-			out[rel] = treeEntry{dir: true, mode: info.Mode().Perm()}
+			uid, gid := ownerOf(info)
+			out[rel] = treeEntry{dir: true, mode: fullMode(info), uid: uid, gid: gid}
 			return nil
 		}
 		if d.Type()&fs.ModeSymlink != 0 {
@@ -602,7 +646,12 @@ func readTree(t *testing.T, root string) map[string]treeEntry {
 			if err != nil {
 				return err
 			}
-			out[rel] = treeEntry{link: target}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			uid, gid := ownerOf(info)
+			out[rel] = treeEntry{link: target, uid: uid, gid: gid}
 			return nil
 		}
 		info, err := d.Info()
@@ -611,7 +660,8 @@ func readTree(t *testing.T, root string) map[string]treeEntry {
 		}
 		if d.Type()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice) != 0 {
 			sp, err := specialOf(p)
-			out[rel] = treeEntry{special: sp, mode: info.Mode().Perm()}
+			uid, gid := ownerOf(info)
+			out[rel] = treeEntry{special: sp, mode: info.Mode().Perm(), uid: uid, gid: gid}
 			return err
 		}
 		f, err := os.Open(p)
@@ -626,7 +676,8 @@ func readTree(t *testing.T, root string) map[string]treeEntry {
 		if st, err := f.Stat(); err != nil || st.Size() != n {
 			return fmt.Errorf("%s: stat says %v bytes (err %v), reading gives %d", rel, st.Size(), err, n)
 		}
-		out[rel] = treeEntry{sum: sum, size: n, mode: info.Mode().Perm()}
+		uid, gid := ownerOf(info)
+		out[rel] = treeEntry{sum: sum, size: n, mode: fullMode(info), uid: uid, gid: gid}
 		return nil
 	})
 	if err != nil {
@@ -674,6 +725,18 @@ func modeKept(md map[string]string, mode, def fs.FileMode) bool {
 	return mode == def
 }
 
+// ownerKept reports whether metadata md says w's owner and group (the
+// mount's defaults, 0, without them).
+func ownerKept(md map[string]string, w treeEntry) bool {
+	id := func(key string) string {
+		if v, ok := md[key]; ok {
+			return v
+		}
+		return "0"
+	}
+	return id("bucketfs-uid") == strconv.FormatUint(uint64(w.uid), 10) && id("bucketfs-gid") == strconv.FormatUint(uint64(w.gid), 10)
+}
+
 // compareBucket fails unless the bucket holds exactly the reference's
 // files (directories may have a placeholder object "dir/").
 func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read func(string) ([]byte, map[string]string)) {
@@ -687,8 +750,8 @@ func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read
 			w, ok := want[strings.TrimSuffix(name, "/")]
 			if !ok || !w.dir {
 				diffs = append(diffs, fmt.Sprintf("%s: a placeholder of a directory the reference does not have", name))
-			} else if _, md := read(name); !modeKept(md, w.mode, 0o755) {
-				diffs = append(diffs, fmt.Sprintf("%s: mode %o in the reference, the placeholder's metadata says %q", name, w.mode, md["bucketfs-mode"]))
+			} else if _, md := read(name); !modeKept(md, w.mode, 0o755) || !ownerKept(md, w) {
+				diffs = append(diffs, fmt.Sprintf("%s: mode %o, owner %d:%d in the reference, the placeholder's metadata says %v", name, w.mode, w.uid, w.gid, md))
 			} else if got := bucketXattrs(md); got != w.xattrs {
 				diffs = append(diffs, fmt.Sprintf("%s: attributes %q in the reference, the placeholder's metadata has %q", name, w.xattrs, got))
 			}
@@ -701,7 +764,7 @@ func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read
 		}
 		content, md := read(name)
 		if w.link != "" {
-			if len(content) != 0 || md["gcsfuse_symlink_target"] != w.link {
+			if len(content) != 0 || md["gcsfuse_symlink_target"] != w.link || !ownerKept(md, w) {
 				diffs = append(diffs, fmt.Sprintf("%s: a link to %q in the reference; the bucket has %d bytes, metadata %v", name, w.link, len(content), md))
 			}
 			continue
@@ -719,16 +782,16 @@ func compareBucket(t *testing.T, seed uint64, ref string, objects []string, read
 		if sum != w.sum || n != w.size {
 			diffs = append(diffs, fmt.Sprintf("%s: the bucket has %d bytes, the reference %d (or other bytes)", name, n, w.size))
 		}
-		if !modeKept(md, w.mode, 0o644) {
-			diffs = append(diffs, fmt.Sprintf("%s: mode %o in the reference, the bucket's metadata says %q", name, w.mode, md["bucketfs-mode"]))
+		if !modeKept(md, w.mode, 0o644) || !ownerKept(md, w) {
+			diffs = append(diffs, fmt.Sprintf("%s: mode %o, owner %d:%d in the reference, the bucket's metadata says %v", name, w.mode, w.uid, w.gid, md))
 		}
 	}
 	for p, w := range want {
 		switch {
 		case !w.dir && !seen[p]:
 			diffs = append(diffs, fmt.Sprintf("%s: missing in the bucket", p))
-		case w.dir && !seen[p+"/"] && (w.mode != 0o755 || w.xattrs != ""):
-			diffs = append(diffs, fmt.Sprintf("%s: a directory of mode %o (attributes %q) in the reference, with no placeholder to keep it", p, w.mode, w.xattrs))
+		case w.dir && !seen[p+"/"] && (w.mode != 0o755 || w.uid != 0 || w.gid != 0 || w.xattrs != ""):
+			diffs = append(diffs, fmt.Sprintf("%s: a directory of mode %o, owner %d:%d (attributes %q) in the reference, with no placeholder to keep it", p, w.mode, w.uid, w.gid, w.xattrs))
 		}
 	}
 	if len(diffs) > 0 {
