@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"syscall"
 	"time"
@@ -70,7 +71,6 @@ func fillSpecial(out *fuse.Attr, a transfer.ObjectAttrs) {
 // file made in d by mknod with mode and rdev, by the caller of ctx;
 // EINVAL for a type mknod(2) cannot make.
 func (d *dirNode) specialMeta(ctx context.Context, mode, rdev uint32) (map[string]string, syscall.Errno) {
-	f := d.fsys
 	md := map[string]string{modeKey: strconv.FormatUint(uint64(mode&0o7777), 8)}
 	switch t := mode & syscall.S_IFMT; t {
 	case 0, syscall.S_IFREG:
@@ -87,32 +87,12 @@ func (d *dirNode) specialMeta(ctx context.Context, mode, rdev uint32) (map[strin
 	default:
 		return nil, syscall.EINVAL
 	}
-	// The caller owns what it makes, as on a local disk; the group is
-	// the directory's where the directory is setgid.
-	c, ok := fuse.FromContext(ctx)
-	if !ok {
-		return md, 0
+	// The caller owns what it makes, as on a local disk (owner.go).
+	owner, _, errno := d.newOwner(ctx)
+	if errno != 0 {
+		return nil, errno
 	}
-	gid := c.Gid
-	prefix := d.prefix()
-	var ph transfer.ObjectAttrs
-	if prefix != "" {
-		var err error
-		if ph, _, err = f.names.DirAttrs(ctx, prefix); err != nil {
-			return nil, f.errno(ctx, "mknod", prefix, err)
-		}
-	}
-	var da fuse.Attr
-	f.fillDir(&da, prefix, ph)
-	if da.Mode&syscall.S_ISGID != 0 {
-		gid = da.Gid
-	}
-	if c.Uid != f.opts.UID {
-		md[uidKey] = strconv.FormatUint(uint64(c.Uid), 10)
-	}
-	if gid != f.opts.GID {
-		md[gidKey] = strconv.FormatUint(uint64(gid), 10)
-	}
+	maps.Copy(md, owner)
 	return md, 0
 }
 
