@@ -27,10 +27,10 @@
 // type, so the kernel never opens it through bucketfs) and user.*
 // extended attributes (xattr.go).
 //
-// Name operations do not stop when the kernel interrupts them
-// (uninterrupted, and the name cache's own bound on its requests): Go
-// programs get signals all the time, and EINTR from mkdir or stat breaks
-// programs that do not expect it.
+// Operations do not stop when the kernel interrupts them (uninterrupted,
+// in fs.go): Go programs get signals all the time, and EINTR from mkdir,
+// stat or open breaks programs that do not expect it; their waits for the
+// bucket are bounded in the layers below.
 //
 // Errors from the layers below become errnos in one function, toErrno.
 //

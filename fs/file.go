@@ -181,6 +181,7 @@ func (n *fileNode) currentAttrs() transfer.ObjectAttrs {
 
 // Open implements gofs.NodeOpener.
 func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	if n.staleByPath() {
 		return nil, 0, n.staleErrno() // conflict.go
 	}
@@ -468,6 +469,7 @@ func writerOf(ctx context.Context, fh gofs.FileHandle, trunc bool) (*cache.Write
 
 // Read implements gofs.FileReader.
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	n, err := h.data.ReadAt(ctx, dest, off)
 	if err != nil && !errors.Is(err, io.EOF) && n == 0 {
 		return nil, h.node.fsys.errno(ctx, "read", h.node.objName(), err)
@@ -478,6 +480,7 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 // Write implements gofs.FileWriter. The bytes land in the cache file; the
 // upload happens after the last close.
 func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	ctx = uninterrupted(ctx) // a lazy handle may fetch the copy first
 	w, err := h.writer(ctx, false)
 	if err != nil {
 		return 0, h.node.fsys.errno(ctx, "write", h.node.objName(), err)
@@ -523,6 +526,7 @@ func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // past the largest file size, ENOSPC when no room can be made). Other
 // modes (keep size, punch hole, ...) are not supported (EOPNOTSUPP).
 func (h *fileHandle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	if h.w == nil && h.lazy == nil {
 		return syscall.EBADF
 	}

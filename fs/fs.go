@@ -295,9 +295,15 @@ func (f *FS) errno(ctx context.Context, op, name string, err error) syscall.Errn
 	return toErrno(f.log, op, name, err)
 }
 
-// uninterrupted is the context of a FUSE request that changes or looks up
-// names: the kernel's interrupts do not cancel it (see askContext in
-// fs/names, which bounds the bucket requests of lookups and listings
-// instead). Only reads and opens, which may wait for a download, stop
-// when the caller is interrupted.
+// uninterrupted is the context of every FUSE request that may wait for
+// the bucket: the kernel's interrupts do not cancel it. The kernel
+// interrupts a request when the calling thread gets any signal, also one
+// it handles and would restart the call after (SA_RESTART; Go programs
+// get SIGURG all the time), and an EINTR answer is not restarted: mkdir,
+// stat and open then fail in programs that do not expect it (the POSIX
+// suite saw it for mkdir, then for open about once in four runs). A
+// fatal signal needs no answer: the kernel stops waiting for it by
+// itself. What bounds the wait instead: askContext in fs/names for
+// lookups and listings, the stall bound and the circuit breaker
+// (transfer) for reads and uploads.
 func uninterrupted(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
