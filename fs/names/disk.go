@@ -304,10 +304,8 @@ func (d *disk) commit() {
 		err := protect(func() error {
 			return d.db.Update(func(tx *bolt.Tx) error {
 				w := newWriter(tx)
-				for _, o := range batch {
-					if err := w.apply(o); err != nil {
-						return err
-					}
+				if err := w.applyAll(batch); err != nil {
+					return err
 				}
 				total = w.finish()
 				return nil

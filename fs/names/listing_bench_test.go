@@ -37,3 +37,24 @@ func BenchmarkConfirmManyInOneDirectory(b *testing.B) {
 		m.Close()
 	}
 }
+
+// BenchmarkConfirmManyInOneDirectoryNamesDB is the same drain with
+// names.db, until it is written (Close): the writer must not encode the
+// whole listing once per confirmation either.
+func BenchmarkConfirmManyInOneDirectoryNamesDB(b *testing.B) {
+	const files = 20_000
+	warn := func(string, string, ...any) {}
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		m := Open(&listOnlyBucket{}, noLocal{}, Options{TTL: time.Hour, Dir: b.TempDir(), Bucket: "bench"})
+		if _, err := m.List(context.Background(), "d/", warn); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for j := range files {
+			n := fmt.Sprintf("d/f%06d", j)
+			m.Confirmed(n, transfer.ObjectAttrs{Name: n, Size: 4096, Generation: int64(j + 1)}, false)
+		}
+		m.Close()
+	}
+}
