@@ -43,10 +43,9 @@ type Listing struct {
 type layer struct {
 	base map[string]Entry // never changed once the layer is made
 
-	mu   sync.RWMutex
-	log  map[string][]change // guarded by mu: by name, in the order made
-	tip  int                 // guarded by mu: the number of the last change
-	size int                 // guarded by mu: how many changes log holds
+	mu  sync.RWMutex
+	log map[string][]change // guarded by mu: by name, in the order made
+	tip int                 // guarded by mu: the number of the last change (and how many log holds)
 }
 
 // change is what a child became at change number ver (Kind None: removed).
@@ -168,12 +167,11 @@ func (l *Listing) with(seg string, e Entry) *Listing {
 	lay.mu.Lock()
 	// Only the newest listing of a layer may extend its log: another's
 	// changes would be seen by the listings made after it.
-	if lay.tip == l.ver && lay.size < compactAfter(len(lay.base)) {
+	if lay.tip == l.ver && lay.tip < compactAfter(len(lay.base)) {
 		if lay.log == nil {
 			lay.log = map[string][]change{}
 		}
 		lay.tip++
-		lay.size++
 		lay.log[seg] = append(lay.log[seg], change{ver: lay.tip, e: e})
 		out.lay, out.ver = lay, lay.tip
 		lay.mu.Unlock()
