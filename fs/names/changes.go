@@ -2,7 +2,6 @@ package names
 
 import (
 	"maps"
-	"sort"
 	"strings"
 	"time"
 
@@ -90,7 +89,7 @@ func (m *Cache) Confirmed(name string, a transfer.ObjectAttrs, deleted bool) {
 		}
 		return
 	}
-	cur := l.children[seg]
+	cur := l.Child(seg)
 	var next Entry
 	switch {
 	case isDir && deleted:
@@ -103,36 +102,25 @@ func (m *Cache) Confirmed(name string, a transfer.ObjectAttrs, deleted bool) {
 		next = Entry{Kind: Dir}
 	case cur.Kind == Dir:
 		// A directory of that name wins; the file stays hidden behind it.
-		nl := &Listing{children: l.children, names: l.names, fetched: l.fetched, expires: l.expires, hidden: maps.Clone(l.hidden)}
-		if nl.hidden == nil {
-			nl.hidden = map[string]Entry{}
+		hidden := maps.Clone(l.hidden)
+		if hidden == nil {
+			hidden = map[string]Entry{}
 		}
 		if deleted {
-			delete(nl.hidden, seg)
+			delete(hidden, seg)
 		} else {
-			nl.hidden[seg] = Entry{Kind: File, Attrs: a}
+			hidden[seg] = Entry{Kind: File, Attrs: a}
 		}
-		m.known.putListing(parent, nl)
+		m.known.putListing(parent, l.withHidden(hidden))
 		return
 	case deleted && cur.Kind != File:
 		return
 	case !deleted:
 		next = Entry{Kind: File, Attrs: a}
 	}
-	nl := &Listing{children: make(map[string]Entry, len(l.children)+1), fetched: l.fetched, expires: l.expires, hidden: l.hidden}
-	for k, v := range l.children {
-		nl.children[k] = v
-	}
-	if next.Kind == None {
-		delete(nl.children, seg)
-	} else {
-		nl.children[seg] = next
-	}
-	for k := range nl.children {
-		nl.names = append(nl.names, k)
-	}
-	sort.Strings(nl.names)
-	m.known.putListing(parent, nl)
+	// O(1) amortized (Listing.with): a drain of many files into one
+	// directory must not copy its listing for each.
+	m.known.putListing(parent, l.with(seg, next))
 }
 
 // ancestors returns dir and the directories above it, up to the root.
@@ -159,17 +147,8 @@ func (m *Cache) ancestorsExistLocked(dir string) {
 		if !m.known.resident(up) {
 			m.known.dropListing(up) // names.db's may predate the change
 		}
-		if l, ok := m.known.listing(up); ok && l.children[seg].Kind != Dir {
-			nl := &Listing{children: make(map[string]Entry, len(l.children)+1), fetched: l.fetched, expires: l.expires, hidden: l.hidden}
-			for k, v := range l.children {
-				nl.children[k] = v
-			}
-			nl.children[seg] = Entry{Kind: Dir}
-			for k := range nl.children {
-				nl.names = append(nl.names, k)
-			}
-			sort.Strings(nl.names)
-			m.known.putListing(up, nl)
+		if l, ok := m.known.listing(up); ok && l.Child(seg).Kind != Dir {
+			m.known.putListing(up, l.with(seg, Entry{Kind: Dir}))
 		}
 		dir = up
 	}
@@ -225,7 +204,7 @@ func (m *Cache) MadeEmpty(prefix string) {
 	}
 	m.mu.Lock()
 	now := m.now()
-	m.known.putListing(prefix, &Listing{children: map[string]Entry{}, fetched: now, expires: now.Add(m.ttl)})
+	m.known.putListing(prefix, newListing(map[string]Entry{}, now, now.Add(m.ttl), nil))
 	m.mu.Unlock()
 }
 

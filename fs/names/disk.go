@@ -304,10 +304,8 @@ func (d *disk) commit() {
 		err := protect(func() error {
 			return d.db.Update(func(tx *bolt.Tx) error {
 				w := newWriter(tx)
-				for _, o := range batch {
-					if err := w.apply(o); err != nil {
-						return err
-					}
+				if err := w.applyAll(batch); err != nil {
+					return err
 				}
 				total = w.finish()
 				return nil
@@ -459,8 +457,8 @@ func encode(o op) ([]byte, error) {
 		v = toRec(o.entry.Entry, o.entry.asked)
 	case o.listing != nil:
 		l := o.listing
-		v = listingRec{Fetched: l.fetched.UnixNano(), Children: recMap(l.children), Hidden: recMap(l.hidden)}
-		n += len(l.children)
+		v = listingRec{Fetched: l.fetched.UnixNano(), Children: recMap(l.children()), Hidden: recMap(l.hidden)}
+		n += l.Len()
 	case o.placeholder != nil:
 		p := o.placeholder
 		v = placeholderRec{Attrs: p.a, Exists: p.exists, Asked: p.asked.UnixNano()}
@@ -522,17 +520,16 @@ func (d *disk) expiry(asked time.Time) time.Time {
 }
 
 func (r listingRec) listing() *Listing {
-	l := &Listing{children: make(map[string]Entry, len(r.Children)), fetched: time.Unix(0, r.Fetched)}
+	children := make(map[string]Entry, len(r.Children))
 	for k, c := range r.Children {
-		l.children[k] = c.entry()
-		l.names = append(l.names, k)
+		children[k] = c.entry()
 	}
-	sort.Strings(l.names)
+	var hidden map[string]Entry
 	if len(r.Hidden) > 0 {
-		l.hidden = map[string]Entry{}
+		hidden = map[string]Entry{}
 		for k, c := range r.Hidden {
-			l.hidden[k] = c.entry()
+			hidden[k] = c.entry()
 		}
 	}
-	return l
+	return newListing(children, time.Unix(0, r.Fetched), time.Time{}, hidden)
 }

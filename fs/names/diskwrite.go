@@ -88,6 +88,32 @@ func (w *writer) delWhere(pfx []byte, match func(k []byte) bool) error {
 	return nil
 }
 
+// applyAll applies the ops of batch in order, but for the puts of a
+// listing that a later op of the batch replaces: a drain of many files
+// into one directory queues its listing once per file, and encoding each
+// would cost O(n) per file again. The record ends the same, and the
+// group is still marked used.
+func (w *writer) applyAll(batch []op) error {
+	later := map[string]bool{} // listings replaced later in the batch
+	skip := make([]bool, len(batch))
+	for i := len(batch) - 1; i >= 0; i-- {
+		if o := batch[i]; o.kind == opListing {
+			skip[i] = later[o.key] && o.isPut()
+			later[o.key] = true
+		}
+	}
+	for i, o := range batch {
+		if skip[i] {
+			w.touched[o.key] += 0
+			continue
+		}
+		if err := w.apply(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (w *writer) apply(o op) error {
 	switch o.kind {
 	case opEntry, opListing, opPlaceholder:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -28,14 +27,11 @@ func (m *Cache) withLocal(prefix string, l *Listing) *Listing {
 	if len(names) == 0 && len(removed) == 0 && len(newer) == 0 {
 		return l
 	}
-	out := &Listing{children: make(map[string]Entry, len(l.children)+len(names)), fetched: l.fetched, expires: l.expires}
-	for k, v := range l.children {
-		out.children[k] = v
-	}
+	children := l.copyChildren(len(names))
 	hidden := l.hidden // files behind a directory of the same name
 	for seg, c := range newer {
 		switch {
-		case out.children[seg].Kind == Dir:
+		case children[seg].Kind == Dir:
 			if c.Kind != Dir {
 				hidden = maps.Clone(hidden)
 				if hidden == nil {
@@ -44,23 +40,23 @@ func (m *Cache) withLocal(prefix string, l *Listing) *Listing {
 				hidden[seg] = c // None: deleted since
 			}
 		case c.Kind == None:
-			delete(out.children, seg)
+			delete(children, seg)
 		default:
-			out.children[seg] = c
+			children[seg] = c
 		}
 	}
 	for _, name := range removed {
 		rest := name[len(prefix):]
 		switch i := strings.IndexByte(rest, '/'); {
-		case i < 0 && out.children[rest].Kind == File:
-			delete(out.children, rest) // a deleted file
-		case i == len(rest)-1 && out.children[rest[:i]].Kind == Dir:
+		case i < 0 && children[rest].Kind == File:
+			delete(children, rest) // a deleted file
+		case i == len(rest)-1 && children[rest[:i]].Kind == Dir:
 			// A removed (empty) directory: a file of the same name in
 			// the bucket shows now (made after the directory was
 			// renamed away, while its objects are still being deleted).
-			delete(out.children, rest[:i])
+			delete(children, rest[:i])
 			if h := hidden[rest[:i]]; h.Kind == File && !slices.Contains(removed, prefix+rest[:i]) {
-				out.children[rest[:i]] = h
+				children[rest[:i]] = h
 			}
 		}
 	}
@@ -68,19 +64,15 @@ func (m *Cache) withLocal(prefix string, l *Listing) *Listing {
 		rest := name[len(prefix):]
 		if i := strings.IndexByte(rest, '/'); i >= 0 {
 			if ValidName(rest[:i]) {
-				out.children[rest[:i]] = Entry{Kind: Dir}
+				children[rest[:i]] = Entry{Kind: Dir}
 			}
 			continue
 		}
-		if a, ok := m.local.Local(name); ok && ValidName(rest) && out.children[rest].Kind != Dir {
-			out.children[rest] = Entry{Kind: File, Attrs: a}
+		if a, ok := m.local.Local(name); ok && ValidName(rest) && children[rest].Kind != Dir {
+			children[rest] = Entry{Kind: File, Attrs: a}
 		}
 	}
-	for n := range out.children {
-		out.names = append(out.names, n)
-	}
-	sort.Strings(out.names)
-	return out
+	return newListing(children, l.fetched, l.expires, nil)
 }
 
 // List returns the directory level under prefix, from the cache while
@@ -160,7 +152,8 @@ func (m *Cache) listRemoteOnce(ctx context.Context, prefix string, warn WarnFunc
 // now, and remembers it (see listRemoteOnce).
 func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, before uint64, now time.Time) (*Listing, error) {
 
-	l := &Listing{children: map[string]Entry{}}
+	children := map[string]Entry{}
+	var hidden map[string]Entry
 	var files []transfer.ObjectAttrs
 	q := transfer.ListQuery{Prefix: prefix, Delimiter: "/", Placeholders: true}
 	phs := map[string]transfer.ObjectAttrs{} // placeholders seen: of prefix and of its subdirectories
@@ -178,7 +171,7 @@ func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, 
 				warn(p, "objects hidden: their path has a segment that is not a valid file name (empty, '.', '..' or longer than 255 bytes)")
 				continue
 			}
-			l.children[seg] = Entry{Kind: Dir}
+			children[seg] = Entry{Kind: Dir}
 		}
 		files = append(files, page.Objects...)
 		if page.NextPageToken == "" {
@@ -195,20 +188,17 @@ func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, 
 			phs[a.Name] = a
 		case !ValidName(seg):
 			warn(a.Name, "object hidden: its name is not a valid file name (empty segment, '.', '..' or longer than 255 bytes)")
-		case l.children[seg].Kind == Dir:
+		case children[seg].Kind == Dir:
 			warn(a.Name, "object hidden: a directory has the same name", "shown_as", a.Name+"/")
-			if l.hidden == nil {
-				l.hidden = map[string]Entry{}
+			if hidden == nil {
+				hidden = map[string]Entry{}
 			}
-			l.hidden[seg] = Entry{Kind: File, Attrs: a}
+			hidden[seg] = Entry{Kind: File, Attrs: a}
 		default:
-			l.children[seg] = Entry{Kind: File, Attrs: a}
+			children[seg] = Entry{Kind: File, Attrs: a}
 		}
 	}
-	for n := range l.children {
-		l.names = append(l.names, n)
-	}
-	sort.Strings(l.names)
+	l := newListing(children, time.Time{}, time.Time{}, hidden)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if before != ^uint64(0) && m.changes[prefix] != before {
@@ -220,7 +210,7 @@ func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, 
 		a, ok := phs[prefix]
 		m.notePlaceholderLocked(prefix, a, ok, now)
 	}
-	for seg, c := range l.children {
+	for seg, c := range children {
 		if c.Kind == Dir {
 			a, ok := phs[prefix+seg+"/"]
 			m.notePlaceholderLocked(prefix+seg+"/", a, ok, now)
@@ -244,23 +234,21 @@ func (m *Cache) noteListingNewsLocked(prefix string, l *Listing) {
 	old, _ := m.known.listing(prefix)
 	check := func(seg string) {
 		c, _, _, ok := m.knownLocked(prefix + seg)
-		if ok && differs(c, l.children[seg]) {
+		if ok && differs(c, l.Child(seg)) {
 			m.noteChangedLocked(prefix + seg)
 		}
 	}
-	for seg := range l.children {
-		check(seg)
-	}
+	l.each(func(seg string, _ Entry) { check(seg) })
 	if old != nil {
-		for seg := range old.children {
-			if _, ok := l.children[seg]; !ok {
+		old.each(func(seg string, _ Entry) {
+			if l.Child(seg).Kind == None {
 				check(seg)
 			}
-		}
+		})
 	}
 	if gr := m.known.group(prefix); gr != nil {
 		for name := range gr.entries {
-			if seg := name[len(prefix):]; l.children[seg].Kind == None {
+			if seg := name[len(prefix):]; l.Child(seg).Kind == None {
 				check(seg)
 			}
 		}

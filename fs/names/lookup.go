@@ -89,7 +89,7 @@ func (m *Cache) knownLocked(name string) (c Entry, expires time.Time, fromListin
 	l, lok := m.known.listing(parentPrefix(name))
 	var child Entry
 	if lok {
-		child = l.children[name[len(parentPrefix(name)):]]
+		child = l.Child(name[len(parentPrefix(name)):])
 	}
 	// At the same time, the higher generation is the newer news.
 	listingNewer := lok && (l.fetched.After(e.asked) ||

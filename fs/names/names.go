@@ -39,11 +39,14 @@
 // after a restart.
 //
 // Locks: Cache.mu guards the store, that bookkeeping and the refresher's
-// state. It is a leaf but for disk.qmu: never held across a request to
+// state. It is a leaf but for disk.qmu and layer.mu: never held across a request to
 // the bucket, a read of names.db or a call of the Overlay. disk.rw (held
 // shared by a load of a directory from names.db, exclusively by the
 // writer's commit) is taken before Cache.mu; disk.qmu (the queue of
 // changes not yet written) is a leaf, taken under Cache.mu or alone.
+// layer.mu (the log of changes that listings share, listing.go) is a
+// leaf, taken under Cache.mu, under disk.rw (the writer encoding a
+// listing) or alone (a reader of a listing).
 package names
 
 import (
@@ -76,27 +79,6 @@ type Entry struct {
 	// background (set by Resolve only): worth keeping only briefly.
 	Stale bool
 }
-
-// Listing is one directory level, as listed from the bucket, with local
-// changes shown over it when List returns it. It is never changed once
-// made: readers hold it without a lock.
-type Listing struct {
-	children map[string]Entry
-	names    []string  // sorted
-	fetched  time.Time // when the listing was asked for
-	expires  time.Time
-	// hidden holds the files of the bucket that a directory of the same
-	// name hides: shown if that directory is removed here while the
-	// bucket still has objects under it (its old name after a rename).
-	hidden map[string]Entry
-}
-
-// Names returns the names of the level, sorted. The caller must not
-// change the slice.
-func (l *Listing) Names() []string { return l.names }
-
-// Child returns what seg, a name of the level, is (Kind None if absent).
-func (l *Listing) Child(seg string) Entry { return l.children[seg] }
 
 // WarnFunc reports an object that cannot be shown, once per name.
 type WarnFunc func(name, msg string, args ...any)

@@ -83,8 +83,8 @@ func TestListingDoesNotLoseAFileConfirmedMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := l.children["f"]; c.Kind != File {
-		t.Errorf("d/ lists %v: the file confirmed while the listing was made is missing", l.names)
+	if c := l.Child("f"); c.Kind != File {
+		t.Errorf("d/ lists %v: the file confirmed while the listing was made is missing", l.Names())
 	}
 }
 
@@ -116,7 +116,7 @@ func TestCachedListingsShowWhatWasConfirmedSince(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.children[seg].Kind != Dir {
+		if l.Child(seg).Kind != Dir {
 			t.Errorf("%q lists %v, want directory %s", p, l.names, seg)
 		}
 	}

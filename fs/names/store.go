@@ -121,7 +121,7 @@ func (s *store) insert(gr *group) {
 func (gr *group) size() int {
 	n := len(gr.entries) + len(gr.placeholders)
 	if gr.listing != nil {
-		n += 1 + len(gr.listing.children)
+		n += 1 + gr.listing.Len()
 	}
 	return n
 }

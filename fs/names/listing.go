@@ -1,0 +1,193 @@
+package names
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// Listing is one directory level, as listed from the bucket, with local
+// changes shown over it when List returns it. It is never changed once
+// made: readers hold it without Cache.mu.
+//
+// A confirmed upload changes one child of a cached listing, and a drain
+// confirms thousands of files in one directory: copying the level for
+// each would cost O(n) per file, O(n²) per directory. So listings made
+// from one another by changes of single children (with) share a layer:
+// a full map of children (base, never changed) and an append-only log of
+// the changes made over it since, each numbered. A listing is a layer
+// and the number of changes it sees (ver): the changes appended after it
+// was made are not its own. Appending to the log is O(1); when the log
+// grows past a fraction of the base, the next listing starts a new layer
+// with a full map (O(n) every n/8 changes: O(1) amortized per change).
+// Its sorted names are made once, on first use (readdir), not per change.
+type Listing struct {
+	lay *layer
+	ver int // the changes of lay.log this listing sees: those numbered 1..ver
+	n   int // how many children it has
+
+	fetched time.Time // when the listing was asked for
+	expires time.Time
+	// hidden holds the files of the bucket that a directory of the same
+	// name hides: shown if that directory is removed here while the
+	// bucket still has objects under it (its old name after a rename).
+	hidden map[string]Entry
+
+	namesOnce sync.Once
+	names     []string // sorted, made by Names
+}
+
+// layer is the shared state of the listings made from one full map of
+// children. mu is a leaf lock: held only while reading or appending the
+// log, never while calling out.
+type layer struct {
+	base map[string]Entry // never changed once the layer is made
+
+	mu  sync.RWMutex
+	log map[string][]change // guarded by mu: by name, in the order made
+	tip int                 // guarded by mu: the number of the last change (and how many log holds)
+}
+
+// change is what a child became at change number ver (Kind None: removed).
+type change struct {
+	ver int
+	e   Entry
+}
+
+// newListing returns a listing of children, which it takes: the caller
+// must not change the map afterwards.
+func newListing(children map[string]Entry, fetched, expires time.Time, hidden map[string]Entry) *Listing {
+	return &Listing{lay: &layer{base: children}, n: len(children), fetched: fetched, expires: expires, hidden: hidden}
+}
+
+// Names returns the names of the level, sorted. The caller must not
+// change the slice.
+func (l *Listing) Names() []string {
+	l.namesOnce.Do(func() {
+		names := make([]string, 0, l.n)
+		l.each(func(seg string, _ Entry) { names = append(names, seg) })
+		sort.Strings(names)
+		l.names = names
+	})
+	return l.names
+}
+
+// Len returns how many children the level has.
+func (l *Listing) Len() int { return l.n }
+
+// Child returns what seg, a name of the level, is (Kind None if absent).
+func (l *Listing) Child(seg string) Entry {
+	if l.ver == 0 {
+		return l.lay.base[seg]
+	}
+	l.lay.mu.RLock()
+	cs := l.lay.log[seg]
+	for i := len(cs) - 1; i >= 0; i-- {
+		if cs[i].ver <= l.ver {
+			e := cs[i].e
+			l.lay.mu.RUnlock()
+			return e
+		}
+	}
+	l.lay.mu.RUnlock()
+	return l.lay.base[seg]
+}
+
+// each calls fn for every child of the level, in no order. It holds no
+// lock while calling fn.
+func (l *Listing) each(fn func(seg string, e Entry)) {
+	changed := l.changed()
+	for seg, e := range l.lay.base {
+		if _, ok := changed[seg]; !ok {
+			fn(seg, e)
+		}
+	}
+	for seg, e := range changed {
+		if e.Kind != None {
+			fn(seg, e)
+		}
+	}
+}
+
+// changed returns the children this listing sees changed over its base
+// (Kind None: removed), nil if none.
+func (l *Listing) changed() map[string]Entry {
+	if l.ver == 0 {
+		return nil
+	}
+	out := map[string]Entry{}
+	l.lay.mu.RLock()
+	defer l.lay.mu.RUnlock()
+	for seg, cs := range l.lay.log {
+		for i := len(cs) - 1; i >= 0; i-- {
+			if cs[i].ver <= l.ver {
+				out[seg] = cs[i].e
+				break
+			}
+		}
+	}
+	return out
+}
+
+// children returns the children of the level as a map the caller may
+// not change (the base itself if nothing changed over it).
+func (l *Listing) children() map[string]Entry {
+	if l.ver == 0 {
+		return l.lay.base
+	}
+	return l.copyChildren(0)
+}
+
+// copyChildren returns a new map of the children of the level, with
+// room for extra more.
+func (l *Listing) copyChildren(extra int) map[string]Entry {
+	out := make(map[string]Entry, l.n+extra)
+	l.each(func(seg string, e Entry) { out[seg] = e })
+	return out
+}
+
+// withHidden returns l with the files hidden behind its directories
+// hidden instead: the same children, shared.
+func (l *Listing) withHidden(hidden map[string]Entry) *Listing {
+	return &Listing{lay: l.lay, ver: l.ver, n: l.n, fetched: l.fetched, expires: l.expires, hidden: hidden}
+}
+
+// with returns l with child seg made e (Kind None: removed), asked for
+// and trusted as l. O(1) amortized: see Listing.
+func (l *Listing) with(seg string, e Entry) *Listing {
+	n := l.n
+	if l.Child(seg).Kind != None {
+		n--
+	}
+	if e.Kind != None {
+		n++
+	}
+	out := &Listing{n: n, fetched: l.fetched, expires: l.expires, hidden: l.hidden}
+	lay := l.lay
+	lay.mu.Lock()
+	// Only the newest listing of a layer may extend its log: another's
+	// changes would be seen by the listings made after it.
+	if lay.tip == l.ver && lay.tip < compactAfter(len(lay.base)) {
+		if lay.log == nil {
+			lay.log = map[string][]change{}
+		}
+		lay.tip++
+		lay.log[seg] = append(lay.log[seg], change{ver: lay.tip, e: e})
+		out.lay, out.ver = lay, lay.tip
+		lay.mu.Unlock()
+		return out
+	}
+	lay.mu.Unlock()
+	children := l.copyChildren(1)
+	if e.Kind == None {
+		delete(children, seg)
+	} else {
+		children[seg] = e
+	}
+	out.lay = &layer{base: children}
+	return out
+}
+
+// compactAfter is how many changes a layer over a base of n children
+// holds before the next change makes a new full map.
+func compactAfter(n int) int { return 32 + n/8 }
