@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -256,11 +257,66 @@ func (m *mountProc) unmount(t testing.TB) {
 // flush) and clears the dead mount.
 func (m *mountProc) crash(t testing.TB) {
 	t.Helper()
-	m.cmd.Process.Kill()
-	<-m.exited
+	m.kill(t)
 	if out, err := exec.Command("fusermount3", "-uz", m.dir).CombinedOutput(); err != nil && mounted(m.dir) {
 		t.Fatalf("clearing the dead mount: %v: %s", err, out)
 	}
+}
+
+// kill sends SIGKILL and waits for the process to end. A FUSE daemon
+// killed while one of its own threads waits in the kernel for its own
+// mount (go-fuse opens a file in the mount once it is up, its "poll
+// hack") never ends: that thread waits, uninterruptibly, for an answer
+// the dead serving threads will not give, and the process's /dev/fuse
+// descriptor, which would abort the connection once closed, stays open.
+// Then the connection is aborted by hand, as an administrator would
+// (echo 1 > /sys/fs/fuse/connections/N/abort), and the test says so.
+func (m *mountProc) kill(t testing.TB) {
+	t.Helper()
+	aborted, err := m.killAndWait()
+	if aborted {
+		t.Logf("bucketfs did not end 20s after SIGKILL (a thread waited on its own mount): its FUSE connection on %s was aborted", m.dir)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// killAndWait is kill without a test: it reports whether the connection
+// had to be aborted, and an error if the process still did not end.
+func (m *mountProc) killAndWait() (aborted bool, err error) {
+	m.cmd.Process.Kill()
+	select {
+	case <-m.exited:
+		return false, nil
+	case <-time.After(20 * time.Second):
+	}
+	if err := abortFuseConnection(m.dir); err != nil {
+		return true, fmt.Errorf("aborting the connection of a killed mount: %w", err)
+	}
+	select {
+	case <-m.exited:
+		return true, nil
+	case <-time.After(20 * time.Second):
+		return true, errors.New("bucketfs did not end after its FUSE connection was aborted")
+	}
+}
+
+// abortFuseConnection aborts the FUSE connection of the mount on dir.
+func abortFuseConnection(dir string) error {
+	mt, ok, err := mountinfo.Lookup(dir)
+	if err != nil || !ok {
+		return fmt.Errorf("no mount on %s in the mount table (%v)", dir, err)
+	}
+	_, minor, _ := strings.Cut(mt.Dev, ":")
+	const ctl = "/sys/fs/fuse/connections"
+	if _, err := os.Stat(filepath.Join(ctl, minor)); err != nil {
+		// fusectl is not mounted everywhere.
+		if out, err := exec.Command("mount", "-t", "fusectl", "none", ctl).CombinedOutput(); err != nil {
+			return fmt.Errorf("mounting fusectl: %v: %s", err, out)
+		}
+	}
+	return os.WriteFile(filepath.Join(ctl, minor, "abort"), []byte("1"), 0o200)
 }
 
 // stop takes the mount down whatever state it is in.
@@ -272,9 +328,8 @@ func (m *mountProc) stop() {
 		select {
 		case <-m.exited:
 		case <-time.After(30 * time.Second):
+			m.killAndWait()
 			exec.Command("fusermount3", "-uz", m.dir).Run()
-			m.cmd.Process.Kill()
-			<-m.exited
 		}
 	}
 	if mounted(m.dir) {
@@ -399,8 +454,7 @@ func TestSweepDeadMounts(t *testing.T) {
 	emu := startEmulator(t, nil)
 	live := mount(t, emu, mountOpts{})
 	dead := mount(t, emu, mountOpts{})
-	dead.cmd.Process.Kill()
-	<-dead.exited
+	dead.kill(t)
 	if !mounted(dead.dir) {
 		t.Fatal("the killed mount is gone already: nothing to sweep")
 	}
@@ -414,4 +468,42 @@ func TestSweepDeadMounts(t *testing.T) {
 	if _, err := os.ReadDir(live.dir); err != nil {
 		t.Errorf("the live mount after the sweep: %v", err)
 	}
+}
+
+// The harness's last resort for a killed mount that does not end
+// (mountProc.kill): aborting its FUSE connection fails the requests that
+// wait on it. Shown with a daemon that is stopped (SIGSTOP), so that a
+// stat waits for an answer that cannot come.
+func TestAbortFuseConnection(t *testing.T) {
+	emu := startEmulator(t, nil)
+	m := mount(t, emu, mountOpts{})
+	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer m.cmd.Process.Signal(syscall.SIGCONT)
+	done := make(chan error, 1)
+	go func() {
+		var st syscall.Statfs_t
+		done <- syscall.Statfs(m.dir, &st) // statfs always goes to the daemon
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("statfs answered (%v) while the daemon was stopped", err)
+	case <-time.After(200 * time.Millisecond): // it waits, as it must
+	}
+	if err := abortFuseConnection(m.dir); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("statfs succeeded on an aborted connection")
+		}
+		t.Logf("statfs after the abort: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("statfs still waits 20s after the connection was aborted")
+	}
+	m.cmd.Process.Signal(syscall.SIGCONT)
+	m.kill(t)
+	exec.Command("fusermount3", "-uz", m.dir).Run()
 }

@@ -150,8 +150,7 @@ func TestRestartAfterKillClearsDeadMount(t *testing.T) {
 	if err := os.WriteFile(m.path("before-kill.txt"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m.cmd.Process.Kill()
-	<-m.exited
+	m.kill(t)
 	if _, err := os.Stat(m.dir); !errors.Is(err, syscall.ENOTCONN) {
 		t.Fatalf("after SIGKILL, stat of the mountpoint: %v; want ENOTCONN (a dead mount)", err)
 	}
@@ -197,8 +196,7 @@ func TestRestartAfterEarlyKill(t *testing.T) {
 	if _, err := os.Stat(m.dir); err != nil {
 		t.Fatal(err)
 	}
-	m.cmd.Process.Kill()
-	<-m.exited
+	m.kill(t)
 	_, err := os.Stat(dir)
 	t.Logf("after the kill of a serving mount, stat of its root: %v", err)
 	restartOn(t, emu, dir, cacheDir, true).unmount(t)
@@ -220,8 +218,7 @@ func killWhenMounted(t *testing.T, m *mountProc) {
 		}
 		time.Sleep(time.Millisecond) // polling the mount table
 	}
-	m.cmd.Process.Kill()
-	<-m.exited
+	m.kill(t)
 }
 
 // restartOn starts a new mount on dir, where a killed one may have left a

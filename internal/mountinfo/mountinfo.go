@@ -17,6 +17,9 @@ type Mount struct {
 	Point  string // where it is mounted, unescaped
 	FSType string // "fuse.bucketfs", "ext4", ...
 	Source string // what is mounted (for bucketfs, the bucket), unescaped
+	// Dev is the file system's device number, "MAJOR:MINOR"; for a FUSE
+	// mount, MINOR names its connection under /sys/fs/fuse/connections.
+	Dev string
 }
 
 // Parse reads a table in mountinfo's format. A line is
@@ -36,7 +39,7 @@ func Parse(r io.Reader) ([]Mount, error) {
 		}
 		for i := 6; i+2 < len(fields); i++ {
 			if fields[i] == "-" {
-				out = append(out, Mount{Point: unescape(fields[4]), FSType: fields[i+1], Source: unescape(fields[i+2])})
+				out = append(out, Mount{Point: unescape(fields[4]), FSType: fields[i+1], Source: unescape(fields[i+2]), Dev: fields[2]})
 				break
 			}
 		}

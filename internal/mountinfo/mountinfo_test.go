@@ -18,10 +18,10 @@ short line
 		t.Fatal(err)
 	}
 	want := []Mount{
-		{"/", "ext4", "/dev/vda"},
-		{"/tmp/a b", "fuse.bucketfs", "my bucket"},
-		{"/tmp/a b", "fuse.bucketfs", "other"},
-		{`/tmp/tail\`, "tmpfs", "tmpfs"},
+		{"/", "ext4", "/dev/vda", "8:1"},
+		{"/tmp/a b", "fuse.bucketfs", "my bucket", "0:31"},
+		{"/tmp/a b", "fuse.bucketfs", "other", "0:32"},
+		{`/tmp/tail\`, "tmpfs", "tmpfs", "0:40"},
 	}
 	if len(ms) != len(want) {
 		t.Fatalf("parsed %+v, want %+v", ms, want)
