@@ -110,6 +110,7 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 		e.dirtiedLocked(time.Now())
 	}
 	e.version++
+	changed := e.version
 	id := e.rec.ID
 	rec, seq := c.snapshotLocked(e)
 	c.mu.Unlock()
@@ -120,10 +121,7 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 	e.persistMu.Unlock()
 	c.mu.Lock()
 	if err != nil {
-		if e.recSeq == seq { // nothing snapshotted the change since
-			e.rec.Meta, e.rec.Dirty, e.rec.MetaOnly, e.dirtySince = prevMeta, prevDirty, prevMetaOnly, prevSince
-		}
-		c.mu.Unlock()
+		c.undoSetMetaLocked(e, changed, seq, prevMeta, prevDirty, prevMetaOnly, prevSince)
 		return fmt.Errorf("recording a metadata change of %s: %w", a.Name, err)
 	}
 	if rec.CopyFrom == "" {
@@ -217,4 +215,28 @@ func uploadMeta(meta map[string]string, mtime time.Time, attempt string) map[str
 	}
 	out[AttemptKey] = attempt
 	return out
+}
+
+// undoSetMetaLocked takes back a metadata change the journal refused (a
+// failed chmod leaves no trace), unless another change of e came since
+// (version), which then owns the record. Called with c.mu held; returns
+// with it released. A snapshot taken since the change (a download
+// recording its chunks, say) holds the change too and may be written
+// after the refusal: the undone record is then written again, so that
+// the journal does not keep a change the caller was told failed.
+func (c *Cache) undoSetMetaLocked(e *entry, changed, seq uint64, meta map[string]string, dirty, metaOnly bool, since time.Time) {
+	if e.version != changed {
+		c.mu.Unlock()
+		return
+	}
+	e.rec.Meta, e.rec.Dirty, e.rec.MetaOnly, e.dirtySince = meta, dirty, metaOnly, since
+	if e.recSeq == seq { // nothing snapshotted the change since
+		c.mu.Unlock()
+		return
+	}
+	rec, rseq := c.snapshotLocked(e)
+	c.mu.Unlock()
+	if err := c.persistEntry(e, rec, rseq); err != nil {
+		c.log.Warn("recording the undo of a failed metadata change failed; the next start may apply the change", "object", e.name, "err", err)
+	}
 }
