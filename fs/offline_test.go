@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -40,7 +41,9 @@ func TestNetworkErrorsAreEIO(t *testing.T) {
 	for i, c := range cases {
 		var logs bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&logs, nil))
-		name := fmt.Sprintf("obj-%d-%s", i, t.Name())
+		// The once-a-minute memory of logged objects is the package's:
+		// a name of its own for each run (go test -count).
+		name := fmt.Sprintf("obj-%d-%s-%d", i, t.Name(), time.Now().UnixNano())
 		for range 3 {
 			if got := toErrno(log, "read", name, c.err); got != c.want {
 				t.Errorf("%s: %v, want %v", c.name, got, c.want)
