@@ -46,3 +46,16 @@ func (c *Cache) HasLocalContent(name string) bool {
 	e := c.entries[name]
 	return e != nil && !e.dropped && !e.rec.Deleted && e.rec.localContent()
 }
+
+// HasCopy reports whether the cache holds all the bytes of generation gen
+// of name (a complete clean copy, or one with changes made here): a
+// writer of it needs nothing from the bucket.
+func (c *Cache) HasCopy(name string, gen int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[name]
+	if e == nil || e.dropped || e.rec.Deleted || e.rec.Damaged != "" {
+		return false
+	}
+	return e.rec.localContent() || (e.rec.Generation == gen && (e.rec.Complete || (e.dl != nil && isClosed(e.dl.Complete()))))
+}

@@ -258,10 +258,13 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 	if n.fsys.opts.ReadOnly {
 		return nil, 0, syscall.EROFS
 	}
+	a := n.getAttrs()
 	if n.lazyOK(trunc) {
+		if errno := n.checkLazy(ctx, a); errno != 0 {
+			return nil, 0, errno
+		}
 		return n.openLazy(), 0, 0 // fetched at the first use (lazywrite.go)
 	}
-	a := n.getAttrs()
 	h, err := n.writeHandle(ctx, a, trunc)
 	if errors.Is(err, cache.ErrStale) {
 		// The copy is fetched whole before the open answers: nothing

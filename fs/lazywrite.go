@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/bucketfs/bucketfs/cache"
+	"github.com/bucketfs/bucketfs/transfer"
 )
 
 // lazyWriter is the cache side of a handle opened for writing without
@@ -179,6 +180,29 @@ func (n *fileNode) lazyOK(trunc bool) bool {
 	// A copy with local changes is whole already: opened at once, the
 	// writer holds back their upload (cache.HasLocalContent).
 	return pt == 0 && !n.fsys.cache.HasLocalContent(name)
+}
+
+// checkLazy makes sure that a lazy open for writing of version a of n
+// will find that version at its first use. A copy the cache holds whole
+// needs nothing. Otherwise the bytes come from the bucket at the first
+// write, and if another client replaced the object since n was looked up,
+// that write could only fail (ESTALE, which the kernel does not retry for
+// a write): so one metadata request asks for the live generation now,
+// and a version that is gone answers ESTALE to the open, on which the
+// kernel looks the name up again and opens the new version, as an eager
+// open's fetch did. No bytes are read.
+func (n *fileNode) checkLazy(ctx context.Context, a transfer.ObjectAttrs) syscall.Errno {
+	if a.Generation <= 0 || n.fsys.cache.HasCopy(n.objName(), a.Generation) {
+		return 0
+	}
+	live, err := n.fsys.bucket.Stat(ctx, n.objName())
+	if errors.Is(err, transfer.ErrNotExist) || (err == nil && live.Generation != a.Generation) {
+		return n.staleAtOpen(a.Generation)
+	}
+	if err != nil {
+		return n.fsys.errno(ctx, "open", n.objName(), err)
+	}
+	return 0
 }
 
 // writer returns the WriteHandle of h (opened now if h is lazy), or nil
