@@ -481,6 +481,17 @@ func TestAbortFuseConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.cmd.Process.Signal(syscall.SIGCONT)
+	// The stop is asynchronous: wait until the kernel shows the process
+	// stopped (state T), or a request could still be answered.
+	stat := fmt.Sprintf("/proc/%d/stat", m.cmd.Process.Pid)
+	pollUntil(t, 10*time.Second, "the daemon is stopped", func() bool {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return false
+		}
+		i := bytes.LastIndexByte(b, ')') // the state follows the command name
+		return i >= 0 && i+2 < len(b) && b[i+2] == 'T'
+	})
 	done := make(chan error, 1)
 	go func() {
 		var st syscall.Statfs_t
