@@ -93,7 +93,7 @@ func chownThenDirRename(t *testing.T, cached bool, when string) {
 	if got := listObjects(t, emu, ""); strings.Join(got, " ") != "e/ e/f" {
 		t.Errorf("the bucket holds %q, want e/ and e/f", got)
 	}
-	o, err := emu.Fake().GetObject(testBucket, "e/f")
+	o, err := emu.Object(testBucket, "e/f")
 	if err != nil {
 		t.Fatalf("e/f: %v", err)
 	}
@@ -160,7 +160,7 @@ func TestChangeAfterDirRenameUncached(t *testing.T) {
 			if got := listObjects(t, emu, ""); strings.Join(got, " ") != "e/ e/f" {
 				t.Errorf("the bucket holds %q, want e/ and e/f", got)
 			}
-			o, err := emu.Fake().GetObject(testBucket, "e/f")
+			o, err := emu.Object(testBucket, "e/f")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -531,7 +531,7 @@ func runModel(t *testing.T, hierarchical bool, steps, long int) {
 		fail(steps, "unmount", "the mount logged %q with no other client", run.raced())
 	}
 	compareBucket(t, seed, ref, listObjects(t, emu, ""), func(name string) ([]byte, map[string]string) {
-		o, err := emu.Fake().GetObject(testBucket, name)
+		o, err := emu.Object(testBucket, name)
 		if err != nil {
 			return nil, nil
 		}

@@ -24,7 +24,7 @@ import (
 // object reads an object straight from the emulator (nil if missing).
 func object(t testing.TB, emu *emulator.Server, name string) []byte {
 	t.Helper()
-	o, err := emu.Fake().GetObject(testBucket, name)
+	o, err := emu.Object(testBucket, name)
 	if err != nil {
 		return nil
 	}

@@ -63,7 +63,7 @@ func TestXattrIsMetadataPatch(t *testing.T) {
 		t.Errorf("setxattr of a file not cached read its bytes %d times, want none", n)
 	}
 
-	o, err := emu.Fake().GetObject(testBucket, "f")
+	o, err := emu.Object(testBucket, "f")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,14 +73,14 @@ func TestXattrIsMetadataPatch(t *testing.T) {
 	if got := o.Metadata["bucketfs-xattr-%43olor"]; got != "t:blue" {
 		t.Errorf("the bucket's metadata of f: %v; want bucketfs-xattr-%%43olor=t:blue", o.Metadata)
 	}
-	n, err := emu.Fake().GetObject(testBucket, "new")
+	n, err := emu.Object(testBucket, "new")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := n.Metadata["bucketfs-xattr-k"]; got != "b:AAEC" || string(n.Content) != "new file" {
 		t.Errorf("the bucket's new: %q, metadata %v; want its bytes and bucketfs-xattr-k=b:AAEC", n.Content, n.Metadata)
 	}
-	if ph, err := emu.Fake().GetObject(testBucket, "implicit/"); err != nil || ph.Metadata["bucketfs-xattr-d"] != "t:dir" {
+	if ph, err := emu.Object(testBucket, "implicit/"); err != nil || ph.Metadata["bucketfs-xattr-d"] != "t:dir" {
 		t.Errorf("the placeholder made for the attribute of implicit/: %v (err %v); want bucketfs-xattr-d=t:dir", ph.Metadata, err)
 	}
 

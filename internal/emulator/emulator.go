@@ -1,9 +1,11 @@
 package emulator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -265,6 +267,26 @@ func (s *Server) Delete(bucket, name string) error {
 	}
 	s.keepFolders(bucket, name)
 	return nil
+}
+
+// Object returns a copy of the live version of an object, read directly
+// from the fake (no HTTP, no counters). Tests read objects through it, not
+// through Fake().GetObject: the fake hands out its own metadata map, which
+// a later PATCH changes in place, and the copy is taken under patchMu so
+// the race detector sees the order.
+func (s *Server) Object(bucket, name string) (fakestorage.Object, error) {
+	if !s.bucketExists(bucket) {
+		return fakestorage.Object{}, fmt.Errorf("object %s/%s: %w", bucket, name, ErrBucketNotFound)
+	}
+	s.patchMu.RLock()
+	defer s.patchMu.RUnlock()
+	o, err := s.fake.GetObject(bucket, name)
+	if err != nil {
+		return fakestorage.Object{}, fmt.Errorf("object %s/%s: %w", bucket, name, ErrObjectNotFound)
+	}
+	o.Metadata = maps.Clone(o.Metadata)
+	o.Content = bytes.Clone(o.Content)
+	return o, nil
 }
 
 // Generation returns the generation of the live version of an object.
