@@ -76,8 +76,7 @@ func setattrMeta(in *fuse.SetAttrIn) map[string]string {
 type symlinkNode struct {
 	gofs.Inode
 	fsys *FS
-	name string
-	ino  uint64
+	ino  uint64 // its name is its place in go-fuse's tree (Path)
 
 	mu sync.Mutex
 	a  transfer.ObjectAttrs // guarded by mu: lchown and lutimes change it (symlinkattr.go)

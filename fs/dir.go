@@ -127,10 +127,7 @@ func (d *dirNode) child(ctx context.Context, name string, c names.Entry, out *fu
 		return in, 0
 	case names.File:
 		if isSymlink(c.Attrs) {
-			ino := f.fileIno(c.Attrs)
-			f.fillFile(&out.Attr, c.Attrs, ino)
-			return d.NewInode(ctx, &symlinkNode{fsys: f, name: full, ino: ino, a: c.Attrs},
-				gofs.StableAttr{Mode: syscall.S_IFLNK, Ino: ino}), 0
+			return d.symlinkChild(ctx, name, c.Attrs, out), 0
 		}
 		var ino uint64
 		for _, n := range f.nodesNamed(full) {

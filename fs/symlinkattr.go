@@ -26,6 +26,39 @@ func (s *symlinkNode) attrs() transfer.ObjectAttrs {
 	return s.a
 }
 
+// symlinkChild answers a lookup of name, a symbolic link of version a.
+// The link the kernel holds under that name already, if any, is the same
+// link when it is this version or was made here and not yet uploaded
+// (its generation 0, now a's): the same inode, so that the kernel's
+// revalidation of its entry (a rename's lookups) keeps it, and go-fuse's
+// tree keeps one node for the name. Anything else is a new link.
+func (d *dirNode) symlinkChild(ctx context.Context, name string, a transfer.ObjectAttrs, out *fuse.EntryOut) *gofs.Inode {
+	f := d.fsys
+	if in := d.GetChild(name); in != nil {
+		if s, ok := in.Operations().(*symlinkNode); ok && s.sameLink(a) {
+			s.mu.Lock()
+			s.a = a
+			s.mu.Unlock()
+			f.fillFile(&out.Attr, a, s.ino)
+			return in
+		}
+	}
+	ino := f.fileIno(a)
+	f.fillFile(&out.Attr, a, ino)
+	return d.NewInode(ctx, &symlinkNode{fsys: f, ino: ino, a: a},
+		gofs.StableAttr{Mode: syscall.S_IFLNK, Ino: ino})
+}
+
+// sameLink reports whether version a of the name the node has is the
+// node's link: the same generation, or the upload of the node's link.
+func (s *symlinkNode) sameLink(a transfer.ObjectAttrs) bool {
+	cur := s.attrs()
+	if cur.Generation != 0 {
+		return cur.Generation == a.Generation
+	}
+	return cur.Metadata[symlinkKey] == a.Metadata[symlinkKey]
+}
+
 // Setattr implements gofs.NodeSetattrer: owner and time changes are kept
 // in the link's metadata, through the cache (in order with the link's
 // other changes).

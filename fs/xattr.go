@@ -355,7 +355,7 @@ func (d *dirNode) setXattrMeta(ctx context.Context, md map[string]string) syscal
 }
 
 func (s *symlinkNode) xattrMeta(ctx context.Context) (map[string]string, syscall.Errno) {
-	return s.a.Metadata, 0
+	return s.attrs().Metadata, 0
 }
 
 func (s *symlinkNode) setXattrMeta(ctx context.Context, md map[string]string) syscall.Errno {

@@ -775,6 +775,25 @@ var symlinkCases = []posixCase{
 		o.tree("tree", root)
 		return o
 	}},
+	{"symlink/renamed-then-lchown", func(t *testing.T, root string) *obs {
+		// A link not yet uploaded, renamed onto itself (the kernel looks
+		// the name up again and must find the same inode), then away,
+		// then changed by its new name (a replayed model-test failure).
+		o := &obs{}
+		o.err("symlink", unix.Symlink("a0", pj(root, "f0")))
+		var before, after unix.Stat_t
+		o.err("lstat", unix.Lstat(pj(root, "f0"), &before))
+		o.err("rename onto itself", unix.Rename(pj(root, "f0"), pj(root, "f0")))
+		o.err("rename away", unix.Rename(pj(root, "f0"), pj(root, "b0")))
+		o.err("lchown the new name", unix.Lchown(pj(root, "b0"), 1000, 65534))
+		o.owner("owner", pj(root, "b0"))
+		o.err("lstat the new name", unix.Lstat(pj(root, "b0"), &after))
+		o.add("the same inode: %v", before.Ino == after.Ino)
+		target, err := os.Readlink(pj(root, "b0"))
+		o.data("readlink", []byte(target), err)
+		o.ls("ls", root)
+		return o
+	}},
 	{"symlink/readlink-on-file", func(t *testing.T, root string) *obs {
 		o := &obs{}
 		o.mkfile(pj(root, "f"), []byte("x"))
