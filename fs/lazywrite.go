@@ -22,11 +22,16 @@ import (
 // The copy is still complete before the first change lands in it
 // (OpenWrite), so the durability contract and the checks of the copy's
 // sums are the same as for an eager open. What changes: a version gone
-// from the bucket is found at the first write instead of the open, which
-// then fails with ESTALE, and the name is looked up again; so does the
-// first write through it after the file was deleted (an eager handle
-// writes on into its own copy, never uploaded). A rename between the
-// open and the first write is followed: the node's name is used then.
+// from the bucket (another client replaced the object while this mount
+// still trusted its attributes) is found at the first use instead of the
+// open. Nothing was read or written through the handle yet, so the node
+// takes the object's live version then (rebase), as the kernel's
+// re-lookup after an eager open's ESTALE did: the first write lands on
+// the version the bucket has. An object deleted meanwhile fails that use
+// with ESTALE; so does the first write after the file was deleted here
+// (an eager handle writes on into its own copy, never uploaded). A rename
+// between the open and the first use is followed: the node's name is used
+// then.
 //
 // Handles the kernel writes itself (passthrough) are opened eagerly:
 // the kernel needs the descriptor at the open; so are handles of a file
@@ -66,6 +71,9 @@ func (l *lazyWriter) get(ctx context.Context, trunc bool) (*cache.WriteHandle, e
 	w, err := n.fsys.cache.OpenWrite(ctx, a, trunc, false)
 	if errors.Is(err, cache.ErrStale) {
 		n.fsys.names.Stale(n.objName()) // the next lookup finds the bucket's version
+		if live, ok := n.rebase(ctx, a); ok {
+			w, err = n.fsys.cache.OpenWrite(ctx, live, trunc, false)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -182,27 +190,33 @@ func (n *fileNode) lazyOK(trunc bool) bool {
 	return pt == 0 && !n.fsys.cache.HasLocalContent(name)
 }
 
-// checkLazy makes sure that a lazy open for writing of version a of n
-// will find that version at its first use. A copy the cache holds whole
-// needs nothing. Otherwise the bytes come from the bucket at the first
-// write, and if another client replaced the object since n was looked up,
-// that write could only fail (ESTALE, which the kernel does not retry for
-// a write): so one metadata request asks for the live generation now,
-// and a version that is gone answers ESTALE to the open, on which the
-// kernel looks the name up again and opens the new version, as an eager
-// open's fetch did. No bytes are read.
-func (n *fileNode) checkLazy(ctx context.Context, a transfer.ObjectAttrs) syscall.Errno {
-	if a.Generation <= 0 || n.fsys.cache.HasCopy(n.objName(), a.Generation) {
-		return 0
+// rebase points n, whose version a is gone from the bucket, at the
+// object's live version, for the first use of a lazy writer (see
+// lazyWriter): one metadata request. It reports false, and leaves n
+// alone, if the object is gone too or n changed since (renamed, deleted,
+// another version or a writer of its own). The kernel is told to drop
+// the inode's attributes (not its pages: the first use may be a write,
+// whose pages the kernel holds locked until it is answered); the new
+// modification time makes it drop the pages at the next getattr.
+func (n *fileNode) rebase(ctx context.Context, a transfer.ObjectAttrs) (transfer.ObjectAttrs, bool) {
+	live, err := n.fsys.bucket.Stat(ctx, a.Name)
+	if err != nil || live.Generation == a.Generation {
+		return a, false
 	}
-	live, err := n.fsys.bucket.Stat(ctx, n.objName())
-	if errors.Is(err, transfer.ErrNotExist) || (err == nil && live.Generation != a.Generation) {
-		return n.staleAtOpen(a.Generation)
+	n.mu.Lock()
+	ok := !n.unlinked && n.name == a.Name && n.attrs.Generation == a.Generation && len(n.writers) == 0
+	if ok {
+		n.attrs = live
 	}
-	if err != nil {
-		return n.fsys.errno(ctx, "open", n.objName(), err)
+	n.mu.Unlock()
+	if !ok {
+		return a, false
 	}
-	return 0
+	n.fsys.releaseFileIno(a)
+	n.fsys.log.Info("the version a file was opened at for writing is gone from the bucket (changed by another client); its first write goes to the version the bucket has",
+		"object", a.Name, "generation", a.Generation, "live_generation", live.Generation)
+	_ = n.NotifyContent(-1, 0) // nothing to drop if the kernel forgot the inode
+	return live, true
 }
 
 // writer returns the WriteHandle of h (opened now if h is lazy), or nil

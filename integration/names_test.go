@@ -109,7 +109,9 @@ func TestOpenAfterOverwriteWithinTTL(t *testing.T) {
 				t.Errorf("%s: read %d bytes (fstat: %d), neither the old version (%d) nor the new (%d)", m.path(name), len(got), size, len(old), len(cur))
 			}
 		}
-		// Open for writing: the copy is fetched whole first.
+		// Open for writing: nothing is fetched at the open; the first
+		// write finds the version gone and goes to the bucket's, and the
+		// kernel sees that version's size.
 		put(t, emu, "w", []byte("old version"))
 		statSize(t, m.path("w"), 11)
 		put(t, emu, "w", []byte("the new version"))
@@ -120,9 +122,28 @@ func TestOpenAfterOverwriteWithinTTL(t *testing.T) {
 		if _, err := f.WriteAt([]byte("THE"), 0); err != nil {
 			t.Fatal(err)
 		}
+		if st, err := f.Stat(); err != nil || st.Size() != 15 {
+			t.Errorf("fstat after the first write: %v, %v; want the new version's 15 bytes", st, err)
+		}
 		f.Close()
+		statSize(t, m.path("w"), 15)
 		if got := string(readFile(t, m.path("w"))); got != "THE new version" {
 			t.Errorf("written over the new version: %q", got)
+		}
+		// Deleted by the other client before the first write: that write
+		// fails (ESTALE), and nothing reaches the bucket.
+		put(t, emu, "wd", []byte("to be deleted"))
+		statSize(t, m.path("wd"), 13)
+		if err := emu.Delete(testBucket, "wd"); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := os.OpenFile(m.path("wd"), os.O_RDWR, 0); err == nil {
+			if _, err := f.WriteAt([]byte("X"), 0); !errors.Is(err, unix.ESTALE) {
+				t.Errorf("the first write to a file deleted by another client: %v, want ESTALE", err)
+			}
+			f.Close()
+		} else if !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("open for writing of a file deleted by another client: %v", err)
 		}
 
 		put(t, emu, "gone", []byte("soon deleted"))
