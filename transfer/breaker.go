@@ -24,8 +24,11 @@ type BreakerOptions struct {
 	// connection, a broken connection) before the bucket is taken as
 	// offline, provided the first of them is at least Span old (a burst
 	// of parallel requests broken by one blip is no outage). Defaults: 3
-	// and 1s. A 5xx answer is not counted: it makes the breaker probe
-	// the bucket (see Stall), since one object's trouble is no outage.
+	// and 1s. 5xx answers are counted apart: Failures of them in a row,
+	// the first at least Stall old, make the breaker probe the bucket
+	// (see Stall), since one object's trouble is no outage, and a bucket
+	// that answers 503 now and then (GCS asks clients to retry those)
+	// is online.
 	Failures int
 	Span     time.Duration
 	// Stall is how long a request may make no progress (no answer, no
@@ -65,10 +68,11 @@ func (o *BreakerOptions) defaults() {
 //     library included), as an http.RoundTripper in the client's chain,
 //     so an unreachable bucket is detected within seconds, not after the
 //     library's own retries: connections refused, broken or timing out
-//     (BreakerOptions.Failures in a row over Span); or a 5xx answer, or a
-//     request with no progress for BreakerOptions.Stall while nothing
-//     else succeeded (a black-holed bucket), confirmed by a probe that
-//     gets no good answer within Stall either.
+//     (BreakerOptions.Failures in a row over Span); or as many 5xx
+//     answers in a row over Stall, or a request with no progress for
+//     BreakerOptions.Stall while nothing else succeeded (a black-holed
+//     bucket), confirmed by a probe that gets no good answer within
+//     Stall either.
 //   - Once open ("offline"), every request fails at once with an error
 //     matching ErrOffline, which the client does not retry; requests in
 //     flight then are cancelled and fail the same way.
@@ -87,6 +91,8 @@ type Breaker struct {
 	cause    string    // why it opened, while open
 	fails    int       // requests failed in a row
 	first    time.Time // first of them
+	fails5xx int       // 5xx answers in a row (no good answer between)
+	first5xx time.Time // first of them
 	lastOK   time.Time
 	attempts map[*request]struct{} // requests in flight
 	online   chan struct{}         // closed while online; replaced when it opens
@@ -237,7 +243,7 @@ func (b *Breaker) succeeded() {
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.fails, b.lastOK = 0, now
+	b.fails, b.fails5xx, b.lastOK = 0, 0, now
 	if !b.open {
 		return
 	}
@@ -264,6 +270,23 @@ func (b *Breaker) failed(cause error, quiet bool) bool {
 		b.openLocked(now, fmt.Errorf("%d requests failed in a row over %v, the last: %w", b.fails, now.Sub(b.first).Round(time.Millisecond), cause), quiet)
 	}
 	return b.open
+}
+
+// answered5xx records a 5xx answer (not of a probe) and, once
+// BreakerOptions.Failures of them came in a row over at least Stall,
+// suspects the bucket.
+func (b *Breaker) answered5xx(quiet bool) {
+	now := time.Now()
+	b.mu.Lock()
+	if b.fails5xx == 0 {
+		b.first5xx = now
+	}
+	b.fails5xx++
+	first, due := b.first5xx, b.fails5xx >= b.o.Failures && now.Sub(b.first5xx) >= b.o.Stall
+	b.mu.Unlock()
+	if due {
+		b.suspect(first, quiet)
+	}
 }
 
 // suspect is told that a request made no progress since since (for
@@ -369,10 +392,11 @@ func (t *breakerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, t.b.offlineErr()
 	case resp.StatusCode >= 500:
 		// The bucket answered: a 5xx may be of this request alone (one
-		// object's trouble, retried by the library). A probe tells: if it
-		// gets no good answer either, the bucket is offline.
+		// object's trouble, retried by the library) or a passing one. A
+		// run of them makes a probe tell: if it gets no good answer
+		// either, the bucket is offline.
 		if !a.check {
-			t.b.suspect(time.Now(), a.quiet)
+			t.b.answered5xx(a.quiet)
 		}
 	default:
 		t.b.succeeded()

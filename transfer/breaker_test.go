@@ -209,3 +209,35 @@ func TestBreaker5xx(t *testing.T) {
 		t.Fatalf("breaker did not close after the 503s ended:\n%s", logs)
 	}
 }
+
+// A bucket that answers 503 to two requests of every three (the library
+// retries them) is online: the requests succeed, and no probe is sent
+// (before, each 503 sent one, and a 503 to it took the bucket offline).
+func TestBreakerFlaky5xx(t *testing.T) {
+	emu := startEmulator(t)
+	put(t, emu, "f.txt", []byte("f"))
+	var n atomic.Int64
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		return http.StatusServiceUnavailable, n.Add(1)%3 != 0
+	})
+	logs := &lockedBuffer{}
+	g, err := NewGCS(context.Background(), bucketName, GCSOptions{
+		Endpoint: emu.URL(), Anonymous: true,
+		Breaker: &BreakerOptions{Stall: time.Second, Probe: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for i := range 15 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := g.Stat(ctx, "f.txt")
+		cancel()
+		if err != nil {
+			t.Fatalf("stat %d of a bucket answering 503 to two requests of three: %v\n%s", i, err, logs)
+		}
+	}
+	if !g.Breaker().State().Online || strings.Contains(logs.String(), "offline") {
+		t.Fatalf("a flaky bucket was taken offline:\n%s", logs)
+	}
+}
