@@ -21,8 +21,9 @@ var ErrOffline = errors.New("bucket unreachable (offline)")
 // (GCSOptions.Breaker). Zero fields take the defaults.
 type BreakerOptions struct {
 	// Failures is how many HTTP requests in a row must fail (no
-	// connection, a broken connection) before the bucket is taken as
-	// offline, provided the first of them is at least Span old (a burst
+	// connection, a broken connection) before the bucket is probed (see
+	// Stall) and, if the probe fails too, taken as offline, provided the
+	// first of them is at least Span old (a burst
 	// of parallel requests broken by one blip is no outage). Defaults: 3
 	// and 1s. 5xx answers are counted apart: Failures of them in a row,
 	// the first at least Stall old, make the breaker probe the bucket
@@ -68,11 +69,11 @@ func (o *BreakerOptions) defaults() {
 //     library included), as an http.RoundTripper in the client's chain,
 //     so an unreachable bucket is detected within seconds, not after the
 //     library's own retries: connections refused, broken or timing out
-//     (BreakerOptions.Failures in a row over Span); or as many 5xx
+//     (BreakerOptions.Failures in a row over Span), or as many 5xx
 //     answers in a row over Stall, or a request with no progress for
 //     BreakerOptions.Stall while nothing else succeeded (a black-holed
-//     bucket), confirmed by a probe that gets no good answer within
-//     Stall either.
+//     bucket); each confirmed by a probe that gets no good answer
+//     within Stall either (at once when connections are refused).
 //   - Once open ("offline"), every request fails at once with an error
 //     matching ErrOffline, which the client does not retry; requests in
 //     flight then are cancelled and fail the same way.
@@ -267,7 +268,9 @@ func (b *Breaker) failed(cause error, quiet bool) bool {
 	}
 	b.fails++
 	if b.fails >= b.o.Failures && now.Sub(b.first) >= b.o.Span {
-		b.openLocked(now, fmt.Errorf("%d requests failed in a row over %v, the last: %w", b.fails, now.Sub(b.first).Round(time.Millisecond), cause), quiet)
+		// A probe confirms it (at once if connections are refused): a
+		// bucket that answers it was only breaking some connections.
+		b.suspectLocked(b.first, quiet, fmt.Sprintf("%d requests failed in a row over %v, the last: %v", b.fails, now.Sub(b.first).Round(time.Millisecond), cause))
 	}
 	return b.open
 }
@@ -282,20 +285,26 @@ func (b *Breaker) answered5xx(quiet bool) {
 		b.first5xx = now
 	}
 	b.fails5xx++
-	first, due := b.first5xx, b.fails5xx >= b.o.Failures && now.Sub(b.first5xx) >= b.o.Stall
+	first, n, due := b.first5xx, b.fails5xx, b.fails5xx >= b.o.Failures && now.Sub(b.first5xx) >= b.o.Stall
 	b.mu.Unlock()
 	if due {
-		b.suspect(first, quiet)
+		b.suspect(first, quiet, fmt.Sprintf("%d answers in a row were 5xx", n))
 	}
 }
 
 // suspect is told that a request made no progress since since (for
-// Stall), or got a 5xx answer. If nothing succeeded since then and no
-// check runs, it sends one probe; if that gets no good answer within
+// Stall), or of a run of failures or 5xx answers that began then (why
+// says which). If nothing succeeded since then and no check runs, it
+// sends one probe; if that gets no good answer within
 // Stall, the bucket is offline (which cuts the stalled request too).
-func (b *Breaker) suspect(since time.Time, quiet bool) {
+func (b *Breaker) suspect(since time.Time, quiet bool, why string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.suspectLocked(since, quiet, why)
+}
+
+// suspectLocked is suspect with b.mu held.
+func (b *Breaker) suspectLocked(since time.Time, quiet bool, why string) {
 	if b.open || b.checking || b.lastOK.After(since) {
 		return
 	}
@@ -323,7 +332,7 @@ func (b *Breaker) suspect(since time.Time, quiet bool) {
 		defer b.mu.Unlock()
 		b.checking = false
 		if err != nil && !b.lastOK.After(start) && ctx.Err() != context.Canceled {
-			b.openLocked(time.Now(), fmt.Errorf("a request failed (5xx) or made no progress for %v, and a probe got no good answer: %w", b.o.Stall, err), quiet)
+			b.openLocked(time.Now(), fmt.Errorf("%s, and a probe got no good answer: %w", why, err), quiet)
 		}
 	}()
 }
@@ -465,7 +474,7 @@ func (a *request) fire() {
 	a.timer.Reset(a.b.o.Stall)
 	a.mu.Unlock()
 	if !a.check {
-		a.b.suspect(since, a.quiet)
+		a.b.suspect(since, a.quiet, fmt.Sprintf("a request made no progress for %v", a.b.o.Stall))
 	}
 }
 
