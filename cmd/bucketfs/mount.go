@@ -107,7 +107,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.BoolVar(&c.noexec, "noexec", false, "forbid running programs from the mount")
 	fl.BoolVar(&c.debugFUSE, "debug-fuse", false, "log every FUSE request (very verbose)")
 	fl.DurationVar(&c.checkTimeout, "check-timeout", 30*time.Second, "how long the start-up check of the bucket may take")
-	fl.DurationVar(&c.offlineAfter, "offline-after", 3*time.Second, "a request with no progress for this long makes bucketfs probe the bucket; with no answer within as long again (or with connections refused, or 3 requests failed in a row) it is taken as offline: cached files are served, changes queued, other reads fail with EIO, until it answers again")
+	fl.DurationVar(&c.offlineAfter, "offline-after", 3*time.Second, "a request with no progress for this long (or 3 5xx answers in a row over as long, or 3 connections refused or broken in a row) makes bucketfs probe the bucket; with no good answer within as long again it is taken as offline: cached files are served, changes queued, other reads fail with EIO, until it answers again")
 	fl.DurationVar(&c.stallTimeout, "stall-timeout", transfer.DefaultStallTimeout, "a read or upload whose body makes no progress for this long is cancelled: a read is taken up by a new request, an upload sent again; 0 never")
 	fl.DurationVar(&c.writeBackDelay, "write-back-delay", 5*time.Second, "wait after the last close of a changed file before uploading it")
 	fl.DurationVar(&c.flushTimeout, "flush-timeout", 10*time.Minute, "at unmount, how long to wait for changes to reach the bucket; what is left stays in the cache and goes up at the next mount")
