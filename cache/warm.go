@@ -231,16 +231,19 @@ func (c *Cache) warmOne(ctx context.Context, a transfer.ObjectAttrs, pin bool, o
 	if h.e == nil {
 		return false, fmt.Errorf("%s (%d bytes): %w", a.Name, a.Size, ErrNoSpace)
 	}
+	already := h.complete
+	if !already {
+		if err := h.dl.EnsureComplete(ctx); err != nil {
+			// Not pinned: a pinned partial copy would keep its full size
+			// from eviction for a version that may be gone.
+			return false, staleOr(err)
+		}
+	}
+	// Pinned once complete; until then the open handle keeps it.
 	if pin {
 		c.setPin(h.e, true)
 	}
-	if h.complete {
-		return true, nil
-	}
-	if err := h.dl.EnsureComplete(ctx); err != nil {
-		return false, staleOr(err)
-	}
-	return false, nil
+	return already, nil
 }
 
 // warmAlready reports whether the cache holds a complete copy of version

@@ -148,3 +148,41 @@ func TestWarmReportsFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmPinsOnlyWhatItFilled: a pinned warm whose object cannot be
+// fetched leaves no pin behind: a pinned partial copy would keep its
+// full size from eviction (and count against every later warm) for a
+// version nothing can read, until an unpin that nobody knows to run.
+func TestWarmPinsOnlyWhatItFilled(t *testing.T) {
+	e := newEnv(t)
+	const size = 2 * chunk
+	c := e.open(4 * size)
+	for i := range 3 {
+		e.put(fmt.Sprintf("f/%d", i), pattern(size, uint32(i)))
+	}
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if r.URL.Query().Get("alt") == "media" && strings.HasSuffix(r.URL.Path, "/o/f/2") {
+			return http.StatusNotFound, true
+		}
+		return 0, false
+	})
+	r, err := c.Warm(e.ctx, []string{"f"}, WarmOptions{Pin: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Failed != 1 || len(r.Errors) != 1 || r.Errors[0].Object != "f/2" {
+		t.Fatalf("Warm = %+v; want f/2 failed", r)
+	}
+	if s := c.Stats(); s.PinnedFiles != 2 || s.PinnedBytes != 2*size {
+		t.Errorf("Stats: %d pinned files (%d bytes), want 2 (%d): the failed f/2 must not be pinned", s.PinnedFiles, s.PinnedBytes, 2*size)
+	}
+	e.emu.SetHook(nil)
+	// Its room is not kept from others: two more objects fit beside the
+	// two pinned ones.
+	for i := range 2 {
+		e.put(fmt.Sprintf("g/%d", i), pattern(size, uint32(10+i)))
+	}
+	if _, err := c.Warm(e.ctx, []string{"g"}, WarmOptions{Pin: true}, nil); err != nil {
+		t.Errorf("Warm(g) beside 2 pinned copies in a cache of 4: %v", err)
+	}
+}
