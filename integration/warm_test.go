@@ -3,12 +3,14 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bucketfs/bucketfs/internal/testutil"
 )
@@ -139,5 +141,53 @@ func TestWarm(t *testing.T) {
 	m = mount(t, emu, mountOpts{cacheDir: m.cacheDir, args: []string{"--cache-max-size", "16MiB", "--prefetch-chunk-size", "1MiB"}})
 	if st := m.status(t); st.PinnedFiles != 61 {
 		t.Errorf("after a remount: %d pinned files, want 61", st.PinnedFiles)
+	}
+}
+
+// TestWarmUnpinPaths: the paths 'bucketfs warm' and 'unpin' take. A
+// path that does not exist is refused by warm, naming it; a path outside
+// any bucketfs mount too. unpin takes a path whose object is gone from
+// the bucket (its pinned copy stays until unpinned, and its name no
+// longer shows in the mount), and a path reached through a symbolic link
+// to the mount.
+func TestWarmUnpinPaths(t *testing.T) {
+	emu := startEmulator(t, nil)
+	put(t, emu, "p/keep", []byte("kept"))
+	put(t, emu, "p/gone", []byte("gone from the bucket later"))
+	m := mount(t, emu, mountOpts{args: []string{"--metadata-ttl", "0", "--metadata-strict"}})
+
+	code, _, out := warm(t, m.path("p/nothing"))
+	if code != 1 || !strings.Contains(out, m.path("p/nothing")) || !strings.Contains(out, "does not exist") {
+		t.Errorf("warm of a missing path exited %d, want 1 saying it does not exist:\n%s", code, out)
+	}
+	outside := t.TempDir()
+	code, _, out = warm(t, outside)
+	if code != 1 || !strings.Contains(out, "is not in a bucketfs mount") {
+		t.Errorf("warm of a path outside the mount exited %d, want 1 saying so:\n%s", code, out)
+	}
+
+	link := filepath.Join(t.TempDir(), "to-mount")
+	if err := os.Symlink(m.dir, link); err != nil {
+		t.Fatal(err)
+	}
+	code, w, out := warm(t, "--pin", filepath.Join(link, "p"))
+	if code != 0 || w.Files != 2 || !w.Pinned {
+		t.Fatalf("warm --pin through a symlink to the mount exited %d with %+v, want 2 files:\n%s", code, w, out)
+	}
+	if err := emu.Delete(testBucket, "p/gone"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "p/gone to leave the mount", 30*time.Second, func() bool {
+		_, err := os.Lstat(m.path("p/gone"))
+		return errors.Is(err, os.ErrNotExist)
+	})
+	if code, out := runBucketfs(t, nil, "unpin", m.path("p/gone")); code != 0 || !strings.Contains(out, "unpinned 1 files") {
+		t.Errorf("unpin of a pinned file gone from the bucket exited %d, want 0 unpinning 1:\n%s", code, out)
+	}
+	if code, out := runBucketfs(t, nil, "unpin", filepath.Join(link, "p", "keep")); code != 0 || !strings.Contains(out, "unpinned 1 files") {
+		t.Errorf("unpin through a symlink to the mount exited %d, want 0 unpinning 1:\n%s", code, out)
+	}
+	if st := m.status(t); st.PinnedFiles != 0 {
+		t.Errorf("after both unpins: %d pinned files, want 0", st.PinnedFiles)
 	}
 }

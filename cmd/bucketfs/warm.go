@@ -70,23 +70,11 @@ func parseWarmArgs(cmd string, args []string) (*warmConfig, error) {
 		fl.BoolVar(&c.jsonOut, "json", false, "print the result as one JSON object, and no progress")
 		fl.IntVar(&c.parallelism, "parallelism", cache.DefaultWarmParallelism, "files fetched at once (bounded by the mount's --max-requests)")
 	}
-	for {
-		if err := fl.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Print(usage)
-				fl.VisitAll(func(f *flag.Flag) {
-					fmt.Printf("  --%-12s %s (default %s)\n", f.Name, f.Usage, f.DefValue)
-				})
-				return nil, flag.ErrHelp
-			}
-			return nil, &usageError{err.Error()}
-		}
-		if fl.NArg() == 0 {
-			break
-		}
-		c.paths = append(c.paths, fl.Arg(0))
-		args = fl.Args()[1:]
+	paths, err := parseInterspersed(fl, args, usage)
+	if err != nil {
+		return nil, err
 	}
+	c.paths = paths
 	switch {
 	case len(c.paths) == 0:
 		return nil, &usageError{cmd + " takes one PATH or more"}
@@ -105,24 +93,31 @@ type target struct {
 }
 
 // resolve finds the mount the paths are in (one mount for all) and their
-// object names.
-func (c *warmConfig) resolve() (target, error) {
+// object names. A warm's paths must exist; an unpin's need not (the
+// object of a pinned copy may be gone from the bucket, and its name from
+// the mount, while the copy stays pinned).
+func (c *warmConfig) resolve(mustExist bool) (target, error) {
+	var t target
 	if c.cacheDir != "" {
-		t := target{socket: filepath.Join(c.cacheDir, control.SocketName)}
 		for _, p := range c.paths {
 			t.prefixes = append(t.prefixes, strings.Trim(p, "/"))
 		}
-		return t, nil
+		var err error
+		t.socket, err = controlSocket(c.cacheDir, "")
+		return t, err
 	}
-	var t target
 	mnt := ""
 	for _, p := range c.paths {
-		abs, err := filepath.Abs(p)
+		abs, err := realPath(p)
 		if err != nil {
 			return t, err
 		}
-		if _, err := os.Lstat(abs); err != nil {
-			return t, err
+		if mustExist {
+			if _, err := os.Lstat(abs); errors.Is(err, os.ErrNotExist) {
+				return t, fmt.Errorf("%s does not exist", abs)
+			} else if err != nil {
+				return t, err
+			}
 		}
 		m, err := mountAt(abs)
 		if err != nil {
@@ -132,19 +127,40 @@ func (c *warmConfig) resolve() (target, error) {
 			return t, &usageError{fmt.Sprintf("the paths are in two mounts (%s and %s): run one warm per mount", mnt, m)}
 		}
 		mnt = m
-		rel, _ := filepath.Rel(m, abs)
+		rel, _ := filepath.Rel(m, abs) // abs is under m (mountAt)
 		if rel == "." {
 			rel = ""
 		}
 		t.prefixes = append(t.prefixes, filepath.ToSlash(rel))
 		t.walk = append(t.walk, abs)
 	}
-	r, err := control.Lookup(mnt)
+	var err error
+	t.socket, err = controlSocket("", mnt)
+	return t, err
+}
+
+// realPath is p, absolute, with the symbolic links of the directories it
+// goes through resolved (the mount table names mountpoints so); its last
+// element is kept as is (a link in the mount is an object). The part of
+// p that does not exist is kept as written.
+func realPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
 	if err != nil {
-		return t, err
+		return "", err
 	}
-	t.socket = r.Socket
-	return t, nil
+	dir, rest := filepath.Dir(abs), filepath.Base(abs)
+	if abs == "/" {
+		return abs, nil
+	}
+	for {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(real, rest), nil
+		}
+		if dir == "/" {
+			return abs, nil
+		}
+		dir, rest = filepath.Dir(dir), filepath.Join(filepath.Base(dir), rest)
+	}
 }
 
 // mountAt returns the bucketfs mountpoint that path is in.
@@ -205,7 +221,7 @@ func runWarm(args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := c.resolve()
+	t, err := c.resolve(true)
 	if err != nil {
 		return err
 	}
@@ -283,7 +299,7 @@ func runUnpin(args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := c.resolve()
+	t, err := c.resolve(false)
 	if err != nil {
 		return err
 	}
