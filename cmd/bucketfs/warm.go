@@ -230,9 +230,9 @@ func runWarm(args []string) error {
 	start := time.Now()
 	walkDirs(t.walk)
 	term := !c.jsonOut && isTerminal(os.Stderr)
-	r, err := control.Warm(ctx, t.socket, t.prefixes, c.parallelism, c.pin, func(p control.WarmReport) {
+	r, err := control.Warm(ctx, t.socket, t.prefixes, c.parallelism, c.pin, func(p control.WarmProgress) {
 		if term {
-			fmt.Fprintf(os.Stderr, "\r\033[K%s", progressLine(p.WarmProgress, time.Since(start)))
+			fmt.Fprintf(os.Stderr, "\r\033[K%s", progressLine(p, time.Since(start)))
 		}
 	})
 	if term {
@@ -319,20 +319,9 @@ func isTerminal(f *os.File) bool {
 	return err == nil
 }
 
-// warmHandler is the control socket's warm: the cache's, in the
-// protocol's types.
+// warmHandler is the control socket's warm: the cache's.
 func warmHandler(ch *cache.Cache) control.WarmFunc {
-	conv := func(r cache.WarmReport) control.WarmReport {
-		out := control.WarmReport{WarmProgress: control.WarmProgress(r.WarmProgress)}
-		for _, e := range r.Errors {
-			out.Errors = append(out.Errors, control.WarmError(e))
-		}
-		return out
-	}
-	return func(ctx context.Context, prefixes []string, par int, pin bool, progress func(control.WarmReport)) (control.WarmReport, error) {
-		r, err := ch.Warm(ctx, prefixes, cache.WarmOptions{Parallelism: par, Pin: pin}, func(p cache.WarmProgress) {
-			progress(control.WarmReport{WarmProgress: control.WarmProgress(p)})
-		})
-		return conv(r), err
+	return func(ctx context.Context, prefixes []string, par int, pin bool, progress func(control.WarmProgress)) (control.WarmReport, error) {
+		return ch.Warm(ctx, prefixes, cache.WarmOptions{Parallelism: par, Pin: pin}, progress)
 	}
 }
