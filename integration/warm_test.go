@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/emulator"
 	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
@@ -189,5 +192,55 @@ func TestWarmUnpinPaths(t *testing.T) {
 	}
 	if st := m.status(t); st.PinnedFiles != 0 {
 		t.Errorf("after both unpins: %d pinned files, want 0", st.PinnedFiles)
+	}
+}
+
+// TestWarmInterruptedWhileWalking: Ctrl-C while 'bucketfs warm' walks the
+// directories (before it asks the mount) stops the walk: the command
+// used to read every directory left first, each a listing request to
+// the bucket, and only then say it had stopped.
+func TestWarmInterruptedWhileWalking(t *testing.T) {
+	emu := startEmulator(t, nil)
+	const dirs = 1000
+	for d := range dirs {
+		put(t, emu, fmt.Sprintf("w/d%04d/f", d), []byte("x"))
+	}
+	m := mount(t, emu, mountOpts{})
+	var lists atomic.Int64 // listings of w's subdirectories
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if strings.HasPrefix(r.URL.Query().Get("prefix"), "w/d") {
+			lists.Add(1)
+		}
+		return 0, false
+	})
+	// The walk takes a while: 1000 listings, 16 at a time, each 20 ms.
+	emu.SetWAN(&emulator.WANProfile{Latency: 20 * time.Millisecond})
+
+	cmd := exec.Command(binPath, "warm", "--json", m.path("w"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	waitUntil(t, "the walk to list subdirectories", time.Minute, func() bool { return lists.Load() > 0 })
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	at := lists.Load()
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out.String(), "stopped") {
+			t.Errorf("warm interrupted ended with %v, want exit code 1 saying it stopped:\n%s", err, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatal("warm did not end within 2 minutes of its interrupt")
+	}
+	emu.SetWAN(nil)
+	if n := lists.Load() - at; n > 200 {
+		t.Errorf("the walk listed %d more directories after the interrupt (of %d), want it to stop", n, dirs)
 	}
 }

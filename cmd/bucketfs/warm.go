@@ -184,14 +184,20 @@ func mountAt(path string) (string, error) {
 // walkDirs reads every directory under roots through the mount, 16 at a
 // time, so that the file tree learns the names and attributes before the
 // files are read. An unreadable directory is skipped: the warm lists the
-// bucket itself.
-func walkDirs(roots []string) {
+// bucket itself. It ends early when ctx does (Ctrl-C), once the
+// directories being read are. A root that is a symbolic link is not
+// followed (its object is the link).
+func walkDirs(ctx context.Context, roots []string) {
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
 	var visit func(dir string)
 	visit = func(dir string) {
 		defer wg.Done()
 		sem <- struct{}{}
+		if ctx.Err() != nil {
+			<-sem
+			return
+		}
 		ents, err := os.ReadDir(dir)
 		<-sem
 		if err != nil {
@@ -205,7 +211,7 @@ func walkDirs(roots []string) {
 		}
 	}
 	for _, r := range roots {
-		if st, err := os.Stat(r); err == nil && st.IsDir() {
+		if st, err := os.Lstat(r); err == nil && st.IsDir() {
 			wg.Add(1)
 			go visit(r)
 		}
@@ -228,7 +234,11 @@ func runWarm(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
-	walkDirs(t.walk)
+	walkDirs(ctx, t.walk)
+	stopped := errors.New("stopped; what was fetched stays cached: run it again to go on")
+	if ctx.Err() != nil {
+		return stopped
+	}
 	term := !c.jsonOut && isTerminal(os.Stderr)
 	r, err := control.Warm(ctx, t.socket, t.prefixes, c.parallelism, c.pin, func(p control.WarmProgress) {
 		if term {
@@ -239,7 +249,7 @@ func runWarm(args []string) error {
 		fmt.Fprint(os.Stderr, "\r\033[K")
 	}
 	if errors.Is(err, context.Canceled) {
-		return errors.New("stopped; what was fetched stays cached: run it again to go on")
+		return stopped
 	}
 	if err != nil {
 		return fmt.Errorf("warming: %w", err)
