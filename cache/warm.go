@@ -61,8 +61,13 @@ type WarmError struct {
 // WarmReport is what a warm did.
 type WarmReport struct {
 	WarmProgress
-	Errors []WarmError `json:"errors,omitempty"`
+	Errors []WarmError `json:"errors,omitempty"` // at most maxWarmErrors of the failures (Failed counts all)
 }
+
+// maxWarmErrors bounds the failures a report names: a warm of many
+// objects while the bucket is away fails them all, and the report must
+// still fit in one reply of the control socket.
+var maxWarmErrors = 1000
 
 // NoRoomError means the objects a warm was asked for do not fit in the
 // cache beside the copies it cannot evict (changed files and pinned
@@ -195,7 +200,9 @@ func (c *Cache) Warm(ctx context.Context, prefixes []string, o WarmOptions, prog
 			case err != nil:
 				r.Failed++
 				r.FailedBytes += a.Size
-				r.Errors = append(r.Errors, WarmError{Object: a.Name, Err: err.Error()})
+				if len(r.Errors) < maxWarmErrors {
+					r.Errors = append(r.Errors, WarmError{Object: a.Name, Err: err.Error()})
+				}
 			case already:
 				r.AlreadyFiles++
 				r.AlreadyBytes += a.Size

@@ -186,3 +186,30 @@ func TestWarmPinsOnlyWhatItFilled(t *testing.T) {
 		t.Errorf("Warm(g) beside 2 pinned copies in a cache of 4: %v", err)
 	}
 }
+
+// TestWarmBoundsErrors: a warm whose objects all fail (the bucket away)
+// names at most maxWarmErrors of them and counts them all: the report
+// goes to the client in one line of the control socket, which a million
+// failures would overflow.
+func TestWarmBoundsErrors(t *testing.T) {
+	defer func(n int) { maxWarmErrors = n }(maxWarmErrors)
+	maxWarmErrors = 3
+	e := newEnv(t)
+	c := e.open(1 << 20)
+	for i := range 8 {
+		e.put(fmt.Sprintf("f/%d", i), pattern(chunk, uint32(i)))
+	}
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if r.URL.Query().Get("alt") == "media" {
+			return http.StatusNotFound, true
+		}
+		return 0, false
+	})
+	r, err := c.Warm(e.ctx, []string{"f"}, WarmOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Failed != 8 || len(r.Errors) != 3 {
+		t.Fatalf("Warm = %d failed, %d named; want 8 failed, 3 named", r.Failed, len(r.Errors))
+	}
+}

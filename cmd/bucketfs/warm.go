@@ -294,6 +294,9 @@ func reportWarm(w io.Writer, c *warmConfig, r control.WarmReport, took time.Dura
 		for _, e := range r.Errors {
 			fmt.Fprintf(w, "  failed: %s: %s\n", e.Object, e.Err)
 		}
+		if more := r.Failed - len(r.Errors); more > 0 {
+			fmt.Fprintf(w, "  ... and %d more failed\n", more)
+		}
 	}
 	if r.Failed > 0 || r.Files < r.TotalFiles { // failures, or the mount stopped it (unmounting)
 		return fmt.Errorf("%d of %d files were not warmed", r.TotalFiles-(r.Files-r.Failed), r.TotalFiles)
