@@ -152,7 +152,7 @@ func TestWarm(t *testing.T) {
 // any bucketfs mount too. unpin takes a path whose object is gone from
 // the bucket (its pinned copy stays until unpinned, and its name no
 // longer shows in the mount), and a path reached through a symbolic link
-// to the mount.
+// to the mount; warm takes a symbolic link to a directory of the mount.
 func TestWarmUnpinPaths(t *testing.T) {
 	emu := startEmulator(t, nil)
 	put(t, emu, "p/keep", []byte("kept"))
@@ -176,6 +176,14 @@ func TestWarmUnpinPaths(t *testing.T) {
 	code, w, out := warm(t, "--pin", filepath.Join(link, "p"))
 	if code != 0 || w.Files != 2 || !w.Pinned {
 		t.Fatalf("warm --pin through a symlink to the mount exited %d with %+v, want 2 files:\n%s", code, w, out)
+	}
+	direct := filepath.Join(t.TempDir(), "to-p")
+	if err := os.Symlink(m.path("p"), direct); err != nil {
+		t.Fatal(err)
+	}
+	code, w, out = warm(t, direct)
+	if code != 0 || w.AlreadyFiles != 2 {
+		t.Fatalf("warm of a symlink to a directory of the mount exited %d with %+v, want 2 files already there:\n%s", code, w, out)
 	}
 	if err := emu.Delete(testBucket, "p/gone"); err != nil {
 		t.Fatal(err)

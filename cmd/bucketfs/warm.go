@@ -121,7 +121,15 @@ func (c *warmConfig) resolve(mustExist bool) (target, error) {
 		}
 		m, err := mountAt(abs)
 		if err != nil {
-			return t, err
+			// A symbolic link from outside into a mount: followed.
+			real, rerr := filepath.EvalSymlinks(abs)
+			if rerr != nil || real == abs {
+				return t, err
+			}
+			if m, err = mountAt(real); err != nil {
+				return t, err
+			}
+			abs = real
 		}
 		if mnt != "" && m != mnt {
 			return t, &usageError{fmt.Sprintf("the paths are in two mounts (%s and %s): run one warm per mount", mnt, m)}
