@@ -307,3 +307,25 @@ func (c *Cache) Unpin(prefixes []string) (int, int64) {
 	}
 	return len(es), bytes
 }
+
+// warnPinnedOverCap says so when the cache is over Options.MaxSize after
+// the start's eviction because of pinned copies (pinned under a larger
+// --cache-max-size): nothing new is cached until they are unpinned, and
+// writes wait for room that never comes (ENOSPC after FullWait).
+func (c *Cache) warnPinnedOverCap() {
+	c.mu.Lock()
+	used := c.used
+	var files int
+	var bytes int64
+	for _, e := range c.entries {
+		if e.rec.Pinned {
+			files++
+			bytes += e.charged
+		}
+	}
+	c.mu.Unlock()
+	if used > c.opts.MaxSize && files > 0 {
+		c.log.Warn("pinned copies keep the cache over its size: nothing more is cached and writes fail with ENOSPC until 'bucketfs unpin' (or a larger --cache-max-size)",
+			"pinned_files", files, "pinned_bytes", bytes, "used_bytes", used, "cache_max_size", c.opts.MaxSize)
+	}
+}

@@ -3,6 +3,7 @@ package cache
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -211,5 +212,37 @@ func TestWarmBoundsErrors(t *testing.T) {
 	}
 	if r.Failed != 8 || len(r.Errors) != 3 {
 		t.Fatalf("Warm = %d failed, %d named; want 8 failed, 3 named", r.Failed, len(r.Errors))
+	}
+}
+
+// TestPinnedOverCapWarns: a cache opened with a size below what its
+// pinned copies hold keeps them (pins are never evicted) and says so at
+// the start: nothing else fits in it until they are unpinned.
+func TestPinnedOverCapWarns(t *testing.T) {
+	e := newEnv(t)
+	const size = 2 * chunk
+	c := e.open(4 * size)
+	for i := range 3 {
+		e.put(fmt.Sprintf("p/%d", i), pattern(size, uint32(i)))
+	}
+	if _, err := c.Warm(e.ctx, []string{"p"}, WarmOptions{Pin: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var log logBuffer
+	o := e.opts(2 * size)
+	o.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	c, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if s := c.Stats(); s.PinnedFiles != 3 {
+		t.Errorf("after reopening smaller: %d pinned files, want 3 (never evicted)", s.PinnedFiles)
+	}
+	if !strings.Contains(log.String(), "pinned copies keep the cache over its size") {
+		t.Errorf("no warning at the start of a cache smaller than its pins; log:\n%s", log.String())
 	}
 }
