@@ -329,6 +329,7 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 		victims = append(victims, more...)
 		if !ok && prefetching(ctx) {
 			c.mu.Unlock()
+			c.removeAll(victims) // an older copy dropped above
 			return nil, false, errNoRoom
 		}
 		if !ok {

@@ -307,6 +307,7 @@ func (c *Cache) index(recs map[string]record) {
 	victims, _ := c.makeRoomLocked(0)
 	c.mu.Unlock()
 	c.removeAll(victims)
+	c.warnPinnedOverCap()
 	if dirty > 0 {
 		c.log.Info("re-queued changes not uploaded by the last run", "files", dirty)
 	}

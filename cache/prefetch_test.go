@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"testing"
 )
@@ -112,5 +113,32 @@ func TestUncachedOpenAndFirstReadOneRequest(t *testing.T) {
 	// Across the end of the head: the rest comes from the bucket.
 	if n, err := h.ReadAt(e.ctx, p, headSize-1000); err != nil || n != len(p) || !bytes.Equal(p, data[headSize-1000:headSize-1000+len(p)]) {
 		t.Fatalf("ReadAt across the head = %d, %v", n, err)
+	}
+}
+
+// A prefetch's acquire that finds an older copy of the name (made by an
+// open since the prefetch looked) and no free room for the new version
+// removes the old copy it dropped: it used to keep its record, its file
+// and its bytes in the count until the next start, the cache then
+// evicting others for room it did not lack.
+func TestPrefetchNoRoomRemovesDroppedCopy(t *testing.T) {
+	e := newEnv(t)
+	c := e.open(24 << 10)
+	old := bytes.Repeat([]byte("o"), 16<<10)
+	a1 := e.put("d/f", old)
+	e.cacheAll(c, a1, old)
+	h := e.openHandle(c, a1)
+	file := dataFile(c, h)
+	h.Close()
+	a2 := e.put("d/f", bytes.Repeat([]byte("n"), 16<<10))
+	ctx := context.WithValue(e.ctx, prefetchKey{}, true)
+	if _, _, err := c.acquireCreated(ctx, a2, false); !errors.Is(err, errNoRoom) {
+		t.Fatalf("prefetch acquire of the new version beside the old = %v, want errNoRoom", err)
+	}
+	if s := c.Stats(); s.Entries != 0 || s.UsedBytes != 0 {
+		t.Errorf("after the old copy was dropped: %d entries, %d bytes used; want 0, 0", s.Entries, s.UsedBytes)
+	}
+	if exists(file) {
+		t.Errorf("the dropped copy's file %s is still there", file)
 	}
 }

@@ -61,8 +61,13 @@ type WarmError struct {
 // WarmReport is what a warm did.
 type WarmReport struct {
 	WarmProgress
-	Errors []WarmError `json:"errors,omitempty"`
+	Errors []WarmError `json:"errors,omitempty"` // at most maxWarmErrors of the failures (Failed counts all)
 }
+
+// maxWarmErrors bounds the failures a report names: a warm of many
+// objects while the bucket is away fails them all, and the report must
+// still fit in one reply of the control socket.
+var maxWarmErrors = 1000
 
 // NoRoomError means the objects a warm was asked for do not fit in the
 // cache beside the copies it cannot evict (changed files and pinned
@@ -195,7 +200,9 @@ func (c *Cache) Warm(ctx context.Context, prefixes []string, o WarmOptions, prog
 			case err != nil:
 				r.Failed++
 				r.FailedBytes += a.Size
-				r.Errors = append(r.Errors, WarmError{Object: a.Name, Err: err.Error()})
+				if len(r.Errors) < maxWarmErrors {
+					r.Errors = append(r.Errors, WarmError{Object: a.Name, Err: err.Error()})
+				}
 			case already:
 				r.AlreadyFiles++
 				r.AlreadyBytes += a.Size
@@ -231,16 +238,19 @@ func (c *Cache) warmOne(ctx context.Context, a transfer.ObjectAttrs, pin bool, o
 	if h.e == nil {
 		return false, fmt.Errorf("%s (%d bytes): %w", a.Name, a.Size, ErrNoSpace)
 	}
+	already := h.complete
+	if !already {
+		if err := h.dl.EnsureComplete(ctx); err != nil {
+			// Not pinned: a pinned partial copy would keep its full size
+			// from eviction for a version that may be gone.
+			return false, staleOr(err)
+		}
+	}
+	// Pinned once complete; until then the open handle keeps it.
 	if pin {
 		c.setPin(h.e, true)
 	}
-	if h.complete {
-		return true, nil
-	}
-	if err := h.dl.EnsureComplete(ctx); err != nil {
-		return false, staleOr(err)
-	}
-	return false, nil
+	return already, nil
 }
 
 // warmAlready reports whether the cache holds a complete copy of version
@@ -296,4 +306,26 @@ func (c *Cache) Unpin(prefixes []string) (int, int64) {
 		c.setPin(e, false)
 	}
 	return len(es), bytes
+}
+
+// warnPinnedOverCap says so when the cache is over Options.MaxSize after
+// the start's eviction because of pinned copies (pinned under a larger
+// --cache-max-size): nothing new is cached until they are unpinned, and
+// writes wait for room that never comes (ENOSPC after FullWait).
+func (c *Cache) warnPinnedOverCap() {
+	c.mu.Lock()
+	used := c.used
+	var files int
+	var bytes int64
+	for _, e := range c.entries {
+		if e.rec.Pinned {
+			files++
+			bytes += e.charged
+		}
+	}
+	c.mu.Unlock()
+	if used > c.opts.MaxSize && files > 0 {
+		c.log.Warn("pinned copies keep the cache over its size: nothing more is cached and writes fail with ENOSPC until 'bucketfs unpin' (or a larger --cache-max-size)",
+			"pinned_files", files, "pinned_bytes", bytes, "used_bytes", used, "cache_max_size", c.opts.MaxSize)
+	}
 }

@@ -3,6 +3,7 @@ package cache
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -146,5 +147,102 @@ func TestWarmReportsFailures(t *testing.T) {
 		if !slices.Contains(entryNames(c), name) {
 			t.Errorf("%s was not warmed", name)
 		}
+	}
+}
+
+// TestWarmPinsOnlyWhatItFilled: a pinned warm whose object cannot be
+// fetched leaves no pin behind: a pinned partial copy would keep its
+// full size from eviction (and count against every later warm) for a
+// version nothing can read, until an unpin that nobody knows to run.
+func TestWarmPinsOnlyWhatItFilled(t *testing.T) {
+	e := newEnv(t)
+	const size = 2 * chunk
+	c := e.open(4 * size)
+	for i := range 3 {
+		e.put(fmt.Sprintf("f/%d", i), pattern(size, uint32(i)))
+	}
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if r.URL.Query().Get("alt") == "media" && strings.HasSuffix(r.URL.Path, "/o/f/2") {
+			return http.StatusNotFound, true
+		}
+		return 0, false
+	})
+	r, err := c.Warm(e.ctx, []string{"f"}, WarmOptions{Pin: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Failed != 1 || len(r.Errors) != 1 || r.Errors[0].Object != "f/2" {
+		t.Fatalf("Warm = %+v; want f/2 failed", r)
+	}
+	if s := c.Stats(); s.PinnedFiles != 2 || s.PinnedBytes != 2*size {
+		t.Errorf("Stats: %d pinned files (%d bytes), want 2 (%d): the failed f/2 must not be pinned", s.PinnedFiles, s.PinnedBytes, 2*size)
+	}
+	e.emu.SetHook(nil)
+	// Its room is not kept from others: two more objects fit beside the
+	// two pinned ones.
+	for i := range 2 {
+		e.put(fmt.Sprintf("g/%d", i), pattern(size, uint32(10+i)))
+	}
+	if _, err := c.Warm(e.ctx, []string{"g"}, WarmOptions{Pin: true}, nil); err != nil {
+		t.Errorf("Warm(g) beside 2 pinned copies in a cache of 4: %v", err)
+	}
+}
+
+// TestWarmBoundsErrors: a warm whose objects all fail (the bucket away)
+// names at most maxWarmErrors of them and counts them all: the report
+// goes to the client in one line of the control socket, which a million
+// failures would overflow.
+func TestWarmBoundsErrors(t *testing.T) {
+	defer func(n int) { maxWarmErrors = n }(maxWarmErrors)
+	maxWarmErrors = 3
+	e := newEnv(t)
+	c := e.open(1 << 20)
+	for i := range 8 {
+		e.put(fmt.Sprintf("f/%d", i), pattern(chunk, uint32(i)))
+	}
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if r.URL.Query().Get("alt") == "media" {
+			return http.StatusNotFound, true
+		}
+		return 0, false
+	})
+	r, err := c.Warm(e.ctx, []string{"f"}, WarmOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Failed != 8 || len(r.Errors) != 3 {
+		t.Fatalf("Warm = %d failed, %d named; want 8 failed, 3 named", r.Failed, len(r.Errors))
+	}
+}
+
+// TestPinnedOverCapWarns: a cache opened with a size below what its
+// pinned copies hold keeps them (pins are never evicted) and says so at
+// the start: nothing else fits in it until they are unpinned.
+func TestPinnedOverCapWarns(t *testing.T) {
+	e := newEnv(t)
+	const size = 2 * chunk
+	c := e.open(4 * size)
+	for i := range 3 {
+		e.put(fmt.Sprintf("p/%d", i), pattern(size, uint32(i)))
+	}
+	if _, err := c.Warm(e.ctx, []string{"p"}, WarmOptions{Pin: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var log logBuffer
+	o := e.opts(2 * size)
+	o.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	c, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if s := c.Stats(); s.PinnedFiles != 3 {
+		t.Errorf("after reopening smaller: %d pinned files, want 3 (never evicted)", s.PinnedFiles)
+	}
+	if !strings.Contains(log.String(), "pinned copies keep the cache over its size") {
+		t.Errorf("no warning at the start of a cache smaller than its pins; log:\n%s", log.String())
 	}
 }

@@ -114,21 +114,37 @@ func (p *prefetcher) listed(prefix string, l *names.Listing) {
 	if p.o.Files <= 0 {
 		return
 	}
-	d := &pfDir{prefix: prefix, index: map[string]int{}, last: -1}
+	var files []transfer.ObjectAttrs
 	for _, n := range l.Names() {
 		c := l.Child(n)
 		if c.Kind != names.File || isSymlink(c.Attrs) {
 			continue
 		}
-		d.index[c.Attrs.Name] = len(d.files)
-		d.files = append(d.files, c.Attrs)
+		files = append(files, c.Attrs)
+	}
+	p.listedFiles(prefix, files)
+}
+
+// listedFiles is listed, given the directory's regular files in listing
+// order.
+func (p *prefetcher) listedFiles(prefix string, files []transfer.ObjectAttrs) {
+	d := &pfDir{prefix: prefix, files: files, index: make(map[string]int, len(files)), last: -1}
+	for i, a := range files {
+		d.index[a.Name] = i
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old := p.dirs[prefix]; old != nil {
-		// Listed again (ls, a rewind): keep where the reader is.
+		// Listed again (ls, a rewind): keep where the reader is. The jobs
+		// queued for the old listing follow the new one, so that an open
+		// out of order still drops them.
 		d.last, d.frontier, d.epoch = old.last, old.frontier, old.epoch
 		p.lru.Remove(old.elem)
+		for i := range p.queue {
+			if p.queue[i].d == old {
+				p.queue[i].d = d
+			}
+		}
 	}
 	p.dirs[prefix] = d
 	d.elem = p.lru.PushFront(d)
@@ -214,7 +230,7 @@ func (p *prefetcher) next() (pfJob, bool) {
 		for len(p.queue) > 0 {
 			j := p.queue[0]
 			p.queue = p.queue[1:]
-			if j.epoch == j.d.epoch && j.d.last < j.d.index[j.a.Name] {
+			if i, ok := j.d.index[j.a.Name]; ok && j.epoch == j.d.epoch && j.d.last < i {
 				return j, true
 			}
 		}

@@ -3,13 +3,18 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/bucketfs/bucketfs/internal/emulator"
 	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
@@ -139,5 +144,111 @@ func TestWarm(t *testing.T) {
 	m = mount(t, emu, mountOpts{cacheDir: m.cacheDir, args: []string{"--cache-max-size", "16MiB", "--prefetch-chunk-size", "1MiB"}})
 	if st := m.status(t); st.PinnedFiles != 61 {
 		t.Errorf("after a remount: %d pinned files, want 61", st.PinnedFiles)
+	}
+}
+
+// TestWarmUnpinPaths: the paths 'bucketfs warm' and 'unpin' take. A
+// path that does not exist is refused by warm, naming it; a path outside
+// any bucketfs mount too. unpin takes a path whose object is gone from
+// the bucket (its pinned copy stays until unpinned, and its name no
+// longer shows in the mount), and a path reached through a symbolic link
+// to the mount; warm takes a symbolic link to a directory of the mount.
+func TestWarmUnpinPaths(t *testing.T) {
+	emu := startEmulator(t, nil)
+	put(t, emu, "p/keep", []byte("kept"))
+	put(t, emu, "p/gone", []byte("gone from the bucket later"))
+	m := mount(t, emu, mountOpts{args: []string{"--metadata-ttl", "0", "--metadata-strict"}})
+
+	code, _, out := warm(t, m.path("p/nothing"))
+	if code != 1 || !strings.Contains(out, m.path("p/nothing")) || !strings.Contains(out, "does not exist") {
+		t.Errorf("warm of a missing path exited %d, want 1 saying it does not exist:\n%s", code, out)
+	}
+	outside := t.TempDir()
+	code, _, out = warm(t, outside)
+	if code != 1 || !strings.Contains(out, "is not in a bucketfs mount") {
+		t.Errorf("warm of a path outside the mount exited %d, want 1 saying so:\n%s", code, out)
+	}
+
+	link := filepath.Join(t.TempDir(), "to-mount")
+	if err := os.Symlink(m.dir, link); err != nil {
+		t.Fatal(err)
+	}
+	code, w, out := warm(t, "--pin", filepath.Join(link, "p"))
+	if code != 0 || w.Files != 2 || !w.Pinned {
+		t.Fatalf("warm --pin through a symlink to the mount exited %d with %+v, want 2 files:\n%s", code, w, out)
+	}
+	direct := filepath.Join(t.TempDir(), "to-p")
+	if err := os.Symlink(m.path("p"), direct); err != nil {
+		t.Fatal(err)
+	}
+	code, w, out = warm(t, direct)
+	if code != 0 || w.AlreadyFiles != 2 {
+		t.Fatalf("warm of a symlink to a directory of the mount exited %d with %+v, want 2 files already there:\n%s", code, w, out)
+	}
+	if err := emu.Delete(testBucket, "p/gone"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "p/gone to leave the mount", 30*time.Second, func() bool {
+		_, err := os.Lstat(m.path("p/gone"))
+		return errors.Is(err, os.ErrNotExist)
+	})
+	if code, out := runBucketfs(t, nil, "unpin", m.path("p/gone")); code != 0 || !strings.Contains(out, "unpinned 1 files") {
+		t.Errorf("unpin of a pinned file gone from the bucket exited %d, want 0 unpinning 1:\n%s", code, out)
+	}
+	if code, out := runBucketfs(t, nil, "unpin", filepath.Join(link, "p", "keep")); code != 0 || !strings.Contains(out, "unpinned 1 files") {
+		t.Errorf("unpin through a symlink to the mount exited %d, want 0 unpinning 1:\n%s", code, out)
+	}
+	if st := m.status(t); st.PinnedFiles != 0 {
+		t.Errorf("after both unpins: %d pinned files, want 0", st.PinnedFiles)
+	}
+}
+
+// TestWarmInterruptedWhileWalking: Ctrl-C while 'bucketfs warm' walks the
+// directories (before it asks the mount) stops the walk: the command
+// used to read every directory left first, each a listing request to
+// the bucket, and only then say it had stopped.
+func TestWarmInterruptedWhileWalking(t *testing.T) {
+	emu := startEmulator(t, nil)
+	const dirs = 1000
+	for d := range dirs {
+		put(t, emu, fmt.Sprintf("w/d%04d/f", d), []byte("x"))
+	}
+	m := mount(t, emu, mountOpts{})
+	var lists atomic.Int64 // listings of w's subdirectories
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if strings.HasPrefix(r.URL.Query().Get("prefix"), "w/d") {
+			lists.Add(1)
+		}
+		return 0, false
+	})
+	// The walk takes a while: 1000 listings, 16 at a time, each 20 ms.
+	emu.SetWAN(&emulator.WANProfile{Latency: 20 * time.Millisecond})
+
+	cmd := exec.Command(binPath, "warm", "--json", m.path("w"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	waitUntil(t, "the walk to list subdirectories", time.Minute, func() bool { return lists.Load() > 0 })
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	at := lists.Load()
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out.String(), "stopped") {
+			t.Errorf("warm interrupted ended with %v, want exit code 1 saying it stopped:\n%s", err, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatal("warm did not end within 2 minutes of its interrupt")
+	}
+	emu.SetWAN(nil)
+	if n := lists.Load() - at; n > 200 {
+		t.Errorf("the walk listed %d more directories after the interrupt (of %d), want it to stop", n, dirs)
 	}
 }

@@ -63,6 +63,46 @@ func parseControlArgs(cmd string, args []string) (*controlConfig, error) {
 	} else {
 		fl.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long to wait for the uploads; 0 waits until done")
 	}
+	pos, err := parseInterspersed(fl, args, usage)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(pos) == 1:
+		c.mountpoint = pos[0]
+	case len(pos) == 0 && c.cacheDir != "":
+	default:
+		return nil, &usageError{fmt.Sprintf("%s takes MOUNTPOINT (or --cache-dir DIR), got %d arguments", cmd, len(pos))}
+	}
+	if c.timeout < 0 {
+		return nil, &usageError{"--timeout must not be negative"}
+	}
+	return c, nil
+}
+
+// socketOf finds the control socket: in --cache-dir, or from the record
+// the mount on the mountpoint wrote.
+func (c *controlConfig) socketOf() (string, error) {
+	return controlSocket(c.cacheDir, c.mountpoint)
+}
+
+// controlSocket finds a mount's control socket: in cacheDir if it is
+// given, else from the record the mount on mountpoint wrote.
+func controlSocket(cacheDir, mountpoint string) (string, error) {
+	if cacheDir != "" {
+		return filepath.Join(cacheDir, control.SocketName), nil
+	}
+	r, err := control.Lookup(mountpoint)
+	if err != nil {
+		return "", err
+	}
+	return r.Socket, nil
+}
+
+// parseInterspersed parses args with fl, flags and positional arguments
+// in any order, and returns the positional ones. --help prints usage and
+// fl's flags, and returns flag.ErrHelp; a bad flag is a usage error.
+func parseInterspersed(fl *flag.FlagSet, args []string, usage string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fl.Parse(args); err != nil {
@@ -82,35 +122,11 @@ func parseControlArgs(cmd string, args []string) (*controlConfig, error) {
 			return nil, &usageError{err.Error()}
 		}
 		if fl.NArg() == 0 {
-			break
+			return pos, nil
 		}
 		pos = append(pos, fl.Arg(0))
 		args = fl.Args()[1:]
 	}
-	switch {
-	case len(pos) == 1:
-		c.mountpoint = pos[0]
-	case len(pos) == 0 && c.cacheDir != "":
-	default:
-		return nil, &usageError{fmt.Sprintf("%s takes MOUNTPOINT (or --cache-dir DIR), got %d arguments", cmd, len(pos))}
-	}
-	if c.timeout < 0 {
-		return nil, &usageError{"--timeout must not be negative"}
-	}
-	return c, nil
-}
-
-// socketOf finds the control socket: in --cache-dir, or from the record
-// the mount on the mountpoint wrote.
-func (c *controlConfig) socketOf() (string, error) {
-	if c.cacheDir != "" {
-		return filepath.Join(c.cacheDir, control.SocketName), nil
-	}
-	r, err := control.Lookup(c.mountpoint)
-	if err != nil {
-		return "", err
-	}
-	return r.Socket, nil
 }
 
 func runStatus(args []string) error {

@@ -70,23 +70,11 @@ func parseWarmArgs(cmd string, args []string) (*warmConfig, error) {
 		fl.BoolVar(&c.jsonOut, "json", false, "print the result as one JSON object, and no progress")
 		fl.IntVar(&c.parallelism, "parallelism", cache.DefaultWarmParallelism, "files fetched at once (bounded by the mount's --max-requests)")
 	}
-	for {
-		if err := fl.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Print(usage)
-				fl.VisitAll(func(f *flag.Flag) {
-					fmt.Printf("  --%-12s %s (default %s)\n", f.Name, f.Usage, f.DefValue)
-				})
-				return nil, flag.ErrHelp
-			}
-			return nil, &usageError{err.Error()}
-		}
-		if fl.NArg() == 0 {
-			break
-		}
-		c.paths = append(c.paths, fl.Arg(0))
-		args = fl.Args()[1:]
+	paths, err := parseInterspersed(fl, args, usage)
+	if err != nil {
+		return nil, err
 	}
+	c.paths = paths
 	switch {
 	case len(c.paths) == 0:
 		return nil, &usageError{cmd + " takes one PATH or more"}
@@ -105,46 +93,82 @@ type target struct {
 }
 
 // resolve finds the mount the paths are in (one mount for all) and their
-// object names.
-func (c *warmConfig) resolve() (target, error) {
+// object names. A warm's paths must exist; an unpin's need not (the
+// object of a pinned copy may be gone from the bucket, and its name from
+// the mount, while the copy stays pinned).
+func (c *warmConfig) resolve(mustExist bool) (target, error) {
+	var t target
 	if c.cacheDir != "" {
-		t := target{socket: filepath.Join(c.cacheDir, control.SocketName)}
 		for _, p := range c.paths {
 			t.prefixes = append(t.prefixes, strings.Trim(p, "/"))
 		}
-		return t, nil
+		var err error
+		t.socket, err = controlSocket(c.cacheDir, "")
+		return t, err
 	}
-	var t target
 	mnt := ""
 	for _, p := range c.paths {
-		abs, err := filepath.Abs(p)
+		abs, err := realPath(p)
 		if err != nil {
 			return t, err
 		}
-		if _, err := os.Lstat(abs); err != nil {
-			return t, err
+		if mustExist {
+			if _, err := os.Lstat(abs); errors.Is(err, os.ErrNotExist) {
+				return t, fmt.Errorf("%s does not exist", abs)
+			} else if err != nil {
+				return t, err
+			}
 		}
 		m, err := mountAt(abs)
 		if err != nil {
-			return t, err
+			// A symbolic link from outside into a mount: followed.
+			real, rerr := filepath.EvalSymlinks(abs)
+			if rerr != nil || real == abs {
+				return t, err
+			}
+			if m, err = mountAt(real); err != nil {
+				return t, err
+			}
+			abs = real
 		}
 		if mnt != "" && m != mnt {
 			return t, &usageError{fmt.Sprintf("the paths are in two mounts (%s and %s): run one warm per mount", mnt, m)}
 		}
 		mnt = m
-		rel, _ := filepath.Rel(m, abs)
+		rel, _ := filepath.Rel(m, abs) // abs is under m (mountAt)
 		if rel == "." {
 			rel = ""
 		}
 		t.prefixes = append(t.prefixes, filepath.ToSlash(rel))
 		t.walk = append(t.walk, abs)
 	}
-	r, err := control.Lookup(mnt)
+	var err error
+	t.socket, err = controlSocket("", mnt)
+	return t, err
+}
+
+// realPath is p, absolute, with the symbolic links of the directories it
+// goes through resolved (the mount table names mountpoints so); its last
+// element is kept as is (a link in the mount is an object). The part of
+// p that does not exist is kept as written.
+func realPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
 	if err != nil {
-		return t, err
+		return "", err
 	}
-	t.socket = r.Socket
-	return t, nil
+	dir, rest := filepath.Dir(abs), filepath.Base(abs)
+	if abs == "/" {
+		return abs, nil
+	}
+	for {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(real, rest), nil
+		}
+		if dir == "/" {
+			return abs, nil
+		}
+		dir, rest = filepath.Dir(dir), filepath.Join(filepath.Base(dir), rest)
+	}
 }
 
 // mountAt returns the bucketfs mountpoint that path is in.
@@ -168,14 +192,20 @@ func mountAt(path string) (string, error) {
 // walkDirs reads every directory under roots through the mount, 16 at a
 // time, so that the file tree learns the names and attributes before the
 // files are read. An unreadable directory is skipped: the warm lists the
-// bucket itself.
-func walkDirs(roots []string) {
+// bucket itself. It ends early when ctx does (Ctrl-C), once the
+// directories being read are. A root that is a symbolic link is not
+// followed (its object is the link).
+func walkDirs(ctx context.Context, roots []string) {
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
 	var visit func(dir string)
 	visit = func(dir string) {
 		defer wg.Done()
 		sem <- struct{}{}
+		if ctx.Err() != nil {
+			<-sem
+			return
+		}
 		ents, err := os.ReadDir(dir)
 		<-sem
 		if err != nil {
@@ -189,7 +219,7 @@ func walkDirs(roots []string) {
 		}
 	}
 	for _, r := range roots {
-		if st, err := os.Stat(r); err == nil && st.IsDir() {
+		if st, err := os.Lstat(r); err == nil && st.IsDir() {
 			wg.Add(1)
 			go visit(r)
 		}
@@ -205,25 +235,29 @@ func runWarm(args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := c.resolve()
+	t, err := c.resolve(true)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
-	walkDirs(t.walk)
+	walkDirs(ctx, t.walk)
+	stopped := errors.New("stopped; what was fetched stays cached: run it again to go on")
+	if ctx.Err() != nil {
+		return stopped
+	}
 	term := !c.jsonOut && isTerminal(os.Stderr)
-	r, err := control.Warm(ctx, t.socket, t.prefixes, c.parallelism, c.pin, func(p control.WarmReport) {
+	r, err := control.Warm(ctx, t.socket, t.prefixes, c.parallelism, c.pin, func(p control.WarmProgress) {
 		if term {
-			fmt.Fprintf(os.Stderr, "\r\033[K%s", progressLine(p.WarmProgress, time.Since(start)))
+			fmt.Fprintf(os.Stderr, "\r\033[K%s", progressLine(p, time.Since(start)))
 		}
 	})
 	if term {
 		fmt.Fprint(os.Stderr, "\r\033[K")
 	}
 	if errors.Is(err, context.Canceled) {
-		return errors.New("stopped; what was fetched stays cached: run it again to go on")
+		return stopped
 	}
 	if err != nil {
 		return fmt.Errorf("warming: %w", err)
@@ -268,6 +302,9 @@ func reportWarm(w io.Writer, c *warmConfig, r control.WarmReport, took time.Dura
 		for _, e := range r.Errors {
 			fmt.Fprintf(w, "  failed: %s: %s\n", e.Object, e.Err)
 		}
+		if more := r.Failed - len(r.Errors); more > 0 {
+			fmt.Fprintf(w, "  ... and %d more failed\n", more)
+		}
 	}
 	if r.Failed > 0 || r.Files < r.TotalFiles { // failures, or the mount stopped it (unmounting)
 		return fmt.Errorf("%d of %d files were not warmed", r.TotalFiles-(r.Files-r.Failed), r.TotalFiles)
@@ -283,7 +320,7 @@ func runUnpin(args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := c.resolve()
+	t, err := c.resolve(false)
 	if err != nil {
 		return err
 	}
@@ -303,20 +340,9 @@ func isTerminal(f *os.File) bool {
 	return err == nil
 }
 
-// warmHandler is the control socket's warm: the cache's, in the
-// protocol's types.
+// warmHandler is the control socket's warm: the cache's.
 func warmHandler(ch *cache.Cache) control.WarmFunc {
-	conv := func(r cache.WarmReport) control.WarmReport {
-		out := control.WarmReport{WarmProgress: control.WarmProgress(r.WarmProgress)}
-		for _, e := range r.Errors {
-			out.Errors = append(out.Errors, control.WarmError(e))
-		}
-		return out
-	}
-	return func(ctx context.Context, prefixes []string, par int, pin bool, progress func(control.WarmReport)) (control.WarmReport, error) {
-		r, err := ch.Warm(ctx, prefixes, cache.WarmOptions{Parallelism: par, Pin: pin}, func(p cache.WarmProgress) {
-			progress(control.WarmReport{WarmProgress: control.WarmProgress(p)})
-		})
-		return conv(r), err
+	return func(ctx context.Context, prefixes []string, par int, pin bool, progress func(control.WarmProgress)) (control.WarmReport, error) {
+		return ch.Warm(ctx, prefixes, cache.WarmOptions{Parallelism: par, Pin: pin}, progress)
 	}
 }

@@ -44,6 +44,12 @@ func TestWarmReport(t *testing.T) {
 	if want := "warmed 2 of 3 files (300 B) in 1s: 1 fetched (150 B), 1 already cached (100 B)\n  failed: d/x: gone\n"; b.String() != want {
 		t.Errorf("reportWarm printed %q, want %q", b.String(), want)
 	}
+	r.Failed = 3 // more than the report names
+	b.Reset()
+	reportWarm(&b, &warmConfig{}, r, time.Second)
+	if !strings.HasSuffix(b.String(), "  failed: d/x: gone\n  ... and 2 more failed\n") {
+		t.Errorf("reportWarm with 3 failed, 1 named, printed %q", b.String())
+	}
 	r.Failed, r.Errors = 0, nil
 	b.Reset()
 	if err := reportWarm(&b, &warmConfig{jsonOut: true, pin: true}, r, time.Second); err != nil || !strings.Contains(b.String(), `"pinned":true`) {

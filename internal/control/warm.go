@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"time"
+
+	"github.com/bucketfs/bucketfs/cache"
 )
 
 // "warm" (Prefixes, Parallelism, Pin) fills the cache with every object
@@ -14,29 +16,13 @@ import (
 // listing failed). The client closing its end stops the warm. "unpin"
 // (Prefixes) gets one Reply with Done and Unpinned set.
 
-// WarmProgress is how far a warm is.
-type WarmProgress struct {
-	Files        int   `json:"files"` // objects done (fetched, found warm or failed)
-	TotalFiles   int   `json:"total_files"`
-	Bytes        int64 `json:"bytes"`
-	TotalBytes   int64 `json:"total_bytes"`
-	AlreadyFiles int   `json:"already_files"` // complete in the cache before
-	AlreadyBytes int64 `json:"already_bytes"`
-	Failed       int   `json:"failed"`
-	FailedBytes  int64 `json:"failed_bytes"`
-}
-
-// WarmError is one object a warm could not fill.
-type WarmError struct {
-	Object string `json:"object"`
-	Err    string `json:"err"`
-}
-
-// WarmReport is a warm's progress, with the failures so far.
-type WarmReport struct {
-	WarmProgress
-	Errors []WarmError `json:"errors,omitempty"`
-}
+// A warm's progress, its failures and its result are the cache's
+// (cache/warm.go); their JSON is the protocol's.
+type (
+	WarmProgress = cache.WarmProgress
+	WarmError    = cache.WarmError
+	WarmReport   = cache.WarmReport
+)
 
 // Unpinned is what an unpin ended.
 type Unpinned struct {
@@ -46,7 +32,7 @@ type Unpinned struct {
 
 // WarmFunc warms the objects under prefixes, calling progress as it
 // goes; an error means nothing was fetched.
-type WarmFunc func(ctx context.Context, prefixes []string, parallelism int, pin bool, progress func(WarmReport)) (WarmReport, error)
+type WarmFunc func(ctx context.Context, prefixes []string, parallelism int, pin bool, progress func(WarmProgress)) (WarmReport, error)
 
 // progressEvery bounds how often a warm reports its progress.
 const progressEvery = 200 * time.Millisecond
@@ -73,13 +59,13 @@ func (s *Server) handleWarm(c *net.UnixConn, req Request, reply func(Reply) bool
 	}()
 	s.log.Info("warm asked on the control socket", "prefixes", req.Prefixes, "pin", req.Pin, "parallelism", req.Parallelism)
 	var last time.Time
-	r, err := s.h.Warm(ctx, req.Prefixes, req.Parallelism, req.Pin, func(p WarmReport) {
+	r, err := s.h.Warm(ctx, req.Prefixes, req.Parallelism, req.Pin, func(p WarmProgress) {
 		if time.Since(last) < progressEvery {
 			return
 		}
 		last = time.Now()
-		p.Errors = nil // they come with the result
-		if !reply(Reply{Warm: &p}) {
+		// The failures come with the result.
+		if !reply(Reply{Warm: &WarmReport{WarmProgress: p}}) {
 			cancel()
 		}
 	})
@@ -104,14 +90,14 @@ func (s *Server) handleUnpin(req Request, reply func(Reply) bool) {
 // Warm asks the mount at socket path to warm the objects under prefixes
 // and calls progress as it goes. It returns the result; an error means
 // nothing was fetched, or the exchange broke.
-func Warm(ctx context.Context, path string, prefixes []string, parallelism int, pin bool, progress func(WarmReport)) (WarmReport, error) {
+func Warm(ctx context.Context, path string, prefixes []string, parallelism int, pin bool, progress func(WarmProgress)) (WarmReport, error) {
 	var res *WarmReport
 	err := Call(ctx, path, Request{Cmd: "warm", Prefixes: prefixes, Parallelism: parallelism, Pin: pin}, func(r Reply) error {
 		switch {
 		case r.Done && r.Warm != nil:
 			res = r.Warm
 		case r.Warm != nil && progress != nil:
-			progress(*r.Warm)
+			progress(r.Warm.WarmProgress)
 		}
 		return nil
 	})

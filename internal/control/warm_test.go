@@ -18,17 +18,17 @@ func TestWarmAndUnpin(t *testing.T) {
 	path := filepath.Join(t.TempDir(), SocketName)
 	stopped := make(chan error, 1)
 	s, err := Listen(path, Handler{
-		Warm: func(ctx context.Context, prefixes []string, par int, pin bool, progress func(WarmReport)) (WarmReport, error) {
+		Warm: func(ctx context.Context, prefixes []string, par int, pin bool, progress func(WarmProgress)) (WarmReport, error) {
 			switch prefixes[0] {
 			case "big":
 				return WarmReport{}, errors.New("the objects do not fit in the cache: 5 bytes are missing")
 			case "slow":
-				progress(WarmReport{WarmProgress: WarmProgress{TotalFiles: 9}})
+				progress(WarmProgress{TotalFiles: 9})
 				<-ctx.Done()
 				stopped <- ctx.Err()
 				return WarmReport{WarmProgress: WarmProgress{TotalFiles: 9}}, ctx.Err()
 			}
-			progress(WarmReport{WarmProgress: WarmProgress{Files: 1, TotalFiles: 2}})
+			progress(WarmProgress{Files: 1, TotalFiles: 2})
 			r := WarmReport{WarmProgress: WarmProgress{Files: 2, TotalFiles: 2, Failed: 1, Bytes: int64(par)}, Errors: []WarmError{{Object: "a/x", Err: "gone"}}}
 			if pin {
 				r.AlreadyFiles = 1
@@ -43,8 +43,8 @@ func TestWarmAndUnpin(t *testing.T) {
 	defer s.Close()
 	ctx := testutil.Ctx(t, 30*time.Second)
 
-	var seen []WarmReport
-	r, err := Warm(ctx, path, []string{"a"}, 77, true, func(p WarmReport) { seen = append(seen, p) })
+	var seen []WarmProgress
+	r, err := Warm(ctx, path, []string{"a"}, 77, true, func(p WarmProgress) { seen = append(seen, p) })
 	if err != nil || r.Files != 2 || r.Failed != 1 || r.Bytes != 77 || r.AlreadyFiles != 1 || len(r.Errors) != 1 || r.Errors[0].Object != "a/x" {
 		t.Fatalf("Warm = %+v, %v; want the handler's result", r, err)
 	}
@@ -59,7 +59,7 @@ func TestWarmAndUnpin(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	client := make(chan error, 1)
 	go func() {
-		_, err := Warm(cctx, path, []string{"slow"}, 1, false, func(WarmReport) { cancel() })
+		_, err := Warm(cctx, path, []string{"slow"}, 1, false, func(WarmProgress) { cancel() })
 		client <- err
 	}()
 	select {

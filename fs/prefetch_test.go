@@ -1,0 +1,46 @@
+package fs
+
+import (
+	"container/list"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// TestPrefetchRelistedKeepsCancel: a directory listed again while its
+// prefetches are queued (an ls beside the reader) still drops them when
+// the reader's order breaks; they used to stay tied to the old listing,
+// which nothing updated any more, and were all fetched.
+func TestPrefetchRelistedKeepsCancel(t *testing.T) {
+	p := &prefetcher{o: PrefetchOptions{Files: 8, MaxSize: 1 << 20, Window: 1 << 30, Parallel: 1},
+		dirs: map[string]*pfDir{}, lru: list.New()} // no workers: the test takes the jobs
+	p.wake = sync.NewCond(&p.mu)
+	var files []transfer.ObjectAttrs
+	for i := range 10 {
+		files = append(files, transfer.ObjectAttrs{Name: fmt.Sprintf("d/f%d", i), Size: 100, Generation: 1})
+	}
+	p.listedFiles("d/", files)
+	p.opened("d/f0") // the first file: a few ahead
+	p.opened("d/f1") // in order: the window
+	if len(p.queue) == 0 {
+		t.Fatal("nothing queued after two opens in order")
+	}
+	p.listedFiles("d/", files) // listed again
+	p.opened("d/f0")           // out of order: what is queued is dropped
+	p.mu.Lock()
+	p.stopped = true // next returns once the queue is empty
+	p.mu.Unlock()
+	var run []string
+	for {
+		j, ok := p.next()
+		if !ok {
+			break
+		}
+		run = append(run, j.a.Name)
+	}
+	if len(run) != 0 {
+		t.Errorf("after the order broke, prefetches %v still ran; want none", run)
+	}
+}
