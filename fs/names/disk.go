@@ -483,22 +483,31 @@ func recMap(m map[string]Entry) map[string]entryRec {
 }
 
 // encode returns the stored value of o's put, written by session: the
-// names it holds and the JSON.
+// names it holds and the JSON. A value still unverified (loaded after a
+// crash and changed here without asking the bucket, as Confirmed does
+// to a listing) keeps session 0, never trusted after a crash: this
+// session does not vouch for the rest of it.
 func encode(o op, session uint64) ([]byte, error) {
 	var v any
 	n := 1
+	vouch := func(expires time.Time) uint64 {
+		if unverified(expires) {
+			return 0
+		}
+		return session
+	}
 	switch {
 	case o.entry != nil:
 		r := toRec(o.entry.Entry, o.entry.asked)
-		r.S = session
+		r.S = vouch(o.entry.expires)
 		v = r
 	case o.listing != nil:
 		l := o.listing
-		v = listingRec{Fetched: l.fetched.UnixNano(), Children: recMap(l.children()), Hidden: recMap(l.hidden), S: session}
+		v = listingRec{Fetched: l.fetched.UnixNano(), Children: recMap(l.children()), Hidden: recMap(l.hidden), S: vouch(l.expires)}
 		n += l.Len()
 	case o.placeholder != nil:
 		p := o.placeholder
-		v = placeholderRec{Attrs: p.a, Exists: p.exists, Asked: p.asked.UnixNano(), S: session}
+		v = placeholderRec{Attrs: p.a, Exists: p.exists, Asked: p.asked.UnixNano(), S: vouch(p.expires)}
 	}
 	js, err := json.Marshal(v)
 	if err != nil {

@@ -362,3 +362,24 @@ func TestNamesAfterACrashStayUnverifiedAcrossACleanMount(t *testing.T) {
 		t.Errorf("x/, written by a clean mount, lists %v (%d requests); want [y], no request", l.Names(), n)
 	}
 }
+
+// A crashed mount's listing that the next mount changed (a confirmed
+// upload into it) without asking the bucket is still unverified when
+// written back: the mount after that asks again.
+func TestACrashedListingChangedWithoutAskingStaysUnverified(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnvWith(t, diskOptions(t, dir, nil))
+	e.put("d/f", "one")
+	e.list("d/")
+	e.m.Close()
+	crash(t, dir)
+	e.put("d/g", "made while the mount was down")
+
+	e.reopen(diskOptions(t, dir, nil))
+	h := e.put("d/h", "uploaded by this mount")
+	e.m.Confirmed("d/h", h, false)
+	e.reopen(diskOptions(t, dir, nil))
+	if l, n := e.list("d/"); !slices.Equal(l.Names(), []string{"f", "g", "h"}) || n == 0 {
+		t.Errorf("d/, listed before a crash and changed since without asking, lists %v (%d requests); want [f g h], asked", l.Names(), n)
+	}
+}
