@@ -35,7 +35,8 @@ import (
 //
 // Handles the kernel writes itself (passthrough) are opened eagerly:
 // the kernel needs the descriptor at the open; so are handles of a file
-// with local changes (nothing to fetch; see lazyOK).
+// with local changes (nothing to fetch), and handles opened with O_APPEND
+// (see lazyOK).
 type lazyWriter struct {
 	node *fileNode
 
@@ -177,9 +178,15 @@ func (n *fileNode) openLazies(ctx context.Context, trunc bool) error {
 // lazyOK reports whether an open for writing of n can be lazy: not with
 // O_TRUNC (which empties the copy at once), and only through the daemon
 // (see writeModeLocked: passthrough writers and those that must join
-// passthrough handles open eagerly).
-func (n *fileNode) lazyOK(trunc bool) bool {
-	if trunc || n.fsys.opts.PassthroughWrites {
+// passthrough handles open eagerly). Not with O_APPEND (appending) either:
+// the kernel places each append at the end it knows of the inode, and a
+// first write that rebases the node on another client's version (longer
+// or shorter) would land at the old version's end, in the middle of the
+// new one or past it after a hole (TestAppendAfterOverwriteWithinTTL). An
+// eager open finds the version gone at the open, and the kernel opens the
+// new one, with its size, as a new inode.
+func (n *fileNode) lazyOK(trunc, appending bool) bool {
+	if trunc || appending || n.fsys.opts.PassthroughWrites {
 		return false
 	}
 	n.mu.Lock()
