@@ -72,7 +72,11 @@ func (l *lazyWriter) get(ctx context.Context, trunc bool) (*cache.WriteHandle, e
 	w, err := n.fsys.cache.OpenWrite(ctx, a, trunc, false)
 	if errors.Is(err, cache.ErrStale) {
 		n.fsys.names.Stale(n.objName()) // the next lookup finds the bucket's version
-		if live, ok := n.rebase(ctx, a); ok {
+		live, ok, serr := n.rebase(ctx, a)
+		switch {
+		case serr != nil:
+			err = serr // the bucket did not say whether the object is there: not ESTALE
+		case ok:
 			w, err = n.fsys.cache.OpenWrite(ctx, live, trunc, false)
 		}
 	}
@@ -201,14 +205,22 @@ func (n *fileNode) lazyOK(trunc, appending bool) bool {
 // object's live version, for the first use of a lazy writer (see
 // lazyWriter): one metadata request. It reports false, and leaves n
 // alone, if the object is gone too or n changed since (renamed, deleted,
-// another version or a writer of its own). The kernel is told to drop
+// another version or a writer of its own); the request's error if the
+// bucket did not answer it (the use fails with that error, not ESTALE,
+// which tells the application the file is gone). The kernel is told to drop
 // the inode's attributes (not its pages: the first use may be a write,
 // whose pages the kernel holds locked until it is answered); the new
 // modification time makes it drop the pages at the next getattr.
-func (n *fileNode) rebase(ctx context.Context, a transfer.ObjectAttrs) (transfer.ObjectAttrs, bool) {
+func (n *fileNode) rebase(ctx context.Context, a transfer.ObjectAttrs) (transfer.ObjectAttrs, bool, error) {
 	live, err := n.fsys.bucket.Stat(ctx, a.Name)
-	if err != nil || live.Generation == a.Generation {
-		return a, false
+	if errors.Is(err, transfer.ErrNotExist) {
+		return a, false, nil
+	}
+	if err != nil {
+		return a, false, err
+	}
+	if live.Generation == a.Generation {
+		return a, false, nil
 	}
 	n.mu.Lock()
 	ok := !n.unlinked && n.name == a.Name && n.attrs.Generation == a.Generation && len(n.writers) == 0
@@ -217,13 +229,13 @@ func (n *fileNode) rebase(ctx context.Context, a transfer.ObjectAttrs) (transfer
 	}
 	n.mu.Unlock()
 	if !ok {
-		return a, false
+		return a, false, nil
 	}
 	n.fsys.releaseFileIno(a)
 	n.fsys.log.Info("the version a file was opened at for writing is gone from the bucket (changed by another client); its first write goes to the version the bucket has",
 		"object", a.Name, "generation", a.Generation, "live_generation", live.Generation)
 	_ = n.NotifyContent(-1, 0) // nothing to drop if the kernel forgot the inode
-	return live, true
+	return live, true, nil
 }
 
 // writer returns the WriteHandle of h (opened now if h is lazy), or nil
