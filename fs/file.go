@@ -186,7 +186,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		return nil, 0, n.staleErrno() // conflict.go
 	}
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
-		return n.openWrite(ctx, flags&syscall.O_TRUNC != 0, flags&syscall.O_APPEND != 0)
+		return n.openWrite(ctx, flags&syscall.O_TRUNC != 0)
 	}
 	n.fsys.prefetch.opened(n.objName())
 	ch, err := n.fsys.cache.Open(ctx, n.getAttrs())
@@ -254,13 +254,15 @@ func (n *fileNode) passthroughLocked(complete bool) bool {
 
 // openWrite opens the file for writing: its copy is completed first (or
 // emptied, with trunc), and every change lands in the cache at once.
-// appending: opened with O_APPEND (see lazyOK).
-func (n *fileNode) openWrite(ctx context.Context, trunc, appending bool) (gofs.FileHandle, uint32, syscall.Errno) {
+func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, uint32, syscall.Errno) {
 	if n.fsys.opts.ReadOnly {
 		return nil, 0, syscall.EROFS
 	}
 	a := n.getAttrs()
-	if n.lazyOK(trunc, appending) {
+	if n.lazyOK(trunc) {
+		if errno := n.checkLazy(ctx, a); errno != 0 {
+			return nil, 0, errno
+		}
 		return n.openLazy(), 0, 0 // fetched at the first use (lazywrite.go)
 	}
 	h, err := n.writeHandle(ctx, a, trunc)
