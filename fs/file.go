@@ -260,6 +260,9 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 	}
 	a := n.getAttrs()
 	if n.lazyOK(trunc) {
+		if errno := n.checkLazy(ctx, a); errno != 0 {
+			return nil, 0, errno
+		}
 		return n.openLazy(), 0, 0 // fetched at the first use (lazywrite.go)
 	}
 	h, err := n.writeHandle(ctx, a, trunc)

@@ -23,15 +23,22 @@ import (
 // (OpenWrite), so the durability contract and the checks of the copy's
 // sums are the same as for an eager open. What changes: a version gone
 // from the bucket (another client replaced the object while this mount
-// still trusted its attributes) is found at the first use instead of the
-// open. Nothing was read or written through the handle yet, so the node
-// takes the object's live version then (rebase), as the kernel's
-// re-lookup after an eager open's ESTALE did: the first write lands on
-// the version the bucket has. An object deleted meanwhile fails that use
-// with ESTALE; so does the first write after the file was deleted here
-// (an eager handle writes on into its own copy, never uploaded). A rename
-// between the open and the first use is followed: the node's name is used
-// then.
+// still trusted its attributes) would be found at the first use instead
+// of the open. So an open of a copy not held whole asks the bucket for
+// the object's generation (checkLazy): a version gone answers ESTALE to
+// the open, and the kernel opens the new version, with its size, as a
+// new inode, as after an eager open's fetch. The kernel's size matters:
+// it places O_APPEND writes and lseek(SEEK_END) at the end it knows, so
+// a first write on another version of another size landed in the middle
+// of it, or past its end after a hole (TestAppendAfterOverwriteWithinTTL,
+// TestSeekEndWriteAfterOverwriteWithinTTL). A version that leaves the
+// bucket between the open and the first use is found then: nothing was
+// read or written through the handle yet, so the node takes the object's
+// live version if it has the size the kernel knows (rebase); else that
+// use fails with ESTALE, as does the first write after the file was
+// deleted, here (an eager handle writes on into its own copy, never
+// uploaded) or in the bucket. A rename between the open and the first
+// use is followed: the node's name is used then.
 //
 // Handles the kernel writes itself (passthrough) are opened eagerly:
 // the kernel needs the descriptor at the open; so are handles of a file
@@ -71,7 +78,11 @@ func (l *lazyWriter) get(ctx context.Context, trunc bool) (*cache.WriteHandle, e
 	w, err := n.fsys.cache.OpenWrite(ctx, a, trunc, false)
 	if errors.Is(err, cache.ErrStale) {
 		n.fsys.names.Stale(n.objName()) // the next lookup finds the bucket's version
-		if live, ok := n.rebase(ctx, a); ok {
+		live, ok, serr := n.rebase(ctx, a)
+		switch {
+		case serr != nil:
+			err = serr // the bucket did not say whether the object is there: not ESTALE
+		case ok:
 			w, err = n.fsys.cache.OpenWrite(ctx, live, trunc, false)
 		}
 	}
@@ -190,18 +201,49 @@ func (n *fileNode) lazyOK(trunc bool) bool {
 	return pt == 0 && !n.fsys.cache.HasLocalContent(name)
 }
 
+// checkLazy makes sure that a lazy open for writing of version a of n
+// finds that version at its first use (see lazyWriter). A copy the cache
+// holds whole needs nothing: the first write lands on it, and a version
+// replaced in the bucket meanwhile is a conflict at the upload (both
+// kept). Otherwise one metadata request asks for the live generation
+// now; a version gone answers ESTALE to the open, on which the kernel
+// looks the name up again and opens the new version. No bytes are read.
+func (n *fileNode) checkLazy(ctx context.Context, a transfer.ObjectAttrs) syscall.Errno {
+	if a.Generation <= 0 || n.fsys.cache.HasCopy(n.objName(), a.Generation) {
+		return 0
+	}
+	live, err := n.fsys.bucket.Stat(ctx, n.objName())
+	if errors.Is(err, transfer.ErrNotExist) || (err == nil && live.Generation != a.Generation) {
+		return n.staleAtOpen(a.Generation)
+	}
+	if err != nil {
+		return n.fsys.errno(ctx, "open", n.objName(), err)
+	}
+	return 0
+}
+
 // rebase points n, whose version a is gone from the bucket, at the
 // object's live version, for the first use of a lazy writer (see
 // lazyWriter): one metadata request. It reports false, and leaves n
-// alone, if the object is gone too or n changed since (renamed, deleted,
-// another version or a writer of its own). The kernel is told to drop
+// alone, if the object is gone too, its live version has another size
+// than a (the kernel placed the write by a's size), or n changed since
+// (renamed, deleted, another version or a writer of its own); the
+// request's error if the
+// bucket did not answer it (the use fails with that error, not ESTALE,
+// which tells the application the file is gone). The kernel is told to drop
 // the inode's attributes (not its pages: the first use may be a write,
 // whose pages the kernel holds locked until it is answered); the new
 // modification time makes it drop the pages at the next getattr.
-func (n *fileNode) rebase(ctx context.Context, a transfer.ObjectAttrs) (transfer.ObjectAttrs, bool) {
+func (n *fileNode) rebase(ctx context.Context, a transfer.ObjectAttrs) (transfer.ObjectAttrs, bool, error) {
 	live, err := n.fsys.bucket.Stat(ctx, a.Name)
-	if err != nil || live.Generation == a.Generation {
-		return a, false
+	if errors.Is(err, transfer.ErrNotExist) {
+		return a, false, nil
+	}
+	if err != nil {
+		return a, false, err
+	}
+	if live.Generation == a.Generation || live.Size != a.Size {
+		return a, false, nil
 	}
 	n.mu.Lock()
 	ok := !n.unlinked && n.name == a.Name && n.attrs.Generation == a.Generation && len(n.writers) == 0
@@ -210,13 +252,13 @@ func (n *fileNode) rebase(ctx context.Context, a transfer.ObjectAttrs) (transfer
 	}
 	n.mu.Unlock()
 	if !ok {
-		return a, false
+		return a, false, nil
 	}
 	n.fsys.releaseFileIno(a)
 	n.fsys.log.Info("the version a file was opened at for writing is gone from the bucket (changed by another client); its first write goes to the version the bucket has",
 		"object", a.Name, "generation", a.Generation, "live_generation", live.Generation)
 	_ = n.NotifyContent(-1, 0) // nothing to drop if the kernel forgot the inode
-	return live, true
+	return live, true, nil
 }
 
 // writer returns the WriteHandle of h (opened now if h is lazy), or nil

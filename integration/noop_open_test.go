@@ -104,7 +104,15 @@ func TestOpenWithoutWriteSendsNothing(t *testing.T) {
 					counts.start()
 					op.do(t, m.path(name))
 					m.unmount(t)
+					// A copy not held whole costs one request for the
+					// object's attributes at the open (checkLazy: a
+					// version replaced since the lookup answers ESTALE
+					// there, where the kernel opens the new version with
+					// its size); no bytes move.
 					want := "stats=0 " + op.want
+					if !cached {
+						want = "stats=1 " + op.want
+					}
 					if got := counts.stop(); got != want {
 						t.Errorf("%s sent %s, want %s", op.name, got, want)
 					}

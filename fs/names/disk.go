@@ -25,10 +25,14 @@ import (
 // Schema (version 1):
 //
 //	meta/   "version" -> "1", "bucket" -> the bucket's name,
-//	        "names" -> the names held (uvarint)
+//	        "names" -> the names held (uvarint),
+//	        "session" -> the number of the last open (uvarint),
+//	        "trusted" -> the first session whose records are trusted
+//	        (uvarint; absent: all)
 //	names/  GROUP \x00 KIND REST -> uvarint(names in the value) + JSON
 //	        KIND 'l': the listing of GROUP (REST empty); 'e': the entry
-//	        of GROUP+REST; 'p': the placeholder GROUP+REST (ending in '/')
+//	        of GROUP+REST; 'p': the placeholder GROUP+REST (ending in '/');
+//	        each with "s", the session that wrote it
 //	groups/ GROUP -> 8 bytes of unix seconds last used + uvarint names
 //
 // A group is read whole with one cursor (its keys share GROUP \x00).
@@ -61,11 +65,14 @@ type disk struct {
 	pending  []op // guarded by qmu: queued, not yet taken by the writer
 	inflight []op // guarded by qmu: being committed
 
-	// unclean: the last mount did not close the file (a crash): what it
-	// queued last may be missing (a drop after a rename the bucket made,
-	// say), so every record is unverified (see unverified in lookup.go):
-	// asked again before it is used.
-	unclean bool
+	// session numbers this open; records written by sessions before
+	// trusted are unverified (see unverified in lookup.go): asked again
+	// before they are used. An open that finds the last mount did not
+	// close the file (a crash: what it queued last may be missing, a
+	// drop after a rename the bucket made, say) sets trusted to its own
+	// session, durably: a later clean close vouches only for what its
+	// session wrote, never for the crashed mount's records left unread.
+	session, trusted uint64
 
 	failed   atomic.Bool // the file could not be read or written: memory only from then on
 	closed   atomic.Bool // close began: loads find nothing (not damage)
@@ -83,6 +90,8 @@ var (
 	bucketKey      = []byte("bucket")
 	countKey       = []byte("names")
 	cleanKey       = []byte("clean") // present while no mount has the file open
+	sessionKey     = []byte("session")
+	trustedKey     = []byte("trusted")
 	diskVersion    = []byte("1")
 	errOtherBucket = errors.New("names.db belongs to another bucket")
 )
@@ -100,7 +109,7 @@ const DBName = "names.db"
 // with one warning and a new one started.
 func openDisk(dir, bucket string, ttl time.Duration, maxNames int, log *slog.Logger) (*disk, error) {
 	path := filepath.Join(dir, DBName)
-	db, unclean, err := openDB(path, bucket)
+	db, ss, err := openDB(path, bucket)
 	if err != nil && !errors.Is(err, bolt.ErrTimeout) && !errors.Is(err, fs.ErrPermission) {
 		aside := fmt.Sprintf("%s.bad-%s", path, time.Now().UTC().Format("20060102T150405Z"))
 		if rerr := os.Rename(path, aside); rerr != nil {
@@ -108,12 +117,12 @@ func openDisk(dir, bucket string, ttl time.Duration, maxNames int, log *slog.Log
 		}
 		log.Warn("names.db could not be used: moved aside, starting with no names remembered (this costs requests, never data)",
 			"err", err, "moved_to", aside)
-		db, unclean, err = openDB(path, bucket)
+		db, ss, err = openDB(path, bucket)
 	}
 	if err != nil {
 		return nil, err
 	}
-	d := &disk{db: db, path: path, ttl: ttl, maxNames: maxNames, log: log, unclean: unclean,
+	d := &disk{db: db, path: path, ttl: ttl, maxNames: maxNames, log: log, session: ss.session, trusted: ss.trusted,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go d.run()
 	return d, nil
@@ -132,9 +141,14 @@ func protect(fn func() error) (err error) {
 	return fn()
 }
 
-// openDB opens names.db and clears its clean marker; unclean says the
-// last mount did not set it (and the file holds names).
-func openDB(path, bucket string) (db *bolt.DB, unclean bool, err error) {
+// sessions is what openDB found and set: this open's session number and
+// the first session whose records are trusted.
+type sessions struct{ session, trusted uint64 }
+
+// openDB opens names.db, clears its clean marker and numbers this
+// session; if the last mount did not set the marker (and the file holds
+// names), no record written before this session is trusted any more.
+func openDB(path, bucket string) (db *bolt.DB, ss sessions, err error) {
 	err = protect(func() error {
 		var err error
 		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, FreelistType: bolt.FreelistMapType})
@@ -154,7 +168,18 @@ func openDB(path, bucket string) (db *bolt.DB, unclean bool, err error) {
 			}
 			meta := tx.Bucket(metaKey)
 			k, _ := tx.Bucket(namesKey).Cursor().First()
-			unclean = k != nil && meta.Get(cleanKey) == nil
+			unclean := k != nil && meta.Get(cleanKey) == nil
+			ss.session = uvarint(meta.Get(sessionKey)) + 1
+			ss.trusted = uvarint(meta.Get(trustedKey))
+			if unclean {
+				ss.trusted = ss.session
+				if err := meta.Put(trustedKey, binary.AppendUvarint(nil, ss.trusted)); err != nil {
+					return err
+				}
+			}
+			if err := meta.Put(sessionKey, binary.AppendUvarint(nil, ss.session)); err != nil {
+				return err
+			}
 			return meta.Delete(cleanKey)
 		})
 	})
@@ -162,7 +187,13 @@ func openDB(path, bucket string) (db *bolt.DB, unclean bool, err error) {
 		_ = protect(db.Close)
 		db = nil
 	}
-	return db, unclean, err
+	return db, ss, err
+}
+
+// uvarint decodes v (0 if absent or unreadable).
+func uvarint(v []byte) uint64 {
+	n, _ := binary.Uvarint(v)
+	return n
 }
 
 func initSchema(tx *bolt.Tx, bucket string) error {
@@ -304,6 +335,7 @@ func (d *disk) commit() {
 		err := protect(func() error {
 			return d.db.Update(func(tx *bolt.Tx) error {
 				w := newWriter(tx)
+				w.session = d.session
 				if err := w.applyAll(batch); err != nil {
 					return err
 				}
@@ -403,16 +435,19 @@ type (
 		Kind  Kind                  `json:"k"`
 		Attrs *transfer.ObjectAttrs `json:"a,omitempty"`
 		Asked int64                 `json:"t,omitempty"`
+		S     uint64                `json:"s,omitempty"` // the session that wrote it (not in a listing's children)
 	}
 	listingRec struct {
 		Fetched  int64               `json:"t"`
 		Children map[string]entryRec `json:"c,omitempty"`
 		Hidden   map[string]entryRec `json:"h,omitempty"`
+		S        uint64              `json:"s,omitempty"`
 	}
 	placeholderRec struct {
 		Attrs  transfer.ObjectAttrs `json:"a"`
 		Exists bool                 `json:"x,omitempty"`
 		Asked  int64                `json:"t"`
+		S      uint64               `json:"s,omitempty"`
 	}
 )
 
@@ -447,21 +482,32 @@ func recMap(m map[string]Entry) map[string]entryRec {
 	return out
 }
 
-// encode returns the stored value of o's put: the names it holds and
-// the JSON.
-func encode(o op) ([]byte, error) {
+// encode returns the stored value of o's put, written by session: the
+// names it holds and the JSON. A value still unverified (loaded after a
+// crash and changed here without asking the bucket, as Confirmed does
+// to a listing) keeps session 0, never trusted after a crash: this
+// session does not vouch for the rest of it.
+func encode(o op, session uint64) ([]byte, error) {
 	var v any
 	n := 1
+	vouch := func(expires time.Time) uint64 {
+		if unverified(expires) {
+			return 0
+		}
+		return session
+	}
 	switch {
 	case o.entry != nil:
-		v = toRec(o.entry.Entry, o.entry.asked)
+		r := toRec(o.entry.Entry, o.entry.asked)
+		r.S = vouch(o.entry.expires)
+		v = r
 	case o.listing != nil:
 		l := o.listing
-		v = listingRec{Fetched: l.fetched.UnixNano(), Children: recMap(l.children()), Hidden: recMap(l.hidden)}
+		v = listingRec{Fetched: l.fetched.UnixNano(), Children: recMap(l.children()), Hidden: recMap(l.hidden), S: vouch(l.expires)}
 		n += l.Len()
 	case o.placeholder != nil:
 		p := o.placeholder
-		v = placeholderRec{Attrs: p.a, Exists: p.exists, Asked: p.asked.UnixNano()}
+		v = placeholderRec{Attrs: p.a, Exists: p.exists, Asked: p.asked.UnixNano(), S: vouch(p.expires)}
 	}
 	js, err := json.Marshal(v)
 	if err != nil {
@@ -488,32 +534,32 @@ func (d *disk) decodeInto(gr *group, rest, v []byte) error {
 			return err
 		}
 		asked := time.Unix(0, r.Asked)
-		gr.entries[name] = cachedEntry{Entry: r.entry(), asked: asked, expires: d.expiry(asked)}
+		gr.entries[name] = cachedEntry{Entry: r.entry(), asked: asked, expires: d.expiry(asked, r.S)}
 	case 'l':
 		var r listingRec
 		if err := json.Unmarshal(js, &r); err != nil {
 			return err
 		}
 		gr.listing = r.listing()
-		gr.listing.expires = d.expiry(gr.listing.fetched)
+		gr.listing.expires = d.expiry(gr.listing.fetched, r.S)
 	case 'p':
 		var r placeholderRec
 		if err := json.Unmarshal(js, &r); err != nil {
 			return err
 		}
 		asked := time.Unix(0, r.Asked)
-		gr.placeholders[name] = placeholder{a: r.Attrs, exists: r.Exists, asked: asked, expires: d.expiry(asked)}
+		gr.placeholders[name] = placeholder{a: r.Attrs, exists: r.Exists, asked: asked, expires: d.expiry(asked, r.S)}
 	default:
 		return fmt.Errorf("unknown kind %q", rest[0])
 	}
 	return nil
 }
 
-// expiry is when a record asked at asked stops being trusted: past the
-// TTL; after a crash (unclean), never trusted without asking (zero, see
-// unverified).
-func (d *disk) expiry(asked time.Time) time.Time {
-	if d.unclean {
+// expiry is when a record asked at asked, written by session, stops
+// being trusted: past the TTL; if written before a crash (a session
+// before trusted), never trusted without asking (zero, see unverified).
+func (d *disk) expiry(asked time.Time, session uint64) time.Time {
+	if session < d.trusted {
 		return time.Time{}
 	}
 	return asked.Add(d.ttl)

@@ -322,3 +322,64 @@ func TestNamesAfterACrashAreRefreshed(t *testing.T) {
 		t.Errorf("d/ after a crash lists %v (%d requests); want [f g], asked", l.Names(), n)
 	}
 }
+
+// crash removes names.db's clean marker, as a mount that never closed it
+// leaves the file.
+func crash(t *testing.T, dir string) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, DBName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(metaKey).Delete(cleanKey) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+}
+
+// What a crashed mount left in names.db stays unverified after the next
+// mount closes the file cleanly without using it: the mount after that
+// asks again too (the clean marker said nothing of records it did not
+// write).
+func TestNamesAfterACrashStayUnverifiedAcrossACleanMount(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnvWith(t, diskOptions(t, dir, nil))
+	e.put("d/f", "one")
+	e.put("x/y", "y")
+	e.list("d/")
+	e.m.Close()
+	crash(t, dir)
+	e.put("d/g", "made while the mount was down")
+
+	e.reopen(diskOptions(t, dir, nil)) // uses x/ only, closes cleanly
+	e.list("x/")
+	e.reopen(diskOptions(t, dir, nil))
+	if l, n := e.list("d/"); !slices.Equal(l.Names(), []string{"f", "g"}) || n == 0 {
+		t.Errorf("d/, written before a crash, lists %v (%d requests) two mounts later; want [f g], asked", l.Names(), n)
+	}
+	// What the clean mount wrote itself is trusted.
+	if l, n := e.list("x/"); !slices.Equal(l.Names(), []string{"y"}) || n != 0 {
+		t.Errorf("x/, written by a clean mount, lists %v (%d requests); want [y], no request", l.Names(), n)
+	}
+}
+
+// A crashed mount's listing that the next mount changed (a confirmed
+// upload into it) without asking the bucket is still unverified when
+// written back: the mount after that asks again.
+func TestACrashedListingChangedWithoutAskingStaysUnverified(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnvWith(t, diskOptions(t, dir, nil))
+	e.put("d/f", "one")
+	e.list("d/")
+	e.m.Close()
+	crash(t, dir)
+	e.put("d/g", "made while the mount was down")
+
+	e.reopen(diskOptions(t, dir, nil))
+	h := e.put("d/h", "uploaded by this mount")
+	e.m.Confirmed("d/h", h, false)
+	e.reopen(diskOptions(t, dir, nil))
+	if l, n := e.list("d/"); !slices.Equal(l.Names(), []string{"f", "g", "h"}) || n == 0 {
+		t.Errorf("d/, listed before a crash and changed since without asking, lists %v (%d requests); want [f g h], asked", l.Names(), n)
+	}
+}

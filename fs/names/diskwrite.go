@@ -14,6 +14,7 @@ type writer struct {
 	names, groups, meta *bolt.Bucket
 	total               int
 	touched             map[string]int // group -> change of its names
+	session             uint64         // written into the records put (disk.session)
 }
 
 func newWriter(tx *bolt.Tx) *writer {
@@ -121,7 +122,7 @@ func (w *writer) apply(o op) error {
 		if !o.isPut() {
 			return w.del(opKey(o))
 		}
-		v, err := encode(o)
+		v, err := encode(o, w.session)
 		if err != nil {
 			return err
 		}

@@ -108,9 +108,18 @@ func (m *Cache) knownLocked(name string) (c Entry, expires time.Time, fromListin
 	return c, expires, fromListing, true
 }
 
-// resolveRemote asks the bucket what name is, and remembers it.
+// resolveRemote asks the bucket what name is, and remembers it, unless a
+// change of this mount in name's directory was confirmed (or the name
+// dropped, Stale, DirMoved) while the bucket was asked: the answer may
+// predate it (a background refresh asked before an rmdir or a mkdir
+// reached the bucket brought the old answer back for the TTL). Files are
+// corrected with the recent confirmations; directories have no such
+// record, so such an answer is given to its caller but not kept.
 func (m *Cache) resolveRemote(ctx context.Context, name string, warn WarnFunc) (Entry, error) {
-	now := m.now()
+	parent := parentPrefix(name)
+	m.mu.Lock()
+	now, before := m.now(), m.changes[parent]
+	m.mu.Unlock()
 	// Ask for the object and for anything under name/ at the same time.
 	type statResult struct {
 		a   transfer.ObjectAttrs
@@ -131,6 +140,7 @@ func (m *Cache) resolveRemote(ctx context.Context, name string, warn WarnFunc) (
 	}
 	isDir := len(page.Objects) > 0 || len(page.Prefixes) > 0
 	var c Entry
+	var ph placeholder // the directory's placeholder, if isDir
 	switch {
 	case isDir:
 		if st.err == nil {
@@ -139,34 +149,34 @@ func (m *Cache) resolveRemote(ctx context.Context, name string, warn WarnFunc) (
 		c = Entry{Kind: Dir}
 		// "name/" comes before any other name under it: the first one
 		// says whether the directory has a placeholder.
-		ph := len(page.Objects) > 0 && page.Objects[0].Name == name+"/"
-		var a transfer.ObjectAttrs
-		if ph {
-			a = page.Objects[0]
+		ph.exists = len(page.Objects) > 0 && page.Objects[0].Name == name+"/"
+		if ph.exists {
+			ph.a = page.Objects[0]
 		}
-		m.mu.Lock()
-		m.notePlaceholderLocked(name+"/", a, ph, now)
-		m.mu.Unlock()
 	case st.err == nil:
 		c = Entry{Kind: File, Attrs: st.a}
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if rc, ok := m.recentSinceLocked(name, now); ok && c.Kind != Dir {
 		c = rc // confirmed while the bucket was asked
 	}
-	m.mu.Unlock()
-	m.put(name, c, now)
+	if m.changes[parent] != before {
+		return c, nil // may predate a change made meanwhile: not kept
+	}
+	if isDir {
+		m.notePlaceholderLocked(name+"/", ph.a, ph.exists, now)
+	}
+	m.putLocked(name, c, now)
 	return c, nil
 }
 
-// put remembers that the bucket said, when asked at now, that name is c;
-// if that is news, the name is noted as changed.
-func (m *Cache) put(name string, c Entry, now time.Time) {
+// putLocked remembers that the bucket said, when asked at now, that name
+// is c; if that is news, the name is noted as changed.
+func (m *Cache) putLocked(name string, c Entry, now time.Time) {
 	if m.ttl <= 0 {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if old, _, _, ok := m.knownLocked(name); ok && differs(old, c) {
 		m.noteChangedLocked(name)
 	}
@@ -222,8 +232,15 @@ func (m *Cache) DirAttrs(ctx context.Context, prefix string) (transfer.ObjectAtt
 
 // dirAttrsRemote asks the bucket for the placeholder of prefix, and
 // remembers it.
+//
+// As in resolveRemote, an answer during which a change in the directory
+// above was confirmed or dropped (DirMoved drops the placeholders of a
+// moved directory) is not kept: it may predate the change.
 func (m *Cache) dirAttrsRemote(ctx context.Context, prefix string) (transfer.ObjectAttrs, bool, error) {
-	now := m.now()
+	g := placeholderGroup(prefix)
+	m.mu.Lock()
+	now, before := m.now(), m.changes[g]
+	m.mu.Unlock()
 	a, err := m.b.Stat(ctx, prefix)
 	exists := err == nil
 	if err != nil {
@@ -236,14 +253,16 @@ func (m *Cache) dirAttrsRemote(ctx context.Context, prefix string) (transfer.Obj
 		return a, true, nil // made here meanwhile
 	}
 	m.mu.Lock()
-	if old, ok := m.known.placeholder(prefix); ok && old.asked.Before(now) &&
-		(old.exists != exists || old.a.Generation != a.Generation || old.a.Metageneration != a.Metageneration) {
-		m.noteChangedLocked(strings.TrimSuffix(prefix, "/"))
+	defer m.mu.Unlock()
+	if m.changes[g] == before {
+		if old, ok := m.known.placeholder(prefix); ok && old.asked.Before(now) &&
+			(old.exists != exists || old.a.Generation != a.Generation || old.a.Metageneration != a.Metageneration) {
+			m.noteChangedLocked(strings.TrimSuffix(prefix, "/"))
+		}
+		m.notePlaceholderLocked(prefix, a, exists, now)
 	}
-	m.notePlaceholderLocked(prefix, a, exists, now)
 	if p, ok := m.known.placeholder(prefix); ok && p.asked.After(now) {
 		a, exists = p.a, p.exists // confirmed while the bucket was asked
 	}
-	m.mu.Unlock()
 	return a, exists, nil
 }
