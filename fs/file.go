@@ -357,6 +357,25 @@ func (n *fileNode) writeHandle(ctx context.Context, a transfer.ObjectAttrs, trun
 	return h, nil
 }
 
+// dropWriter takes w, about to be closed, from the node's writers: a
+// getattr of a deleted file asks a writer for the size of the copy it
+// writes on (currentAttrs), and a closed one no longer knows it (it
+// answered the size at the unlink, and the kernel cut its next read of
+// another descriptor there). The last writer of a deleted file leaves
+// its size in the node's attributes.
+func (n *fileNode) dropWriter(w *cache.WriteHandle) {
+	if w == nil {
+		return
+	}
+	size := w.Size()
+	n.mu.Lock()
+	delete(n.writers, w)
+	if n.unlinked && len(n.writers) == 0 {
+		n.attrs.Size = size
+	}
+	n.mu.Unlock()
+}
+
 func (n *fileNode) uncount(mode ioMode, w *cache.WriteHandle) {
 	n.mu.Lock()
 	delete(n.writers, w)
@@ -562,6 +581,7 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	if h.lazy != nil {
 		w = h.lazy.opened()
 	}
+	h.node.dropWriter(w) // before the close: see dropWriter
 	err := h.data.Close()
 	h.node.uncount(h.mode, w)
 	if err != nil {
