@@ -68,7 +68,7 @@ func setattrMeta(in *fuse.SetAttrIn) map[string]string {
 	if len(md) == 0 {
 		return nil
 	}
-	return md
+	return withCtime(md)
 }
 
 // symlinkNode is a symbolic link: an empty object whose metadata holds
@@ -127,6 +127,7 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 	}
 	f.names.Forget(full)
 	a.Metadata = md
+	f.dirTimes.changed(d.prefix())
 	return d.child(ctx, name, names.Entry{Kind: names.File, Attrs: a}, out)
 }
 

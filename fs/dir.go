@@ -293,6 +293,9 @@ func (d *dirNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetA
 		if err := d.setMeta(ctx, prefix, md); err != nil {
 			return f.errno(ctx, "setattr", prefix, err)
 		}
+		if _, ok := in.GetMTime(); ok {
+			f.dirTimes.forget(prefix) // the time set is the directory's (times.go)
+		}
 	}
 	return d.Getattr(ctx, fh, out)
 }
@@ -355,6 +358,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 		f.fillFile(&out.Attr, n.currentAttrs(), ino)
 	}
 	f.names.Forget(full)
+	f.dirTimes.changed(d.prefix())
 	return in, h, 0, 0
 }
 
@@ -390,6 +394,7 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	}
 	f.names.Forget(full)
 	f.names.MadeEmpty(full + "/")
+	f.dirTimes.changed(d.prefix())
 	return d.child(ctx, name, names.Entry{Kind: names.Dir}, out)
 }
 
@@ -420,6 +425,7 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	}
 	f.names.Forget(full)
 	victims.unlinked()
+	f.dirTimes.changed(d.prefix())
 	return 0
 }
 
@@ -452,6 +458,8 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	}
 	f.names.Forget(full)
 	f.names.Forget(full + "/")
+	f.dirTimes.forget(full + "/")
+	f.dirTimes.changed(d.prefix())
 	return 0
 }
 
@@ -461,7 +469,15 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 // everything under it (renameDir). RENAME_EXCHANGE swaps two files
 // (exchange); with a directory it is not supported (EINVAL, docs/design.md).
 func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
-	ctx = uninterrupted(ctx)
+	errno := d.rename(uninterrupted(ctx), name, newParent, newName, flags)
+	if np, ok := newParent.(*dirNode); ok && errno == 0 {
+		d.fsys.dirTimes.forget(d.prefix() + name + "/") // if it was a directory
+		d.fsys.dirTimes.changed(d.prefix(), np.prefix())
+	}
+	return errno
+}
+
+func (d *dirNode) rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	f := d.fsys
 	if f.opts.ReadOnly {
 		return syscall.EROFS

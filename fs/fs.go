@@ -62,7 +62,7 @@ type Options struct {
 // once; nodesMu is a leaf, taken with nothing else held. The lock of the
 // name cache (names.Cache) and the cache's locks are taken with none of
 // these held. prefetcher.mu (prefetch.go) is a leaf too, never held
-// across a call of the cache.
+// across a call of the cache; so is dirClock.mu (times.go).
 
 // FS is the file tree of one mounted bucket.
 type FS struct {
@@ -74,6 +74,7 @@ type FS struct {
 	log      *slog.Logger
 	prefetch *prefetcher
 	start    time.Time
+	dirTimes dirClock // when this mount last added or removed entries of a directory (times.go)
 
 	nodesMu sync.Mutex                        // a leaf (LOCK ORDER above)
 	nodes   map[string]map[*fileNode]struct{} // guarded by nodesMu: object name -> file nodes the kernel has for it
@@ -244,11 +245,11 @@ func (f *FS) fillFile(out *fuse.Attr, a transfer.ObjectAttrs, ino uint64) {
 	out.Nlink = 1
 	out.Uid = metaUint(a.Metadata, uidKey, 10, f.opts.UID)
 	out.Gid = metaUint(a.Metadata, gidKey, 10, f.opts.GID)
-	t := cache.ObjectMtime(a)
+	t, ct := objectTimes(a)
 	if t.IsZero() {
-		t = f.start
+		t, ct = f.start, f.start
 	}
-	out.SetTimes(&t, &t, &t)
+	out.SetTimes(&t, &t, &ct)
 }
 
 // fillDir sets out to the attributes of directory prefix, whose
@@ -266,13 +267,25 @@ func (f *FS) fillDir(out *fuse.Attr, prefix string, ph transfer.ObjectAttrs) {
 	out.Blksize = 4096
 	out.Uid = metaUint(md, uidKey, 10, f.opts.UID)
 	out.Gid = metaUint(md, gidKey, 10, f.opts.GID)
-	t := f.start
+	t, ct := f.start, f.start
 	if ph.Name != "" {
-		if pt := cache.ObjectMtime(ph); !pt.IsZero() {
-			t = pt
+		if pt, pct := objectTimes(ph); !pt.IsZero() {
+			t, ct = pt, pct
 		}
 	}
-	out.SetTimes(&t, &t, &t)
+	if et, ok := f.dirTimes.get(prefix); ok {
+		// Entries added or removed here since (times.go).
+		t = later(t, et)
+		ct = later(ct, et)
+	}
+	out.SetTimes(&t, &t, &ct)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // statfs reports a large, mostly free filesystem: a bucket has no fixed

@@ -122,5 +122,6 @@ func (d *dirNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out
 	}
 	f.names.Forget(full)
 	a.Metadata = md
+	f.dirTimes.changed(d.prefix())
 	return d.child(ctx, name, names.Entry{Kind: names.File, Attrs: a}, out)
 }

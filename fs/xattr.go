@@ -52,7 +52,7 @@ const (
 // ownKeys are the metadata keys xattrReserve is kept for.
 var ownKeys = map[string]bool{
 	modeKey: true, uidKey: true, gidKey: true, typeKey: true, rdevKey: true,
-	cache.MtimeKey: true, cache.AttemptKey: true,
+	cache.MtimeKey: true, cache.AttemptKey: true, ctimeKey: true,
 }
 
 const (
@@ -235,7 +235,7 @@ func setxattr(ctx context.Context, s xattrStore, readOnly bool, attr string, dat
 	if errno := xattrFits(md, key, enc); errno != 0 {
 		return errno
 	}
-	return s.setXattrMeta(ctx, map[string]string{key: enc})
+	return s.setXattrMeta(ctx, withCtime(map[string]string{key: enc}))
 }
 
 // listxattr answers listxattr(2) on s: the user.* names, sorted, each
@@ -281,7 +281,7 @@ func removexattr(ctx context.Context, s xattrStore, readOnly bool, attr string) 
 	if md[key] == "" {
 		return syscall.ENODATA
 	}
-	return s.setXattrMeta(ctx, map[string]string{key: ""})
+	return s.setXattrMeta(ctx, withCtime(map[string]string{key: ""}))
 }
 
 var (

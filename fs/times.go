@@ -1,0 +1,91 @@
+package fs
+
+import (
+	"sync"
+	"time"
+
+	"github.com/bucketfs/bucketfs/cache"
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// Times.
+//
+// A file's modification time is kept in its object's metadata
+// (cache.MtimeKey, the key gcsfuse reads). Its status-change time
+// (ctime) is kept in ctimeKey, which every change of metadata sets
+// (chmod, chown, utimes, setxattr and removexattr: each a metadata change
+// anyway, so the key costs no request of its own). A write moves the
+// modification time, so a file's ctime is the later of the two. Access
+// times are not kept: atime shows the modification time.
+//
+// A directory keeps the same keys in its placeholder object. An entry
+// added or removed through this mount (create, mkdir, mknod, symlink,
+// unlink, rmdir, rename) moves the directory's modification and change
+// times too, as on a local disk, but only in this mount's memory
+// (dirClock): writing the placeholder on every create and unlink would
+// cost a request each. That time lasts until the mount ends or the
+// directory's times are set (utimes: tar and rsync -a set them after
+// filling a directory, and then theirs is the time). docs/design.md,
+// limits, says what differs.
+
+// ctimeKey is the custom metadata key of the time of the last change of
+// a file's or directory's metadata, as cache.MtimeKey's values.
+const ctimeKey = "bucketfs-ctime"
+
+// withCtime adds to md, a change of metadata, the time of the change.
+func withCtime(md map[string]string) map[string]string {
+	md[ctimeKey] = cache.FormatMtime(time.Now())
+	return md
+}
+
+// objectTimes returns the modification and change times of object
+// version a (zero if it has none: the caller picks a default).
+func objectTimes(a transfer.ObjectAttrs) (mtime, ctime time.Time) {
+	mtime = cache.ObjectMtime(a)
+	ctime = mtime
+	if t, ok := cache.ParseMtime(a.Metadata[ctimeKey]); ok && t.After(ctime) {
+		ctime = t
+	}
+	return mtime, ctime
+}
+
+// dirClockMax bounds the directories dirClock remembers; past it, it
+// forgets them all (their times go back to their placeholders').
+const dirClockMax = 1 << 16
+
+// dirClock remembers when entries of a directory were last added or
+// removed through this mount. Its lock is a leaf (fs.go, LOCK ORDER).
+type dirClock struct {
+	mu sync.Mutex
+	at map[string]time.Time // guarded by mu: directory prefix -> time of the last change of its entries
+}
+
+// changed records that the entries of the directories prefixes changed now.
+func (c *dirClock) changed(prefixes ...string) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at == nil || len(c.at) >= dirClockMax {
+		c.at = map[string]time.Time{}
+	}
+	for _, p := range prefixes {
+		c.at[p] = now
+	}
+}
+
+// forget drops what is known of directory prefix: its times were set,
+// or it was removed or renamed.
+func (c *dirClock) forget(prefix string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.at, prefix)
+}
+
+// get returns when the entries of directory prefix last changed through
+// this mount (false if not since its times were set, or not known).
+func (c *dirClock) get(prefix string) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.at[prefix]
+	return t, ok
+}
