@@ -36,6 +36,7 @@ type fileNode struct {
 	replaced  *transfer.ObjectAttrs           // guarded by mu: the bucket's version after a write conflict replaced this one (conflict.go)
 	writers   map[*cache.WriteHandle]struct{} // guarded by mu: handles open for writing
 	lazies    map[*lazyWriter]struct{}        // guarded by mu: lazy handles open for writing, not yet used (lazywrite.go)
+	movedAt   time.Time                       // guarded by mu: when this mount last renamed it (its ctime; times.go)
 }
 
 var (
@@ -58,6 +59,9 @@ func (n *fileNode) setAttrs(a transfer.ObjectAttrs) {
 // the new name that its content will replace.
 func (n *fileNode) renamed(name string, base int64) {
 	n.repoint(func(a *transfer.ObjectAttrs) { a.Name, a.Generation = name, base })
+	n.mu.Lock()
+	n.movedAt = time.Now()
+	n.mu.Unlock()
 }
 
 // movedTo points the node at a: its content, under a new name and
@@ -97,8 +101,14 @@ func (n *fileNode) isUnlinked() bool {
 // fill sets out to the node's attributes a.
 func (n *fileNode) fill(out *fuse.Attr, a transfer.ObjectAttrs) {
 	n.fsys.fillFile(out, a, n.ino)
-	if n.isUnlinked() {
+	n.mu.Lock()
+	unlinked, moved := n.unlinked, n.movedAt
+	n.mu.Unlock()
+	if unlinked {
 		out.Nlink = 0
+	}
+	if moved.After(out.ChangeTime()) {
+		out.SetTimes(nil, nil, &moved) // a rename moves ctime, in memory only (times.go)
 	}
 }
 

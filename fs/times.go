@@ -18,6 +18,10 @@ import (
 // modification time, so a file's ctime is the later of the two. Access
 // times are not kept: atime shows the modification time.
 //
+// A rename moves the renamed file's ctime in memory only, while the
+// kernel holds its node (fileNode.movedAt): the object is copied with
+// its metadata as it is.
+//
 // A directory keeps the same keys in its placeholder object. An entry
 // added or removed through this mount (create, mkdir, mknod, symlink,
 // unlink, rmdir, rename) moves the directory's modification and change

@@ -275,3 +275,49 @@ func TestDirectoryAttributesPersist(t *testing.T) {
 		}
 	}
 }
+
+// TestCtimeMoves: a file's ctime moves with a change of its attributes
+// and with a rename, as on a local disk, though its modification time
+// (from another tool, 2001) stays; the ctime of a change of attributes
+// is kept in the bucket (bucketfs-ctime) and survives a remount.
+func TestCtimeMoves(t *testing.T) {
+	emu := startEmulator(t, nil)
+	old := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, name := range []string{"chmodded", "renamed"} {
+		if err := emu.Fake().CreateObjectStreaming(fakestorage.Object{
+			ObjectAttrs: fakestorage.ObjectAttrs{BucketName: testBucket, Name: name, Metadata: map[string]string{"gcsfuse_mtime": old.Format(time.RFC3339Nano)}},
+			Content:     []byte("content"),
+		}.StreamingObject()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cacheDir := t.TempDir()
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: []string{"--write-back-delay", "0s"}})
+	recent := func(ts syscall.Timespec) bool { return time.Since(time.Unix(ts.Unix())).Abs() < time.Minute }
+	for _, name := range []string{"chmodded", "renamed"} {
+		if st := statOf(t, m.path(name)); recent(st.Ctim) || !time.Unix(st.Mtim.Unix()).Equal(old) {
+			t.Fatalf("%s before: mtime %v ctime %v, want both in 2001", name, time.Unix(st.Mtim.Unix()), time.Unix(st.Ctim.Unix()))
+		}
+	}
+	if err := os.Chmod(m.path("chmodded"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m.path("renamed"), m.path("renamed2")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"chmodded", "renamed2"} {
+		st := statOf(t, m.path(name))
+		if !recent(st.Ctim) || !time.Unix(st.Mtim.Unix()).Equal(old) {
+			t.Errorf("%s after: mtime %v ctime %v, want mtime in 2001, ctime now", name, time.Unix(st.Mtim.Unix()), time.Unix(st.Ctim.Unix()))
+		}
+	}
+	m.unmount(t)
+	if objectMeta(t, "chmodded", emu.Fake())["bucketfs-ctime"] == "" {
+		t.Error("the chmod's ctime did not reach the bucket")
+	}
+	m = mount(t, emu, mountOpts{cacheDir: cacheDir})
+	if st := statOf(t, m.path("chmodded")); !recent(st.Ctim) {
+		t.Errorf("after a remount the chmod's ctime is %v", time.Unix(st.Ctim.Unix()))
+	}
+	m.unmount(t)
+}
