@@ -138,7 +138,9 @@ func (p *prefetcher) listedFiles(prefix string, files []transfer.ObjectAttrs) {
 		// Listed again (ls, a rewind): keep where the reader is. The jobs
 		// queued for the old listing follow the new one, so that an open
 		// out of order still drops them.
-		d.last, d.frontier, d.epoch = old.last, old.frontier, old.epoch
+		// Positions are the old listing's: the new one may be shorter
+		// (files deleted meanwhile), so they are held to it.
+		d.last, d.frontier, d.epoch = min(old.last, len(files)-1), min(old.frontier, len(files)), old.epoch
 		p.lru.Remove(old.elem)
 		for i := range p.queue {
 			if p.queue[i].d == old {

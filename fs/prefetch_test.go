@@ -44,3 +44,36 @@ func TestPrefetchRelistedKeepsCancel(t *testing.T) {
 		t.Errorf("after the order broke, prefetches %v still ran; want none", run)
 	}
 }
+
+// TestPrefetchRelistedShorter: a directory listed again with fewer files
+// than the reader had reached (files deleted by another process) panicked
+// at the next open in order (index out of range in queueAheadLocked: the
+// old listing's frontier was kept), and the open failed with EIO. Found
+// by four processes creating, renaming, deleting and reading files in a
+// few directories.
+func TestPrefetchRelistedShorter(t *testing.T) {
+	p := &prefetcher{o: PrefetchOptions{Files: 8, MaxSize: 1 << 20, Window: 1 << 30, Parallel: 1},
+		dirs: map[string]*pfDir{}, lru: list.New()}
+	p.wake = sync.NewCond(&p.mu)
+	listing := func(n int) []transfer.ObjectAttrs {
+		var files []transfer.ObjectAttrs
+		for i := range n {
+			files = append(files, transfer.ObjectAttrs{Name: fmt.Sprintf("d/f%d", i), Size: 100, Generation: 1})
+		}
+		return files
+	}
+	p.listedFiles("d/", listing(10))
+	p.opened("d/f0")
+	p.opened("d/f1") // the frontier moves to the end of the window
+	p.listedFiles("d/", listing(3))
+	p.opened("d/f2") // in order, in the shorter listing
+	p.listedFiles("d/", listing(1))
+	p.opened("d/f0")
+	p.mu.Lock()
+	for _, d := range p.dirs {
+		if d.frontier > len(d.files) || d.last >= len(d.files) {
+			t.Errorf("after a shorter listing: frontier %d, last %d, %d files", d.frontier, d.last, len(d.files))
+		}
+	}
+	p.mu.Unlock()
+}
