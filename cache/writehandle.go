@@ -55,11 +55,8 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 			return h, err
 		}
 		// The file left the name while the handle was being opened.
-		if trunc && attempt < 3 {
-			// A new file (create, mkdir) or a truncation: nothing of
-			// the old content is wanted, so the open is of the name as
-			// it is now.
-			continue
+		if trunc && a.Generation == 0 && attempt < 3 {
+			continue // a new file (create, mkdir): made at the name as it is now
 		}
 		return nil, fmt.Errorf("%s: %w (renamed or deleted while being opened for writing)", a.Name, ErrStale)
 	}
@@ -70,10 +67,9 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 // and the handle's joining it: a handle that joined then would write
 // into the deletion (bringing the name back) or into an entry out of the
 // index (every write failing). The open happened, as far as anyone can
-// tell, after the rename or deletion it raced with: OpenWrite opens the
-// name again for a truncation (a new file, O_TRUNC), and answers ErrStale
-// for an open that keeps the content (the kernel then looks the name up
-// again).
+// tell, after the rename or deletion it raced with: OpenWrite opens a new
+// file again at the name, and answers ErrStale for an existing one (the
+// kernel then looks the name up again).
 var errLeft = errors.New("the file left its name while being opened")
 
 func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hidden bool) (*WriteHandle, error) {
