@@ -5,7 +5,6 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -49,30 +48,6 @@ func (h *WriteHandle) Fd() int { return int(h.f.Fd()) }
 // (passthrough), so writes bypass WriteAt: the copy counts as changed from
 // the open until Close, which then takes its size from the file.
 func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hidden bool) (*WriteHandle, error) {
-	for attempt := 1; ; attempt++ {
-		h, err := c.openWrite(ctx, a, trunc, hidden)
-		if !errors.Is(err, errLeft) {
-			return h, err
-		}
-		// The file left the name while the handle was being opened.
-		if trunc && a.Generation == 0 && attempt < 3 {
-			continue // a new file (create, mkdir): made at the name as it is now
-		}
-		return nil, fmt.Errorf("%s: %w (renamed or deleted while being opened for writing)", a.Name, ErrStale)
-	}
-}
-
-// errLeft is openWrite's answer when the file it opened left its name
-// (renamed away, renamed over, deleted) between the acquire of its entry
-// and the handle's joining it: a handle that joined then would write
-// into the deletion (bringing the name back) or into an entry out of the
-// index (every write failing). The open happened, as far as anyone can
-// tell, after the rename or deletion it raced with: OpenWrite opens a new
-// file again at the name, and answers ErrStale for an existing one (the
-// kernel then looks the name up again).
-var errLeft = errors.New("the file left its name while being opened")
-
-func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hidden bool) (*WriteHandle, error) {
 	e, err := c.acquire(ctx, a, trunc && a.Generation == 0)
 	if err != nil {
 		return nil, err
@@ -80,9 +55,6 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	if e == nil {
 		return nil, fmt.Errorf("%s: %w (%d bytes, cache max size %d)", a.Name, ErrNoSpace, a.Size, c.opts.MaxSize)
 	}
-	c.mu.Lock()
-	wasDeleted := e.rec.Deleted // a deletion written again (a file made again at the name) is fine
-	c.mu.Unlock()
 	if err := c.checkBeforeWrite(e, trunc); err != nil {
 		c.release(e)
 		return nil, err
@@ -121,12 +93,6 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	}
 	h := &WriteHandle{c: c, e: e, f: f, hidden: hidden}
 	c.mu.Lock()
-	if e.dropped || e.rec.Deleted && !wasDeleted {
-		c.mu.Unlock()
-		f.Close()
-		c.release(e)
-		return nil, errLeft
-	}
 	e.writers++
 	if e.handles == nil {
 		e.handles = map[*WriteHandle]struct{}{}

@@ -37,10 +37,6 @@ type fileNode struct {
 	writers   map[*cache.WriteHandle]struct{} // guarded by mu: handles open for writing
 	lazies    map[*lazyWriter]struct{}        // guarded by mu: lazy handles open for writing, not yet used (lazywrite.go)
 	movedAt   time.Time                       // guarded by mu: when this mount last renamed it (its ctime; times.go)
-	leaving   int                             // guarded by mu: unlinks or renames over its name under way (FS.nameLeaving)
-	settled   chan struct{}                   // guarded by mu: closed when leaving drops to 0 (made by an open waiting for it)
-	opening   int                             // guarded by mu: eager opens for writing under way (openWriteOnce)
-	opened    chan struct{}                   // guarded by mu: closed when opening drops to 0 (made by nameLeaving waiting for it)
 }
 
 var (
@@ -272,94 +268,23 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 	if n.fsys.opts.ReadOnly {
 		return nil, 0, syscall.EROFS
 	}
-	for {
-		if errno := n.waitNameSettled(ctx); errno != 0 {
-			return nil, 0, errno
-		}
-		h, ok, errno := n.openWriteOnce(ctx, trunc)
-		if ok {
-			return h, 0, errno
-		}
-	}
-}
-
-// openWriteOnce is openWrite once the name is settled; ok is false if an
-// unlink or rename over the name began meanwhile (wait, then try again).
-func (n *fileNode) openWriteOnce(ctx context.Context, trunc bool) (h gofs.FileHandle, ok bool, errno syscall.Errno) {
 	a := n.getAttrs()
 	if n.lazyOK(trunc) {
-		// Fetched at the first use (lazywrite.go). Counted among the
-		// node's lazy writers before the check asks the bucket: an unlink
-		// or a rename over the name meanwhile takes its copy
-		// (FS.nameLeaving), and its writes go on there, as on a local
-		// disk, instead of failing with ESTALE.
-		lh := n.openLazy()
-		if lh == nil {
-			return nil, false, 0 // the name began to leave
-		}
 		if errno := n.checkLazy(ctx, a); errno != 0 {
-			lh.Release(ctx)
-			return nil, true, errno
+			return nil, 0, errno
 		}
-		return lh, true, 0
+		return n.openLazy(), 0, 0 // fetched at the first use (lazywrite.go)
 	}
-	// An unlink or a rename over the name waits for this open (so the
-	// handle is the cache's when the name goes, and goes on in its own
-	// copy), or this open waits for it.
-	n.mu.Lock()
-	if n.unlinked || n.leaving > 0 {
-		n.mu.Unlock()
-		return nil, false, 0
-	}
-	n.opening++
-	n.mu.Unlock()
-	wh, err := n.writeHandle(ctx, a, trunc)
-	n.mu.Lock()
-	n.opening--
-	if n.opening == 0 && n.opened != nil {
-		close(n.opened)
-		n.opened = nil
-	}
-	n.mu.Unlock()
+	h, err := n.writeHandle(ctx, a, trunc)
 	if errors.Is(err, cache.ErrStale) {
 		// The copy is fetched whole before the open answers: nothing
 		// was read or written yet.
-		return nil, true, n.staleAtOpen(a.Generation)
+		return nil, 0, n.staleAtOpen(a.Generation)
 	}
 	if err != nil {
-		return nil, true, n.fsys.errno(ctx, "open", n.objName(), err)
+		return nil, 0, n.fsys.errno(ctx, "open", n.objName(), err)
 	}
-	return wh, true, 0
-}
-
-// waitNameSettled waits until no unlink or rename over n's name is under
-// way (FS.nameLeaving) and answers ESTALE if the name is gone. An open
-// that raced with the unlink (or the rename over) of its name comes
-// after it: the content left with the name, and a copy taken by name
-// now would be the deletion's, or the new file's. On ESTALE the kernel
-// looks the name up again (ENOENT, or the file there now).
-func (n *fileNode) waitNameSettled(ctx context.Context) syscall.Errno {
-	for {
-		n.mu.Lock()
-		if n.unlinked {
-			n.mu.Unlock()
-			return syscall.ESTALE
-		}
-		if n.leaving == 0 {
-			n.mu.Unlock()
-			return 0
-		}
-		if n.settled == nil {
-			n.settled = make(chan struct{})
-		}
-		ch := n.settled
-		n.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return syscall.EINTR
-		}
-	}
+	return h, 0, 0
 }
 
 // ptReleaseWait bounds how long a writer waits for the releases of

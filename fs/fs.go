@@ -62,11 +62,7 @@ type Options struct {
 // once; nodesMu is a leaf, taken with nothing else held. The lock of the
 // name cache (names.Cache) and the cache's locks are taken with none of
 // these held. prefetcher.mu (prefetch.go) is a leaf too, never held
-// // across a call of the cache; so is dirClock.mu (times.go). Waits, with
-// no lock held: an unlink or rename over a name waits for the opens for
-// writing of its nodes under way, and opens that begin meanwhile wait for
-// it (FS.nameLeaving, fileNode.waitNameSettled); an open never waits for
-// another open.
+// across a call of the cache; so is dirClock.mu (times.go).
 
 // FS is the file tree of one mounted bucket.
 type FS struct {

@@ -126,41 +126,19 @@ func (l *lazyWriter) Close() error {
 	return nil
 }
 
-// waitOpens waits for the eager opens for writing of n under way: their
-// handles must be the cache's before the name goes (they are orphaned
-// then, and write on in their own copy).
-func (n *fileNode) waitOpens() {
-	for {
-		n.mu.Lock()
-		if n.opening == 0 {
-			n.mu.Unlock()
-			return
-		}
-		if n.opened == nil {
-			n.opened = make(chan struct{})
-		}
-		ch := n.opened
-		n.mu.Unlock()
-		<-ch
-	}
-}
-
 // openLazy opens n for writing through the daemon, its copy fetched at
 // the first use (lazyWriter).
-// It fails (nil) if the name is deleted or replaced, or is being
-// (FS.nameLeaving).
 func (n *fileNode) openLazy() *fileHandle {
+	n.mu.Lock()
+	n.cacheOpen++
+	n.mu.Unlock()
 	l := &lazyWriter{node: n}
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.unlinked || n.leaving > 0 {
-		return nil
-	}
-	n.cacheOpen++
 	if n.lazies == nil {
 		n.lazies = map[*lazyWriter]struct{}{}
 	}
 	n.lazies[l] = struct{}{}
+	n.mu.Unlock()
 	return &fileHandle{node: n, data: l, lazy: l, mode: ioCached}
 }
 
@@ -171,39 +149,16 @@ func (l *lazyWriter) forget() {
 	l.node.mu.Unlock()
 }
 
-// nameLeaving is called before name is deleted or replaced (unlink,
-// rename over it); done is called when that is over, done or failed.
-// Until then, new opens for writing of the nodes of name wait, then
-// answer as after the unlink (fileNode.waitNameSettled), and their lazy
-// writers are opened now: a descriptor open for
-// writing goes on writing into its own copy of the file, as an eager one
-// does, and that copy must be taken while the name still has the
-// content. A failure (the version gone, no room) is logged: that
-// handle's first write fails then (lazyWriter.get). A lazy open counts
-// itself among its node's lazy writers under the node's lock, and only
-// if leaving is 0 (openLazy): either it is opened here or it waits.
-func (f *FS) nameLeaving(ctx context.Context, name string) (done func()) {
-	ns := f.nodesNamed(name)
-	for _, n := range ns {
-		n.mu.Lock()
-		n.leaving++
-		n.mu.Unlock()
-	}
-	for _, n := range ns {
-		n.waitOpens()
+// openLazyWriters opens the lazy writers of the nodes of name before the
+// name is deleted or replaced: a descriptor open for writing goes on
+// writing into its own copy of the file, as an eager one does, and that
+// copy must be taken while the name still has the content. A failure
+// (the version gone, no room) is logged: that handle's first write
+// fails then (lazyWriter.get).
+func (f *FS) openLazyWriters(ctx context.Context, name string) {
+	for _, n := range f.nodesNamed(name) {
 		if err := n.openLazies(ctx, false); err != nil {
 			f.log.Warn("taking the copy of a file open for writing before its name goes failed; writes through that descriptor will fail", "object", name, "err", err)
-		}
-	}
-	return func() {
-		for _, n := range ns {
-			n.mu.Lock()
-			n.leaving--
-			if n.leaving == 0 && n.settled != nil {
-				close(n.settled)
-				n.settled = nil
-			}
-			n.mu.Unlock()
 		}
 	}
 }
