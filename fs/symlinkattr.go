@@ -3,6 +3,8 @@ package fs
 import (
 	"context"
 	"maps"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/bucketfs/bucketfs/fs/names"
@@ -73,7 +75,20 @@ func (s *symlinkNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.
 		}
 		// The link's name now: go-fuse's tree follows renames, the
 		// node's name does not.
-		name := s.Path(nil)
+		name, ok := treePath(&s.Inode)
+		if !ok {
+			// Deleted while the kernel held it (a lutimes racing an
+			// unlink): as on a local disk, the change is made, to a
+			// link nobody can reach any more; nothing is kept.
+			s.mu.Lock()
+			s.a.Metadata = maps.Clone(s.a.Metadata)
+			if s.a.Metadata == nil {
+				s.a.Metadata = map[string]string{}
+			}
+			maps.Copy(s.a.Metadata, md)
+			s.mu.Unlock()
+			return s.Getattr(ctx, fh, out)
+		}
 		c, err := f.names.Resolve(ctx, name, f.warnOnce)
 		if err != nil {
 			return f.errno(ctx, "setattr", name, err)
@@ -95,4 +110,22 @@ func (s *symlinkNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.
 		s.mu.Unlock()
 	}
 	return s.Getattr(ctx, fh, out)
+}
+
+// treePath is in's path in go-fuse's tree from the root; false if in, or
+// a directory above it, is no longer in the tree (deleted while the
+// kernel held it). Inode.Path would then give a path from the highest
+// node still attached, which names another object.
+func treePath(in *gofs.Inode) (string, bool) {
+	var segs []string
+	for p := in; !p.IsRoot(); {
+		name, parent := p.Parent()
+		if parent == nil {
+			return "", false
+		}
+		segs = append(segs, name)
+		p = parent
+	}
+	slices.Reverse(segs)
+	return strings.Join(segs, "/"), true
 }
