@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"maps"
 	"strconv"
 	"sync"
 	"syscall"
@@ -49,11 +50,12 @@ func metaUint(md map[string]string, key string, base int, def uint32) uint32 {
 	return def
 }
 
-// setattrMeta turns the mode, owner and time changes of a setattr into
-// metadata changes (none: nil).
-func setattrMeta(in *fuse.SetAttrIn) map[string]string {
+// setattrMeta turns the mode (unless withMode is false: a symbolic
+// link's is always 0777), owner and time changes of a setattr into
+// metadata changes, with the time of the change (none: nil).
+func setattrMeta(in *fuse.SetAttrIn, withMode bool) map[string]string {
 	md := map[string]string{}
-	if m, ok := in.GetMode(); ok {
+	if m, ok := in.GetMode(); ok && withMode {
 		md[modeKey] = strconv.FormatUint(uint64(m&0o7777), 8)
 	}
 	if u, ok := in.GetUID(); ok {
@@ -69,6 +71,16 @@ func setattrMeta(in *fuse.SetAttrIn) map[string]string {
 		return nil
 	}
 	return withCtime(md)
+}
+
+// withMeta returns metadata md with changes applied, leaving md as it was.
+func withMeta(md, changes map[string]string) map[string]string {
+	out := maps.Clone(md)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, changes)
+	return out
 }
 
 // symlinkNode is a symbolic link: an empty object whose metadata holds

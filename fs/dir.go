@@ -289,7 +289,7 @@ func (d *dirNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetA
 		return syscall.EROFS
 	}
 	prefix := d.prefix()
-	if md := setattrMeta(in); md != nil && prefix != "" {
+	if md := setattrMeta(in, true); md != nil && prefix != "" {
 		if err := d.setMeta(ctx, prefix, md); err != nil {
 			return f.errno(ctx, "setattr", prefix, err)
 		}

@@ -417,7 +417,7 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 			return n.fsys.errno(ctx, "truncate", n.objName(), err)
 		}
 	}
-	if md := setattrMeta(in); md != nil {
+	if md := setattrMeta(in, true); md != nil {
 		if n.fsys.opts.ReadOnly {
 			return syscall.EROFS
 		}

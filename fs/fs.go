@@ -281,13 +281,6 @@ func (f *FS) fillDir(out *fuse.Attr, prefix string, ph transfer.ObjectAttrs) {
 	out.SetTimes(&t, &t, &ct)
 }
 
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
 // statfs reports a large, mostly free filesystem: a bucket has no fixed
 // capacity.
 func statfs(out *fuse.StatfsOut) {

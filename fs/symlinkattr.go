@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"strings"
 	"syscall"
@@ -67,9 +66,7 @@ func (s *symlinkNode) sameLink(a transfer.ObjectAttrs) bool {
 func (s *symlinkNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	ctx = uninterrupted(ctx)
 	f := s.fsys
-	md := setattrMeta(in)
-	delete(md, modeKey)
-	if len(md) > 0 {
+	if md := setattrMeta(in, false); md != nil {
 		if f.opts.ReadOnly {
 			return syscall.EROFS
 		}
@@ -81,11 +78,7 @@ func (s *symlinkNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.
 			// unlink): as on a local disk, the change is made, to a
 			// link nobody can reach any more; nothing is kept.
 			s.mu.Lock()
-			s.a.Metadata = maps.Clone(s.a.Metadata)
-			if s.a.Metadata == nil {
-				s.a.Metadata = map[string]string{}
-			}
-			maps.Copy(s.a.Metadata, md)
+			s.a.Metadata = withMeta(s.a.Metadata, md)
 			s.mu.Unlock()
 			return s.Getattr(ctx, fh, out)
 		}
@@ -100,11 +93,7 @@ func (s *symlinkNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.
 			return f.errno(ctx, "setattr", name, err)
 		}
 		a := c.Attrs
-		a.Metadata = maps.Clone(a.Metadata)
-		if a.Metadata == nil {
-			a.Metadata = map[string]string{}
-		}
-		maps.Copy(a.Metadata, md)
+		a.Metadata = withMeta(a.Metadata, md)
 		s.mu.Lock()
 		s.a = a
 		s.mu.Unlock()

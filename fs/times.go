@@ -93,3 +93,11 @@ func (c *dirClock) get(prefix string) (time.Time, bool) {
 	t, ok := c.at[prefix]
 	return t, ok
 }
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

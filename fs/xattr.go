@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"encoding/base64"
-	"maps"
 	"sort"
 	"strings"
 	"syscall"
@@ -321,12 +320,7 @@ func (n *fileNode) setXattrMeta(ctx context.Context, md map[string]string) sysca
 	// The node's own attributes follow too, for when the cache no longer
 	// has the copy to tell (currentAttrs).
 	n.mu.Lock()
-	m := maps.Clone(n.attrs.Metadata)
-	if m == nil {
-		m = map[string]string{}
-	}
-	maps.Copy(m, md)
-	n.attrs.Metadata = m
+	n.attrs.Metadata = withMeta(n.attrs.Metadata, md)
 	n.mu.Unlock()
 	return 0
 }
