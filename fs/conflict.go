@@ -3,6 +3,7 @@ package fs
 import (
 	"syscall"
 
+	"github.com/bucketfs/bucketfs/internal/testhook"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -36,6 +37,7 @@ func (f *FS) conflicted(name string, remote transfer.ObjectAttrs, gone, settled 
 		if !n.isSuperseded() {
 			continue
 		}
+		testhook.Pause("fs.conflict-notify") // tests widen the window here
 		// Errors are ignored: the kernel may not hold them any more
 		// (ENOENT), and a stat or open of the node answers ESTALE anyway.
 		n.NotifyContent(0, 0) // attributes and every page
@@ -83,8 +85,16 @@ func (n *fileNode) staleByPath() bool {
 }
 
 // staleErrno is the answer of staleByPath's stat or open: the name is
-// looked up again.
+// looked up again. The kernel tries a path once more after an ESTALE,
+// not twice, so that lookup must find the bucket's newest version: the
+// version the conflict found (which the name cache holds, in the
+// directory's listing) may itself be replaced already, and its node
+// would answer ESTALE once more, to the application this time. So the
+// name is asked of the bucket again (names.Stale): one metadata request
+// per superseded node the kernel still used.
 func (n *fileNode) staleErrno() syscall.Errno {
-	n.fsys.log.Debug("a file's node was superseded by a write conflict; the kernel looks the name up again", "object", n.objName())
+	name := n.objName()
+	n.fsys.names.Stale(name)
+	n.fsys.log.Debug("a file's node was superseded by a write conflict; the kernel looks the name up again", "object", name)
 	return syscall.ESTALE
 }

@@ -46,7 +46,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binPath = filepath.Join(dir, "bucketfs")
-	args := []string{"build", "-o", binPath}
+	// The test hooks (internal/testhook) are in: BUCKETFS_TEST_PAUSE
+	// widens race windows for the tests that ask for it.
+	args := []string{"build", "-tags", "bucketfs_testhooks", "-o", binPath}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
