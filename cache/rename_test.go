@@ -305,3 +305,80 @@ func TestRenamePendingCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestRenameDirWhileAnUploadWaitsForASlot: a file's metadata change is
+// due and taken for upload, but waits for a free upload slot; meanwhile
+// its directory is renamed, which makes the old name a deletion whose
+// version the new name's pending copy reads. When the slot frees, the
+// deletion must wait for that copy: sent first, it destroyed the copy's
+// source, and the renamed file was lost (found by the model tester:
+// chown, then a rename of the directory, on a fresh mount).
+func TestRenameDirWhileAnUploadWaitsForASlot(t *testing.T) {
+	e := newEnv(t)
+	data := pattern(3000, 7)
+	e.put("d/f", data)
+	other := e.put("x", []byte("other"))
+	log := watchCopiesAndDeletes(e)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if r.Method == http.MethodPost && strings.Contains(r.URL.RawQuery, "name=x") {
+			once.Do(func() { close(arrived) })
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		return 0, false
+	})
+	o := e.opts(64 << 20)
+	o.UploadParallelism = 1
+	c, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	// The only upload slot: held at the server.
+	e.write(c, other, false, 0, []byte("OTHER"))
+	select {
+	case <-arrived:
+	case <-e.ctx.Done():
+		t.Fatal("the upload of x did not arrive")
+	}
+	// d/f's change is due and taken, and waits for the slot.
+	fa, err := e.b.Stat(e.ctx, "d/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetMeta(e.ctx, fa, map[string]string{"bucketfs-uid": "4321"}); err != nil {
+		t.Fatal(err)
+	}
+	for taken := false; !taken; {
+		c.mu.Lock()
+		taken = c.inFlight["d/f"]
+		c.mu.Unlock()
+		if e.ctx.Err() != nil {
+			t.Fatal("the change of d/f was never taken for upload")
+		}
+		time.Sleep(time.Millisecond) // polling the uploader's state, bounded by e.ctx
+	}
+	if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	e.flush(c)
+	copied, deleted := log.index("copy e/f"), log.index("delete d/f")
+	if copied < 0 || deleted < 0 || deleted < copied {
+		t.Errorf("copied e/f at %d, deleted d/f at %d in %q; want the copy first", copied, deleted, log.list())
+	}
+	a, err := e.b.Stat(e.ctx, "e/f")
+	if err != nil {
+		t.Fatalf("e/f after the flush: %v (the renamed file is lost)", err)
+	}
+	if !bytes.Equal(e.object("e/f"), data) || a.Metadata["bucketfs-uid"] != "4321" {
+		t.Errorf("e/f holds %d bytes with metadata %v, want the old content with uid 4321", a.Size, a.Metadata)
+	}
+	if _, err := e.b.Stat(e.ctx, "d/f"); !errors.Is(err, transfer.ErrNotExist) {
+		t.Errorf("d/f after the flush: %v, want gone", err)
+	}
+}

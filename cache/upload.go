@@ -77,6 +77,16 @@ func (c *Cache) takeUpload(name string) (uploadJob, bool) {
 		c.notifyLocked()
 		return uploadJob{}, false
 	}
+	if c.mustWaitLocked(e, name) {
+		// takeDue took it, then the upload waited for a slot, and the
+		// entry changed meanwhile: a directory rename made it a
+		// deletion whose version a pending copy reads, say. Sent now,
+		// it would destroy that copy's source. Back to the queue.
+		e.uploading = false
+		c.scheduleLocked(name, 0)
+		c.notifyLocked()
+		return uploadJob{}, false
+	}
 	u := uploadJob{e: e, name: name, version: e.version, inflight: e.inflight}
 	u.base, u.size, u.id = e.rec.Generation, e.rec.Size, e.rec.ID
 	u.deleted, u.metaOnly, u.meta = e.rec.Deleted, e.rec.MetaOnly, e.rec.Meta

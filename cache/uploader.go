@@ -94,6 +94,31 @@ func (c *Cache) startUploader() {
 	}()
 }
 
+// mustWaitLocked reports whether e's change (of name) must not be sent
+// now, however due: takeDue leaves it queued, and takeUpload, which runs
+// later (once the upload has a slot), puts it back. The end of what it
+// waits for queues the name again (or wakes the uploader).
+func (c *Cache) mustWaitLocked(e *entry, name string) bool {
+	switch {
+	case c.quiet.covers(name):
+		// A directory rename is listing and planning: it goes on when
+		// the rename is made.
+		return true
+	case c.heldLocked(e):
+		// A pending copy of this name's bucket version is not made yet:
+		// changing the name would destroy its source. Its end queues
+		// the name again.
+		return true
+	case e.rec.Deleted && strings.HasSuffix(name, "/") && c.changedUnderLocked(name):
+		// A directory's placeholder goes after the changes under it (the
+		// deletions of its files, above all): while objects under it are
+		// in the bucket, the directory would show again through them
+		// once the placeholder is gone.
+		return true
+	}
+	return false
+}
+
 // takeDue takes the uploads that are due off the queue and marks them
 // running; it returns when the next one is due.
 func (c *Cache) takeDue() (due []string, next time.Time) {
@@ -112,18 +137,7 @@ func (c *Cache) takeDue() (due []string, next time.Time) {
 			// entry's, or one of an entry a rename replaced): wait for
 			// it to end, so that the bucket sees the name's changes in
 			// order.
-		case c.quiet.covers(name):
-			// A directory rename is listing and planning: it goes on
-			// when the rename is made.
-		case c.heldLocked(e):
-			// A pending copy of this name's bucket version is not made
-			// yet: changing the name would destroy its source. Its end
-			// queues the name again.
-		case e.rec.Deleted && strings.HasSuffix(name, "/") && c.changedUnderLocked(name):
-			// A directory's placeholder goes after the changes under it
-			// (the deletions of its files, above all): while objects
-			// under it are in the bucket, the directory would show
-			// again through them once the placeholder is gone.
+		case c.mustWaitLocked(e, name):
 		case !at.After(now):
 			delete(c.queue, name)
 			e.uploading = true
