@@ -830,3 +830,83 @@ func TestPlaceholderDeletedAfterTheFilesUnderIt(t *testing.T) {
 		t.Errorf("deletions in the order %q, want the placeholder d/ last", deletes)
 	}
 }
+
+// setBeforeJoin runs f (once) when an open for writing of name is
+// between the acquire of its entry and the handle's joining it.
+func setBeforeJoin(t *testing.T, name string, f func()) {
+	var once sync.Once
+	testBeforeJoin = func(n string) {
+		if n == name {
+			once.Do(f)
+		}
+	}
+	t.Cleanup(func() { testBeforeJoin = nil })
+}
+
+// TestCreateWhileDeletionSettles: a file is made again at a deleted name
+// while the deletion reaches the bucket. The deletion's end must not
+// drop the entry the create is opening: the handle joined a dropped
+// entry, and every write failed ('replaced in the cache while open for
+// writing'; found by several processes creating and deleting the same
+// names).
+func TestCreateWhileDeletionSettles(t *testing.T) {
+	e := newEnv(t)
+	a := e.put("f", []byte("old"))
+	c := e.openWB(0)
+	if err := c.Remove(e.ctx, "f", a.Generation); err != nil {
+		t.Fatal(err)
+	}
+	setBeforeJoin(t, "f", func() {
+		// The deletion reaches the bucket and settles now.
+		for {
+			c.mu.Lock()
+			en := c.entries["f"]
+			settled := en == nil || !en.rec.Dirty
+			c.mu.Unlock()
+			if settled {
+				return
+			}
+			if e.ctx.Err() != nil {
+				t.Error("the deletion never settled")
+				return
+			}
+			time.Sleep(time.Millisecond) // polling the uploader, bounded by e.ctx
+		}
+	})
+	e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, []byte("new"))
+	e.flush(c)
+	if got := e.object("f"); string(got) != "new" {
+		t.Errorf("f = %q, want the new file", got)
+	}
+}
+
+// TestOpenWriteWhileRemoved: an existing file is deleted while it is
+// being opened for writing. The open counts as made after the deletion
+// (ErrStale, with ErrLeftName): joining the deletion, its first write
+// brought the name back.
+func TestOpenWriteWhileRemoved(t *testing.T) {
+	e := newEnv(t)
+	a := e.put("f", []byte("old"))
+	c := e.openWB(time.Hour)
+	setBeforeJoin(t, "f", func() {
+		if err := c.Remove(e.ctx, "f", a.Generation); err != nil {
+			t.Error(err)
+		}
+	})
+	w, err := c.OpenWrite(e.ctx, a, false, false)
+	if err == nil {
+		w.WriteAt([]byte("X"), 0)
+		w.Close()
+		t.Fatal("OpenWrite of a file deleted meanwhile succeeded")
+	}
+	if !errors.Is(err, ErrStale) || !errors.Is(err, ErrLeftName) {
+		t.Errorf("OpenWrite: %v, want ErrStale and ErrLeftName", err)
+	}
+	if _, ok := c.Local("f"); ok {
+		t.Error("the deleted name shows a local file")
+	}
+	e.flush(c)
+	if _, err := e.b.Stat(e.ctx, "f"); !errors.Is(err, transfer.ErrNotExist) {
+		t.Errorf("f after the flush: %v, want deleted", err)
+	}
+}

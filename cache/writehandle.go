@@ -5,6 +5,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -47,13 +48,53 @@ func (h *WriteHandle) Fd() int { return int(h.f.Fd()) }
 // With hidden set, the caller hands the descriptor to the kernel
 // (passthrough), so writes bypass WriteAt: the copy counts as changed from
 // the open until Close, which then takes its size from the file.
+//
+// The open takes a while (the copy may be fetched first), and the file
+// may leave its name meanwhile: deleted, renamed, or renamed over. The
+// handle then does not join it (it would write into the deletion, and
+// bring the name back, or into an entry no longer indexed, and every
+// write would fail): the open counts as made after that change. A new
+// file (trunc, generation 0: a create) is opened again at the name as it
+// is now; an existing one answers ErrStale, on which the caller looks
+// the name up again.
 func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hidden bool) (*WriteHandle, error) {
+	for attempt := 1; ; attempt++ {
+		h, err := c.openWrite(ctx, a, trunc, hidden)
+		if !errors.Is(err, ErrLeftName) {
+			return h, err
+		}
+		if !(trunc && a.Generation == 0) || attempt == 3 {
+			return nil, fmt.Errorf("%s: %w: %w", a.Name, ErrStale, ErrLeftName)
+		}
+	}
+}
+
+// ErrLeftName means the file an open for writing looked up left its
+// name (deleted, renamed, or renamed over) before the open was made. It
+// comes with ErrStale (errors.Is finds both).
+var ErrLeftName = errors.New("the file was deleted or renamed while it was being opened for writing")
+
+// testBeforeJoin, set by tests only, runs in openWrite between the
+// acquire of the entry and the handle's joining it, with no lock held.
+var testBeforeJoin func(name string)
+
+func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hidden bool) (*WriteHandle, error) {
 	e, err := c.acquire(ctx, a, trunc && a.Generation == 0)
 	if err != nil {
 		return nil, err
 	}
 	if e == nil {
 		return nil, fmt.Errorf("%s: %w (%d bytes, cache max size %d)", a.Name, ErrNoSpace, a.Size, c.opts.MaxSize)
+	}
+	c.mu.Lock()
+	left := e.left
+	// A deleted name is opened again only by a create: the file an open
+	// of an existing one looked up is gone.
+	gone := e.dropped || e.rec.Deleted && !(trunc && a.Generation == 0)
+	c.mu.Unlock()
+	if gone {
+		c.release(e)
+		return nil, ErrLeftName
 	}
 	if err := c.checkBeforeWrite(e, trunc); err != nil {
 		c.release(e)
@@ -91,8 +132,17 @@ func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 			c.log.Warn("setting a cache file's modification time failed", "object", a.Name, "err", err)
 		}
 	}
+	if testBeforeJoin != nil {
+		testBeforeJoin(a.Name)
+	}
 	h := &WriteHandle{c: c, e: e, f: f, hidden: hidden}
 	c.mu.Lock()
+	if e.left != left || e.dropped {
+		c.mu.Unlock()
+		f.Close()
+		c.release(e)
+		return nil, ErrLeftName
+	}
 	e.writers++
 	if e.handles == nil {
 		e.handles = map[*WriteHandle]struct{}{}
@@ -367,6 +417,7 @@ func (c *Cache) orphanLocked(e *entry) {
 		delete(e.handles, h)
 	}
 	e.version++
+	e.left++
 }
 
 // moveHandlesLocked moves every write handle open on e, but skip, to ne:
@@ -391,6 +442,7 @@ func (c *Cache) moveHandlesLocked(e, ne *entry, skip *WriteHandle) {
 		h.e = ne
 	}
 	e.version++
+	e.left++
 	ne.version++
 }
 

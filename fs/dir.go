@@ -418,7 +418,7 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	case names.Dir:
 		return syscall.EISDIR
 	}
-	f.openLazyWriters(ctx, full) // their content goes with the name (lazywrite.go)
+	defer f.nameLeaving(ctx, full)() // their content goes with the name (lazywrite.go)
 	victims := f.fileNodes(full)
 	if err := f.cache.Remove(ctx, full, c.Attrs.Generation); err != nil {
 		return f.errno(ctx, "unlink", full, err)
@@ -518,8 +518,8 @@ func (d *dirNode) rename(ctx context.Context, name string, newParent gofs.InodeE
 	case dst.Kind == names.File && flags&renameNoReplace != 0:
 		return syscall.EEXIST
 	}
-	f.openLazyWriters(ctx, to) // their content goes with the name (lazywrite.go)
-	victims := f.fileNodes(to) // the file replaced, if the kernel knows it
+	defer f.nameLeaving(ctx, to)() // their content goes with the name (lazywrite.go)
+	victims := f.fileNodes(to)     // the file replaced, if the kernel knows it
 	moving := f.nodesNamed(from)
 	if err := f.cache.Rename(ctx, src.Attrs, to, dst.Attrs.Generation); err != nil {
 		return f.errno(ctx, "rename", from, err)

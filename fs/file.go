@@ -37,6 +37,7 @@ type fileNode struct {
 	writers   map[*cache.WriteHandle]struct{} // guarded by mu: handles open for writing
 	lazies    map[*lazyWriter]struct{}        // guarded by mu: lazy handles open for writing, not yet used (lazywrite.go)
 	movedAt   time.Time                       // guarded by mu: when this mount last renamed it (its ctime; times.go)
+	leaving   int                             // guarded by mu: unlinks and renames over its name under way (FS.nameLeaving)
 }
 
 var (
@@ -246,6 +247,16 @@ func (n *fileNode) staleAtOpen(gen int64) syscall.Errno {
 	return syscall.ESTALE
 }
 
+// leftErrno answers an open for writing of a file deleted or renamed
+// (over) while the open was being made: ESTALE, on which the kernel looks
+// the name up again, past its caches. As far as anyone can tell, the
+// open came after the unlink or rename: it finds what the name holds
+// now (nothing, another file, or, with O_CREAT, a new one).
+func (n *fileNode) leftErrno() syscall.Errno {
+	n.fsys.log.Debug("a file was deleted or renamed while being opened for writing; the kernel looks the name up again", "object", n.objName())
+	return syscall.ESTALE
+}
+
 // passthroughLocked decides the io mode of a new handle and counts it.
 // The kernel keeps an inode in one io mode at a time: once a handle is
 // open with passthrough, every other open must be passthrough too, and
@@ -273,9 +284,20 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 		if errno := n.checkLazy(ctx, a); errno != 0 {
 			return nil, 0, errno
 		}
-		return n.openLazy(), 0, 0 // fetched at the first use (lazywrite.go)
+		if h := n.openLazy(); h != nil {
+			return h, 0, 0 // fetched at the first use (lazywrite.go)
+		}
+		// The name is leaving (an unlink or a rename over it runs, or
+		// ran): opened at once, the handle takes its copy with the
+		// file, or finds it gone.
+	}
+	if n.isUnlinked() {
+		return nil, 0, n.leftErrno()
 	}
 	h, err := n.writeHandle(ctx, a, trunc)
+	if errors.Is(err, cache.ErrLeftName) {
+		return nil, 0, n.leftErrno()
+	}
 	if errors.Is(err, cache.ErrStale) {
 		// The copy is fetched whole before the open answers: nothing
 		// was read or written yet.

@@ -63,20 +63,31 @@ func (l *lazyWriter) get(ctx context.Context, trunc bool) (*cache.WriteHandle, e
 		return l.w, nil
 	}
 	n := l.node
-	n.mu.Lock()
-	a, unlinked := n.attrs, n.unlinked
-	n.mu.Unlock()
-	if unlinked {
-		// Its content went with its name, and no copy was taken at the
-		// open: nothing is written (an eager handle would write on into
-		// its own copy, which nobody sees).
-		n.fsys.log.Warn("a file opened for writing was deleted (or replaced) before its first write through that descriptor; the write fails", "object", a.Name)
-		return nil, syscall.ESTALE
+	var a transfer.ObjectAttrs
+	var w *cache.WriteHandle
+	var err error
+	for try := 1; ; try++ {
+		n.mu.Lock()
+		var unlinked bool
+		a, unlinked = n.attrs, n.unlinked
+		n.mu.Unlock()
+		if unlinked {
+			// Its content went with its name, and no copy was taken at the
+			// open: nothing is written (an eager handle would write on into
+			// its own copy, which nobody sees).
+			n.fsys.log.Warn("a file opened for writing was deleted (or replaced) before its first write through that descriptor; the write fails", "object", a.Name)
+			return nil, syscall.ESTALE
+		}
+		// The node's attributes now: a rename since the open moved the
+		// content (and the node) to another name.
+		w, err = n.fsys.cache.OpenWrite(ctx, a, trunc, false)
+		if !errors.Is(err, cache.ErrLeftName) || try == 3 {
+			break
+		}
+		// The file left that name while the copy was taken (a rename of
+		// its directory, say): the node follows it, or was unlinked.
 	}
-	// The node's attributes now: a rename since the open moved the
-	// content (and the node) to another name.
-	w, err := n.fsys.cache.OpenWrite(ctx, a, trunc, false)
-	if errors.Is(err, cache.ErrStale) {
+	if errors.Is(err, cache.ErrStale) && !errors.Is(err, cache.ErrLeftName) {
 		n.fsys.names.Stale(n.objName()) // the next lookup finds the bucket's version
 		live, ok, serr := n.rebase(ctx, a)
 		switch {
@@ -127,13 +138,18 @@ func (l *lazyWriter) Close() error {
 }
 
 // openLazy opens n for writing through the daemon, its copy fetched at
-// the first use (lazyWriter).
+// the first use (lazyWriter). It opens nothing (nil) while n's name is
+// leaving (FS.nameLeaving) or gone: an unlink or rename over the name
+// opens the lazy writers it finds before the file goes, and a lazy
+// writer counted after that would have no copy to write into.
 func (n *fileNode) openLazy() *fileHandle {
-	n.mu.Lock()
-	n.cacheOpen++
-	n.mu.Unlock()
 	l := &lazyWriter{node: n}
 	n.mu.Lock()
+	if n.leaving > 0 || n.unlinked {
+		n.mu.Unlock()
+		return nil
+	}
+	n.cacheOpen++
 	if n.lazies == nil {
 		n.lazies = map[*lazyWriter]struct{}{}
 	}
@@ -149,16 +165,32 @@ func (l *lazyWriter) forget() {
 	l.node.mu.Unlock()
 }
 
-// openLazyWriters opens the lazy writers of the nodes of name before the
-// name is deleted or replaced: a descriptor open for writing goes on
-// writing into its own copy of the file, as an eager one does, and that
-// copy must be taken while the name still has the content. A failure
-// (the version gone, no room) is logged: that handle's first write
-// fails then (lazyWriter.get).
-func (f *FS) openLazyWriters(ctx context.Context, name string) {
-	for _, n := range f.nodesNamed(name) {
+// nameLeaving is called before name is deleted or replaced (unlink,
+// rename over it); the function it returns, once that is over (made or
+// failed). It opens the lazy writers of the nodes of name: a descriptor
+// open for writing goes on writing into its own copy of the file, as an
+// eager one does, and that copy must be taken while the name still has
+// the content. A failure (the version gone, no room) is logged: that
+// handle's first write fails then (lazyWriter.get). Until it is over, an
+// open for writing of those nodes is not lazy (openLazy): it takes its
+// copy at once, before the name goes, or finds the file gone (ESTALE).
+func (f *FS) nameLeaving(ctx context.Context, name string) (done func()) {
+	ns := f.nodesNamed(name)
+	for _, n := range ns {
+		n.mu.Lock()
+		n.leaving++
+		n.mu.Unlock()
+	}
+	for _, n := range ns {
 		if err := n.openLazies(ctx, false); err != nil {
 			f.log.Warn("taking the copy of a file open for writing before its name goes failed; writes through that descriptor will fail", "object", name, "err", err)
+		}
+	}
+	return func() {
+		for _, n := range ns {
+			n.mu.Lock()
+			n.leaving--
+			n.mu.Unlock()
 		}
 	}
 }
