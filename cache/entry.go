@@ -63,7 +63,7 @@ type entryWriteBack struct {
 	uploadSeq    uint64                    // uploads started
 	uploadedSeq  uint64                    // the last upload started that succeeded
 	uploadedHere bool                      // rec.Generation was written by this cache's upload
-	left         uint64                    // bumped whenever the content leaves the name (orphanLocked, moveHandlesLocked, dropLocked): an open for writing under way sees it (OpenWrite)
+	left         uint64                    // bumped whenever the content leaves the name (orphanLocked, moveHandlesLocked): an open for writing under way sees it, as it sees dropped (OpenWrite)
 }
 
 // entryHolds are the holds an entry's pending copy keeps on its source

@@ -55,7 +55,6 @@ func (c *Cache) dropLocked(e *entry) []*entry {
 		return nil
 	}
 	e.dropped = true
-	e.left++
 	c.notePrefetchWasteLocked(e)
 	if c.entries[e.name] == e {
 		delete(c.entries, e.name)

@@ -353,15 +353,11 @@ func TestRenameDirWhileAnUploadWaitsForASlot(t *testing.T) {
 	if err := c.SetMeta(e.ctx, fa, map[string]string{"bucketfs-uid": "4321"}); err != nil {
 		t.Fatal(err)
 	}
-	for taken := false; !taken; {
+	waitFor(t, e.ctx, func() bool {
 		c.mu.Lock()
-		taken = c.inFlight["d/f"]
-		c.mu.Unlock()
-		if e.ctx.Err() != nil {
-			t.Fatal("the change of d/f was never taken for upload")
-		}
-		time.Sleep(time.Millisecond) // polling the uploader's state, bounded by e.ctx
-	}
+		defer c.mu.Unlock()
+		return c.inFlight["d/f"]
+	}, "the change of d/f to be taken for upload")
 	if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
 		t.Fatal(err)
 	}

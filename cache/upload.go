@@ -83,8 +83,7 @@ func (c *Cache) takeUpload(name string) (uploadJob, bool) {
 		// deletion whose version a pending copy reads, say. Sent now,
 		// it would destroy that copy's source. Back to the queue.
 		e.uploading = false
-		c.scheduleLocked(name, 0)
-		c.notifyLocked()
+		c.scheduleLocked(name, 0) // wakes the waiters too
 		return uploadJob{}, false
 	}
 	u := uploadJob{e: e, name: name, version: e.version, inflight: e.inflight}

@@ -858,20 +858,12 @@ func TestCreateWhileDeletionSettles(t *testing.T) {
 	}
 	setBeforeJoin(t, "f", func() {
 		// The deletion reaches the bucket and settles now.
-		for {
+		waitFor(t, e.ctx, func() bool {
 			c.mu.Lock()
+			defer c.mu.Unlock()
 			en := c.entries["f"]
-			settled := en == nil || !en.rec.Dirty
-			c.mu.Unlock()
-			if settled {
-				return
-			}
-			if e.ctx.Err() != nil {
-				t.Error("the deletion never settled")
-				return
-			}
-			time.Sleep(time.Millisecond) // polling the uploader, bounded by e.ctx
-		}
+			return en == nil || !en.rec.Dirty
+		}, "the deletion to settle")
 	})
 	e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, []byte("new"))
 	e.flush(c)

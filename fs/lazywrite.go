@@ -63,30 +63,7 @@ func (l *lazyWriter) get(ctx context.Context, trunc bool) (*cache.WriteHandle, e
 		return l.w, nil
 	}
 	n := l.node
-	var a transfer.ObjectAttrs
-	var w *cache.WriteHandle
-	var err error
-	for try := 1; ; try++ {
-		n.mu.Lock()
-		var unlinked bool
-		a, unlinked = n.attrs, n.unlinked
-		n.mu.Unlock()
-		if unlinked {
-			// Its content went with its name, and no copy was taken at the
-			// open: nothing is written (an eager handle would write on into
-			// its own copy, which nobody sees).
-			n.fsys.log.Warn("a file opened for writing was deleted (or replaced) before its first write through that descriptor; the write fails", "object", a.Name)
-			return nil, syscall.ESTALE
-		}
-		// The node's attributes now: a rename since the open moved the
-		// content (and the node) to another name.
-		w, err = n.fsys.cache.OpenWrite(ctx, a, trunc, false)
-		if !errors.Is(err, cache.ErrLeftName) || try == 3 {
-			break
-		}
-		// The file left that name while the copy was taken (a rename of
-		// its directory, say): the node follows it, or was unlinked.
-	}
+	a, w, err := n.openFollowing(ctx, trunc)
 	if errors.Is(err, cache.ErrStale) && !errors.Is(err, cache.ErrLeftName) {
 		n.fsys.names.Stale(n.objName()) // the next lookup finds the bucket's version
 		live, ok, serr := n.rebase(ctx, a)
@@ -109,6 +86,31 @@ func (l *lazyWriter) get(ctx context.Context, trunc bool) (*cache.WriteHandle, e
 	l.w = w
 	l.forget()
 	return w, nil
+}
+
+// openFollowing opens n's content for writing in the cache, at the name
+// and version n has now (a rename since the open moved the content, and
+// the node, to another name), and returns them with the handle. If the
+// file leaves that name while its copy is taken (a rename of its
+// directory, say), it tries again where the node went, twice at most.
+// An unlinked node has nothing to open: ESTALE.
+func (n *fileNode) openFollowing(ctx context.Context, trunc bool) (transfer.ObjectAttrs, *cache.WriteHandle, error) {
+	for try := 1; ; try++ {
+		n.mu.Lock()
+		a, unlinked := n.attrs, n.unlinked
+		n.mu.Unlock()
+		if unlinked {
+			// Its content went with its name, and no copy was taken at the
+			// open: nothing is written (an eager handle would write on into
+			// its own copy, which nobody sees).
+			n.fsys.log.Warn("a file opened for writing was deleted (or replaced) before its first write through that descriptor; the write fails", "object", a.Name)
+			return a, nil, syscall.ESTALE
+		}
+		w, err := n.fsys.cache.OpenWrite(ctx, a, trunc, false)
+		if !errors.Is(err, cache.ErrLeftName) || try == 3 {
+			return a, w, err
+		}
+	}
 }
 
 // opened returns the WriteHandle if it was opened (nil if not).

@@ -309,7 +309,7 @@ func TestConflictThenAnotherVersion(t *testing.T) {
 	again := make(chan struct{})
 	var once sync.Once
 	emu.SetAfterHook(func(r *http.Request) {
-		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/o/"+strings.ReplaceAll(name, "/", "%2F")) && !strings.HasSuffix(r.URL.Path, "/o/"+name) {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/o/"+name) { // Path is unescaped
 			return
 		}
 		if len(listObjects(t, emu, name+".bucketfs-conflict-")) == 0 {
