@@ -626,11 +626,6 @@ func (c *Cache) release(e *entry) {
 		case e.dl != nil && e.dlIdle:
 			dl, f = c.takeDownloadLocked(e)
 		}
-		if !e.dropped && e.rec.Deleted && !e.rec.Dirty && e.writers == 0 && !e.uploading {
-			// A deletion done in the bucket, kept for an open that then
-			// made nothing of it (deleteRemote).
-			victims = c.dropLocked(e)
-		}
 		if !e.dropped {
 			more, _ := c.makeRoomLocked(0)
 			victims = append(victims, more...)

@@ -340,10 +340,7 @@ func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base in
 	if c.settleLocked(e, name, version, inflight, true) {
 		e.rec.Generation = 0 // the object is gone
 		e.rec.Attempts = nil
-		if e.writers == 0 && e.refs == 0 {
-			// Else an open for writing has it (a file made again at the
-			// name): it stays for that open; release drops it if the
-			// open makes nothing of it.
+		if e.writers == 0 {
 			victims = c.dropLocked(e)
 		}
 	} else if gone && e.rec.Generation == base {

@@ -844,26 +844,20 @@ func setBeforeJoin(t *testing.T, name string, f func()) {
 }
 
 // TestCreateWhileDeletionSettles: a file is made again at a deleted name
-// while the deletion reaches the bucket. The deletion's end must not
-// drop the entry the create is opening: the handle joined a dropped
-// entry, and every write failed ('replaced in the cache while open for
-// writing'; found by several processes creating and deleting the same
-// names).
+// while the deletion reaches the bucket, whose end drops the entry the
+// create is opening. The create must not join the dropped entry (every
+// write failed: 'replaced in the cache while open for writing'; found by
+// several processes creating and deleting the same names): it is made
+// again at the name.
 func TestCreateWhileDeletionSettles(t *testing.T) {
 	e := newEnv(t)
 	a := e.put("f", []byte("old"))
-	c := e.openWB(0)
+	c := e.openWB(time.Hour) // nothing is sent until the flush below
 	if err := c.Remove(e.ctx, "f", a.Generation); err != nil {
 		t.Fatal(err)
 	}
 	setBeforeJoin(t, "f", func() {
-		// The deletion reaches the bucket and settles now.
-		waitFor(t, e.ctx, func() bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			en := c.entries["f"]
-			return en == nil || !en.rec.Dirty
-		}, "the deletion to settle")
+		e.flush(c) // the deletion reaches the bucket and settles now
 	})
 	e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, []byte("new"))
 	e.flush(c)
