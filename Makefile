@@ -10,7 +10,7 @@ SBINDIR  ?= /sbin
 UNITDIR  ?= /etc/systemd/system
 DESTDIR  ?=
 
-.PHONY: build deps test bench demo vet fmt clean install uninstall
+.PHONY: build deps deps-demo deps-test test bench demo vet fmt clean install uninstall
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/bucketfs ./cmd/bucketfs
@@ -36,26 +36,35 @@ uninstall:
 		$(DESTDIR)$(UNITDIR)/bucketfs@.service $(DESTDIR)$(PREFIX)/share/doc/bucketfs/README.md
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/bucketfs/docs
 
+# What the demo needs, if missing: fuse3 (apt, Debian/Ubuntu). Nothing else.
+deps-demo:
+	./scripts/deps.sh demo
+
+# What the tests and the benchmarks need, if missing: fuse3, fio, attr,
+# systemd, git, sqlite3, rsync and tar (apt, Debian/Ubuntu) and versitygw
+# (go install; the S3-compatible server of the multipart tests). See
+# scripts/deps.sh.
+deps-test:
+	./scripts/deps.sh test
+
+deps: deps-test
+
 # Unit and integration tests (real FUSE mounts; needs fuse3 and root or
 # user_allow_other). Every test has a timeout; the race detector is on.
-# What the tests need, if missing: fuse3 and fio (apt, Debian/Ubuntu) and
-# versitygw (go install; the S3-compatible server of the multipart tests).
-deps:
-	./scripts/deps.sh
-
-test: deps
+test: deps-test
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -race -timeout 26m -count=1 ./...
 
 # Benchmarks against a native directory on the same disk, with the
 # emulator behind a WAN profile. Needs fio.
-bench: deps build
+bench: deps-test build
 	BUCKETFS_BENCH=1 $(GO) test -run '^TestBench$$' -timeout 60m -count=1 -v ./integration/
 
-# Starts an emulated bucket with sample data and mounts it on ./mnt.
-# Ctrl-C unmounts and stops the emulator.
-demo: deps build
+# Starts an emulated bucket with sample data and mounts it on ./mnt, from
+# a clean cache every run (see scripts/demo.sh). Ctrl-C unmounts and stops
+# the emulator.
+demo: deps-demo build
 	./scripts/demo.sh
 
 vet:

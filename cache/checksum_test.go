@@ -5,9 +5,11 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -252,6 +254,84 @@ func TestUploadCarriesChecksum(t *testing.T) {
 	defer mu.Unlock()
 	if len(sent) != 1 || sent[0] != "crc32c" {
 		t.Fatalf("uploads sent: %v, want one with a crc32c", sent)
+	}
+}
+
+// TestChangedWhileUploadingSentAgain: a file written while its upload
+// is being sent makes the bucket refuse that upload (its bytes no longer
+// have the CRC32C summed before it was sent). That is a race with the
+// application, not a failure: it is logged at INFO as "changed while
+// uploading; sending again", not counted or reported as a failure, and
+// the new content is sent at once.
+func TestChangedWhileUploadingSentAgain(t *testing.T) {
+	e := newEnv(t)
+	var log logBuffer
+	o := e.opts(64 << 20)
+	o.WriteBackDelay = time.Hour // sent by the Flush below only
+	o.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Bigger than what the client and the loopback socket buffer before
+	// the emulator reads the body, so that the tail is read from the file
+	// after the hook changed it.
+	const size = 32 << 20
+	data := pattern(size, 47)
+	e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, data)
+	la, ok := c.Local("f")
+	if !ok {
+		t.Fatal("the new file is not local")
+	}
+	tail := []byte("changed while it was being sent")
+	want := append(bytes.Clone(data[:size-len(tail)]), tail...)
+	var uploads atomic.Int32
+	hookErr := make(chan error, 1)
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if !isUpload(r) || uploads.Add(1) != 1 {
+			return 0, false
+		}
+		// The first upload's request has arrived; its body is not read
+		// yet. Change the end of the file, as an application would.
+		w, err := c.OpenWrite(r.Context(), la, false, false)
+		if err == nil {
+			_, err = w.WriteAt(tail, size-int64(len(tail)))
+			if cerr := w.Close(); err == nil {
+				err = cerr
+			}
+		}
+		hookErr <- err
+		return 0, false
+	})
+	e.flush(c)
+	e.emu.SetHook(nil)
+	select {
+	case err := <-hookErr:
+		if err != nil {
+			t.Fatalf("writing during the upload: %v", err)
+		}
+	default:
+		t.Fatal("no upload reached the bucket")
+	}
+	if got := e.object("f"); !bytes.Equal(got, want) {
+		t.Fatal("the bucket does not have the content written during the upload")
+	}
+	if n := uploads.Load(); n != 2 {
+		t.Errorf("%d uploads, want 2 (the refused one and the one sent again)", n)
+	}
+	logged := log.String()
+	if !strings.Contains(logged, `level=INFO msg="changed while uploading; sending again" object=f`) {
+		t.Errorf("no INFO line for the upload refused because the file changed; the log:\n%s", logged)
+	}
+	if strings.Contains(logged, "level=WARN") || strings.Contains(logged, "level=ERROR") {
+		t.Errorf("a file changed while it was sent logged a warning or an error:\n%s", logged)
+	}
+	if n := c.Stats().UploadFailures; n != 0 {
+		t.Errorf("%d upload failures counted, want 0", n)
+	}
+	if errs := c.Status(1).Errors; len(errs) != 0 {
+		t.Errorf("errors reported: %v", errs)
 	}
 }
 

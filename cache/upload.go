@@ -204,7 +204,9 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 	c.mu.Lock()
 	e.uploading = false
 	if err != nil {
-		c.failedLocked(ctx, e, err)
+		if !c.resendChangedLocked(ctx, u, err) {
+			c.failedLocked(ctx, e, err)
+		}
 		c.notifyLocked()
 		c.mu.Unlock()
 		return
@@ -467,6 +469,29 @@ func (c *Cache) failedLocked(ctx context.Context, e *entry, err error) {
 		c.log.Warn("upload failed; retrying", "object", e.name, "attempt", e.retries, "retry_in", delay, "err", err)
 	}
 	c.scheduleLocked(e.name, delay)
+}
+
+// resendChangedLocked settles an upload of u that the bucket refused
+// because the bytes it received do not have the checksum read from the
+// file just before (transfer.ErrChecksum): the file changed while it was
+// sent. That is a race with the application, not a failure: it is not
+// counted or reported as one, and the name is queued again, at once if
+// the cache saw a write since u's snapshot (else after the usual backoff,
+// so that a file that reads differently every time is not sent in a
+// tight loop). It reports whether err was such a refusal.
+func (c *Cache) resendChangedLocked(ctx context.Context, u uploadJob, err error) bool {
+	if ctx.Err() != nil || !errors.Is(err, transfer.ErrChecksum) {
+		return false
+	}
+	e := u.e
+	var delay time.Duration
+	if e.version == u.version && e.inflight == 0 {
+		e.retries++
+		delay = min(time.Second<<min(e.retries-1, 6), retryMax)
+	}
+	c.log.Info("changed while uploading; sending again", "object", u.name, "retry_in", delay)
+	c.scheduleLocked(u.name, delay)
+	return true
 }
 
 // saveConflict uploads the local version beside the object that changed

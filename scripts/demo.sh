@@ -1,28 +1,68 @@
 #!/usr/bin/env bash
 # make demo: start an emulated bucket with sample data on 127.0.0.1:4443 and
 # mount it on ./mnt in the foreground. Ctrl-C unmounts and stops everything.
+#
+# Every run starts from a clean cache. The emulator keeps its bucket in
+# memory, so each run has a new bucket holding only the sample data; a
+# cache kept from an earlier run would show that run's names, and a file
+# written again would be saved as a conflict copy (the version it was
+# based on is gone with the old bucket). Nothing in the old cache can go
+# anywhere: the earlier run's unmount sent its changes to its bucket, and
+# whatever it could not send was for a bucket that no longer exists.
+#
+# Environment: DEMO_ADDR (host:port of the emulator; port 0 picks a free
+# one), DEMO_BUCKET, DEMO_MNT (the mountpoint), DEMO_STATE (the cache and
+# the emulator's log; .demo), DEMO_BIN (where bucketfs and
+# bucketfs-emulator are; bin), DEMO_WAN=1, DEMO_HNS=1 (see README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 addr=${DEMO_ADDR:-127.0.0.1:4443}
 bucket=${DEMO_BUCKET:-demo}
 mnt=${DEMO_MNT:-$PWD/mnt}
-state=$PWD/.demo
-mkdir -p "$mnt" "$state"
+state=${DEMO_STATE:-$PWD/.demo}
+bin=${DEMO_BIN:-bin}
 
 if ! command -v fusermount3 >/dev/null; then
-  echo "demo: fusermount3 not found: install FUSE 3 first (apt-get install fuse3)" >&2
+  echo "demo: fusermount3 not found: install FUSE 3 first (apt-get install fuse3, or make deps-demo)" >&2
   exit 1
 fi
+
+# is_mounted DIR: whether DIR is a mount point now (from the mount table:
+# a stat of a mount whose process died fails).
+is_mounted() {
+  local want
+  want=$(realpath -m "$1")
+  want=${want// /\\040} # the mount table escapes spaces
+  awk -v m="$want" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo
+}
+
+# The previous run's cache goes only once nothing of that run is left: no
+# mount on the mountpoint, no process holding the cache's index.
+if is_mounted "$mnt"; then
+  echo "demo: $mnt is still mounted (is another 'make demo' running?): stop it with Ctrl-C, or unmount it with 'fusermount3 -u $mnt'" >&2
+  exit 1
+fi
+if [ -e "$state/cache/index.db" ] && command -v flock >/dev/null &&
+  ! flock -n "$state/cache/index.db" true; then
+  echo "demo: $state/cache is in use by another process (an earlier run still unmounting?); try again once it has exited" >&2
+  exit 1
+fi
+if [ -e "$state/cache" ]; then
+  echo "demo: removing the previous run's cache ($state/cache): its bucket went away with its emulator"
+  rm -rf "$state/cache"
+fi
+mkdir -p "$mnt" "$state"
 
 fifo=$(mktemp -u); mkfifo "$fifo"
 # The emulator runs in a session of its own, so that Ctrl-C (sent to the
 # terminal's foreground process group) reaches only the mount: the mount
 # flushes its changes into the emulator, exits, and then the trap below
 # stops the emulator.
-setsid bin/bucketfs-emulator --addr "$addr" --bucket "$bucket" --seed ${DEMO_WAN:+--wan} ${DEMO_HNS:+--hierarchical} >"$fifo" 2>"$state/emulator.log" &
+setsid "$bin/bucketfs-emulator" --addr "$addr" --bucket "$bucket" --seed ${DEMO_WAN:+--wan} ${DEMO_HNS:+--hierarchical} >"$fifo" 2>"$state/emulator.log" &
 emu=$!
-trap 'kill $emu 2>/dev/null; wait $emu 2>/dev/null; rm -f "$fifo"' EXIT
+echo "$emu" >"$state/emulator.pid"
+trap 'kill $emu 2>/dev/null; wait $emu 2>/dev/null; rm -f "$fifo" "$state/emulator.pid"' EXIT
 # Wait for the emulator's "listening" line (or its exit).
 if ! read -r line <"$fifo"; then
   echo "demo: the emulator did not start; its log:" >&2
@@ -30,6 +70,9 @@ if ! read -r line <"$fifo"; then
   exit 1
 fi
 echo "demo: $line"
+# "emulator listening on http://ADDR bucket=NAME": the address it took.
+url=${line#*listening on }
+url=${url%% *}
 echo "demo: mounting gs://$bucket on $mnt (cache in $state/cache); browse it from another terminal, Ctrl-C to stop"
-bin/bucketfs mount "$bucket" "$mnt" --endpoint "http://$addr" --anonymous \
+"$bin/bucketfs" mount "$bucket" "$mnt" --endpoint "$url" --anonymous \
   --cache-dir "$state/cache" --cache-max-size 1GiB "$@"

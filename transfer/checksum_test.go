@@ -87,8 +87,8 @@ func TestDownloadChecksWholeObject(t *testing.T) {
 }
 
 // TestPutRefusesWrongChecksum: an upload carrying a CRC32C its body does
-// not have is refused by the store and leaves no object; with the right
-// one it lands.
+// not have is refused by the store, fails with ErrChecksum and leaves no
+// object; with the right one it lands.
 func TestPutRefusesWrongChecksum(t *testing.T) {
 	emu := startEmulator(t)
 	g := newTestGCS(t, emu)
@@ -97,6 +97,9 @@ func TestPutRefusesWrongChecksum(t *testing.T) {
 	_, err := g.Put(ctx, "bad", bytes.NewReader(data), PutOptions{CRC32C: crc32c.Checksum(data) ^ 4, SendCRC32C: true})
 	if err == nil {
 		t.Fatal("an upload with a wrong checksum succeeded")
+	}
+	if !errors.Is(err, ErrChecksum) {
+		t.Fatalf("an upload refused for its checksum: %v, want ErrChecksum (the cache sends the file again)", err)
 	}
 	if _, err := g.Stat(ctx, "bad"); !errors.Is(err, ErrNotExist) {
 		t.Fatalf("after a refused upload Stat = %v, want ErrNotExist", err)
@@ -138,6 +141,9 @@ func TestParallelComposeChecksParts(t *testing.T) {
 	_, err = p.Put(ctx, "big2", &flipAfter{r: bytes.NewReader(bad), at: int64(2*MinPartSize + 5)}, int64(len(bad)), PutOptions{IfGenerationMatch: 0, CRC32C: sum, SendCRC32C: true}, staging)
 	if err == nil {
 		t.Fatal("a parallel put whose bytes changed while it read them succeeded")
+	}
+	if !errors.Is(err, ErrChecksum) {
+		t.Fatalf("a parallel put whose bytes changed while it read them: %v, want ErrChecksum", err)
 	}
 	if _, err := g.Stat(ctx, "big2"); !errors.Is(err, ErrNotExist) {
 		t.Fatalf("after a refused parallel put Stat = %v, want ErrNotExist", err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
+	"github.com/bucketfs/bucketfs/internal/crc32c"
 	"github.com/googleapis/gax-go/v2"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
@@ -358,14 +359,34 @@ func (g *GCS) put(ctx context.Context, name string, r io.Reader, po PutOptions) 
 	w.ContentEncoding = po.ContentEncoding
 	w.Metadata = po.Metadata
 	w.CRC32C, w.SendCRC32C = po.CRC32C, po.SendCRC32C
-	if _, err := io.Copy(w, bufio.NewReaderSize(r, 256<<10)); err != nil {
+	sent := &summingReader{r: r}
+	if _, err := io.Copy(w, bufio.NewReaderSize(sent, 256<<10)); err != nil {
 		w.CloseWithError(err)
 		return ObjectAttrs{}, g.wrap("put", name, err)
 	}
 	if err := w.Close(); err != nil {
+		if po.SendCRC32C && sent.sum != po.CRC32C {
+			// The store refused bytes whose checksum is not the one
+			// declared: the body changed after its sum was taken (a
+			// file written while it was sent). Known from the bytes
+			// sent, not from the wording of the answer.
+			err = fmt.Errorf("%w: the body sent has CRC32C %08x, the upload declared %08x: %v", ErrChecksum, sent.sum, po.CRC32C, err)
+		}
 		return ObjectAttrs{}, g.wrap("put", name, err)
 	}
 	return fromGCS(w.Attrs()), nil
+}
+
+// summingReader keeps the CRC-32C of what was read through it.
+type summingReader struct {
+	r   io.Reader
+	sum uint32
+}
+
+func (s *summingReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.sum = crc32c.Update(s.sum, p[:n])
+	return n, err
 }
 
 // Compose implements Bucket. The client retries it only when it carries a

@@ -437,7 +437,8 @@ func retryable(err error) bool {
 	for _, permanent := range []error{
 		ErrPermission, ErrUnauthenticated, ErrBucketNotExist, ErrNotExist,
 		ErrPrecondition, ErrMultipartUnsupported, context.Canceled, context.DeadlineExceeded,
-		ErrOffline, // the breaker's probe, not this loop, finds out when it is back
+		ErrOffline,  // the breaker's probe, not this loop, finds out when it is back
+		ErrChecksum, // the bytes changed since they were summed: the caller sums them again
 	} {
 		if errors.Is(err, permanent) {
 			return false
