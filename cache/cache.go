@@ -167,6 +167,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 			entries: map[string]*entry{},
 			lru:     list.New(),
 		},
+		cacheSpace: cacheSpace{room: make(chan struct{})},
 		cacheWriteBack: cacheWriteBack{
 			queue:        map[string]time.Time{},
 			inFlight:     map[string]bool{},
@@ -620,6 +621,7 @@ func (c *Cache) release(e *entry) {
 	var dl *transfer.Download
 	var f *os.File
 	if e.refs == 0 {
+		c.roomLocked() // evictable now, or removed below
 		switch {
 		case e.dropped:
 			victims = []*entry{e}

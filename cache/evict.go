@@ -25,7 +25,7 @@ func (c *Cache) makeRoomLocked(need int64) ([]*entry, bool) {
 	var pick []*entry
 	for el := c.lru.Back(); el != nil && over > 0; el = el.Prev() {
 		e := el.Value.(*entry)
-		if e.refs > 0 || !isClosed(e.ready) || e.rec.Dirty || e.uploading || e.rec.Pinned {
+		if c.unevictableLocked(e) != "" {
 			continue
 		}
 		pick = append(pick, e)
@@ -131,5 +131,6 @@ func (c *Cache) removeAll(victims []*entry) {
 		c.chargeLocked(e, 0)
 		c.releaseHoldLocked(e)
 	}
+	c.roomLocked() // the files are gone from the disk
 	c.mu.Unlock()
 }

@@ -20,9 +20,10 @@ import (
 //     bytes are written (a reservation, settled to the file's size when
 //     the change ends), so concurrent writers cannot overshoot together.
 //     A write that cannot get room evicts clean copies, then sends the
-//     changed files now and waits for them, up to Options.FullWait, then
-//     fails with ErrNoSpace. Changed bytes are part of used, so they never
-//     pass the cap either.
+//     changed files now and waits for room, up to Options.FullWait, then
+//     fails with ErrNoSpace, saying why (room.go). Changed bytes are part
+//     of used, so they never pass the cap either; a deletion costs
+//     nothing (record.cost).
 //   - When changed files fill pressureTenths of the cap, every one not
 //     open for writing is sent at once, whatever the write-back delay.
 //   - The cache's disk keeps Options.MinFree bytes free: below that,
@@ -111,12 +112,18 @@ func floorFor(dir string, minFree int64) (int64, error) {
 // refreshFree measures the free space of the cache disk if the last
 // measure is older than freeTTL. It does I/O (statfs): never call it with
 // Cache.mu held.
-func (c *Cache) refreshFree() {
+func (c *Cache) refreshFree() { c.measureFree(freeTTL) }
+
+// measureFree measures the free space of the cache disk if the last
+// measure is older than maxAge (0: always). More free space than the
+// last measure said wakes the writers waiting for room (room.go). It
+// does I/O (statfs): never call it with Cache.mu held.
+func (c *Cache) measureFree(maxAge time.Duration) {
 	if c.floor <= 0 {
 		return
 	}
 	c.mu.Lock()
-	fresh := time.Since(c.freeAt) < freeTTL
+	fresh := maxAge > 0 && time.Since(c.freeAt) < maxAge
 	c.mu.Unlock()
 	if fresh {
 		return
@@ -126,7 +133,11 @@ func (c *Cache) refreshFree() {
 		return // keep the last measure; the disk's own ENOSPC still holds
 	}
 	c.mu.Lock()
-	c.free, c.freeAt, c.freeing = int64(st.Bavail)*st.Bsize, time.Now(), 0
+	free := int64(st.Bavail) * st.Bsize
+	if free > c.free+c.freeing {
+		c.roomLocked()
+	}
+	c.free, c.freeAt, c.freeing = free, time.Now(), 0
 	c.mu.Unlock()
 }
 
@@ -210,47 +221,6 @@ func (c *Cache) chargeSizeLocked(e *entry) {
 func (c *Cache) settleChargeLocked(e *entry) {
 	if e.inflight == 0 && !e.dropped && e.charged > e.rec.cost() {
 		c.chargeLocked(e, e.rec.cost())
-	}
-}
-
-// makeRoomToGrow makes the budget hold e growing to size and reserves it
-// (see the top of this file): it evicts clean copies, and if changed
-// files fill the cache (or the disk is under its floor), it sends them
-// now and waits for them, up to Options.FullWait; then it fails with
-// ErrNoSpace.
-func (c *Cache) makeRoomToGrow(e *entry, size int64) error {
-	var deadline <-chan time.Time
-	for {
-		c.refreshFree()
-		c.mu.Lock()
-		grow := size - max(e.rec.Size, e.charged)
-		if grow <= 0 || e.dropped {
-			c.mu.Unlock()
-			return nil
-		}
-		victims, ok := c.makeRoomLocked(grow)
-		if ok {
-			c.chargeLocked(e, size) // reserved before a byte is written
-			c.pressureLocked(time.Now())
-			c.mu.Unlock()
-			c.removeAll(victims)
-			return nil
-		}
-		c.sendNowLocked()
-		wake := c.changed
-		c.mu.Unlock()
-		if deadline == nil {
-			t := time.NewTimer(c.opts.FullWait)
-			defer t.Stop()
-			deadline = t.C
-			c.log.Warn("the cache is full of changes not yet uploaded (or its disk is under its free-space floor); writes wait for uploads",
-				"object", e.name, "cache_max_size", c.opts.MaxSize, "min_free", c.floor)
-		}
-		select {
-		case <-wake:
-		case <-deadline:
-			return fmt.Errorf("%s: %w: changes not yet uploaded fill the cache (max size %d) or its disk (free-space floor %d)", e.name, ErrNoSpace, c.opts.MaxSize, c.floor)
-		}
 	}
 }
 
@@ -357,17 +327,23 @@ func (c *Cache) countHidden() {
 
 // cost is what a record counts against the cache's size: its size, but
 // nothing for a pending copy not cached (renaming a directory bigger than
-// the cache must not evict everything else). Bytes read into such a copy
-// before it is made are not counted until it is made or written.
+// the cache must not evict everything else), nor for a deletion (its
+// cache file is empty). Bytes read into such a copy before it is made
+// are not counted until it is made or written.
 func (r *record) cost() int64 {
-	if r.pendingCopy() && !r.Complete {
+	if r.pendingCopy() && !r.Complete || r.Deleted {
 		return 0
 	}
 	return r.Size
 }
 
-// chargeLocked sets what e counts in c.used to n bytes.
+// chargeLocked sets what e counts in c.used to n bytes. Every byte that
+// leaves c.used goes through here: a lower charge wakes the writers
+// waiting for room (room.go).
 func (c *Cache) chargeLocked(e *entry, n int64) {
+	if n < e.charged {
+		c.roomLocked()
+	}
 	c.used += n - e.charged
 	e.charged = n
 }

@@ -36,6 +36,10 @@ type cacheSpace struct {
 	freeing    int64     // bytes of the copies evicted since freeAt
 	pressureAt time.Time // when pressureLocked last counted changed bytes
 	pressure   bool      // changed bytes were near the cap then
+	// room is closed and replaced whenever room may have been freed
+	// (roomLocked; room.go lists what calls it).
+	room        chan struct{}
+	roomWaiters int // writers waiting in makeRoomToGrow
 }
 
 // cacheWriteBack is the write-back state: the uploader's queue

@@ -89,7 +89,11 @@ func (c *Cache) Status(maxDirty int) Status {
 			s.Held = append(s.Held, HeldFile{Name: name, Why: e.rec.Damaged})
 		}
 		s.DirtyFiles++
-		s.DirtyBytes += e.rec.Size
+		size := e.rec.Size
+		if e.rec.Deleted {
+			size = 0 // a deletion sends no bytes (and costs no room)
+		}
+		s.DirtyBytes += size
 		since := e.dirtySince
 		if since.IsZero() {
 			since = c.opened
@@ -98,7 +102,7 @@ func (c *Cache) Status(maxDirty int) Status {
 			s.OldestDirty = since
 		}
 		if maxDirty > 0 {
-			dirty = append(dirty, DirtyFile{Name: name, Size: e.rec.Size, Since: since, Deleted: e.rec.Deleted, Uploading: e.uploading})
+			dirty = append(dirty, DirtyFile{Name: name, Size: size, Since: since, Deleted: e.rec.Deleted, Uploading: e.uploading})
 		}
 	}
 	s.Queued = len(c.queue)

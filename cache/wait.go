@@ -29,9 +29,11 @@ func (c *Cache) waitLocked(ctx context.Context, ok func() bool) error {
 }
 
 // notifyLocked wakes whoever waits for a change of write-back state: the
-// uploader (once, however many changes) and Flush waiters.
+// uploader (once, however many changes), Flush waiters, and the writers
+// waiting for room (a copy made clean is evictable; room.go).
 func (c *Cache) notifyLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
+	c.roomLocked()
 	c.kickLocked()
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/bucketfs/bucketfs/transfer"
@@ -43,9 +44,11 @@ func ConflictName(name string, at time.Time, try int) string {
 // the application deleted (-1: whatever is there). When Remove returns,
 // the deletion survives a crash. Handles still open keep their data.
 //
-// A deletion takes no room. If it cannot be recorded (a full disk), it
-// fails and changes nothing: it is recorded in the journal first, and
-// only then takes effect.
+// A deletion takes no room: the room of the file deleted is free when
+// Remove returns (for the writers waiting for it too). A deletion of a
+// name the bucket never had is settled here, with no request. If it
+// cannot be recorded (a full disk), it fails and changes nothing: it is
+// recorded in the journal first, and only then takes effect.
 func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	e, created, err := c.acquireCreated(ctx, transfer.ObjectAttrs{Name: name, Generation: base}, false)
 	if err != nil {
@@ -83,6 +86,7 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	}
 	cur := &e.rec
 	cur.Generation, cur.Deleted, cur.MetaOnly, cur.Dirty = rec.Generation, true, false, true
+	cur.Size = rec.Size                                 // nothing: the cache file is emptied below
 	cur.CopyFrom, cur.CopyGen, cur.CopyType = "", 0, "" // a copy never made needs no source
 	cur.Meta = nil                                      // a file made again under the name starts without the old one's
 	cur.Complete, cur.Present = true, nil
@@ -99,13 +103,57 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	e.recSeq++ // the state the journal entry wrote
 	e.persistedSeq = e.recSeq
 	c.releaseHoldLocked(e)
+	c.chargeLocked(e, rec.cost()) // nothing; the writers waiting for room wake
 	c.scheduleLocked(name, c.opts.WriteBackDelay)
+	version := e.version
 	c.mu.Unlock()
 	e.persistMu.Unlock()
 	if err := c.detachData(rec.ID, name, rec); err != nil {
 		c.log.Warn("detaching a deleted file's cache file failed", "object", name, "err", err)
 	}
+	c.settleUnsentDeletion(e, name, version)
 	return nil
+}
+
+// settleUnsentDeletion settles the deletion of name that Remove recorded
+// (e.version was version then) if the bucket never had the name: never
+// uploaded (based on no generation) and no upload of it sent that may
+// have reached the bucket. There is nothing to delete there, so the
+// deletion ends here, with no request, as deleteRemote would end it.
+// Any other deletion is left to the uploader: one whose name is being
+// sent, waits for a directory rename, or is a directory's placeholder
+// (it goes after the changes under it, and prunes the bucket's folders).
+// The deletion is in the journal and the file detached already, so a
+// crash before this leaves a deletion that the next start settles the
+// same way.
+func (c *Cache) settleUnsentDeletion(e *entry, name string, version uint64) {
+	c.mu.Lock()
+	ok := c.unsentDeletionLocked(e, name, version)
+	c.mu.Unlock()
+	if !ok {
+		return
+	}
+	// Before the deletion leaves the local overlay, as in deleteRemote
+	// (true whatever happens next: the bucket has nothing at the name
+	// from this cache).
+	c.confirm(name, transfer.ObjectAttrs{}, true)
+	c.mu.Lock()
+	var victims []*entry
+	if c.unsentDeletionLocked(e, name, version) && c.settleLocked(e, name, version, 0, true) {
+		delete(c.queue, name)
+		victims = c.dropLocked(e) // a create holding it makes the file again (see OpenWrite)
+		c.notifyLocked()
+	}
+	c.mu.Unlock()
+	c.removeAll(victims)
+}
+
+// unsentDeletionLocked reports whether e, name's entry, is still the
+// deletion settleUnsentDeletion may settle (e.version was version then).
+func (c *Cache) unsentDeletionLocked(e *entry, name string, version uint64) bool {
+	return c.entries[name] == e && e.version == version && e.inflight == 0 &&
+		e.rec.Deleted && e.rec.Dirty && e.rec.Generation == 0 && len(e.rec.Attempts) == 0 &&
+		!e.uploading && !c.inFlight[name] && !strings.HasSuffix(name, "/") && !c.mustWaitLocked(e, name)
 }
 
 // deletionOf is record r once its name is deleted, based on generation
@@ -118,7 +166,7 @@ func deletionOf(r record, base int64) record {
 	r.Damaged, r.Sums, r.Written = "", nil, nil // no bytes to check, nothing held
 	r.CopyFrom, r.CopyGen, r.CopyType = "", 0, ""
 	r.Meta = nil
-	r.Complete, r.Present = true, nil
+	r.Complete, r.Present, r.Size = true, nil, 0
 	return r
 }
 

@@ -404,11 +404,20 @@ func TestRenameSurvivesCrash(t *testing.T) {
 func TestLocalNamesIndex(t *testing.T) {
 	e := newEnv(t)
 	c := e.openWB(time.Hour)
-	for _, n := range []string{"a/x", "a/y", "ab", "b/z"} {
+	y := e.put("a/y", []byte("a/y")) // a deletion the bucket must get
+	for _, n := range []string{"a/x", "ab", "b/z"} {
 		e.write(c, transfer.ObjectAttrs{Name: n}, true, 0, []byte(n))
 	}
-	if err := c.Remove(e.ctx, "a/y", 0); err != nil {
+	if err := c.Remove(e.ctx, "a/y", y.Generation); err != nil {
 		t.Fatal(err)
+	}
+	// A name the bucket never had is deleted at once (issue 26): it
+	// leaves the overlay with nothing to send.
+	if err := c.Remove(e.ctx, "b/z", 0); err != nil {
+		t.Fatal(err)
+	}
+	if present, removed := c.LocalNames("b/"); present != nil || removed != nil {
+		t.Errorf("LocalNames(b/) = %v, %v after deleting a file never uploaded, want nothing", present, removed)
 	}
 	present, removed := c.LocalNames("a/")
 	if !slices.Equal(present, []string{"a/x"}) || !slices.Equal(removed, []string{"a/y"}) {

@@ -1,0 +1,158 @@
+package cache
+
+// Waiting for room: a write that finds the cache (or its disk) full
+// waits in makeRoomToGrow until room is freed, up to Options.FullWait,
+// and then fails saying why.
+//
+// What wakes the waiters: one channel, Cache.room, closed and replaced
+// by roomLocked. It is called at the few places every event that frees
+// room (or may) passes through, so that a new way of freeing room cannot
+// forget to wake them:
+//
+//   - chargeLocked lowering a charge: every byte that leaves Cache.used
+//     (a file removed, truncated, evicted or renamed over, a deletion
+//     recorded or settled, a reservation given back) goes through it;
+//   - removeAll, once the files of dropped entries are gone from the disk;
+//   - notifyLocked, every change of write-back state (an upload or a
+//     deletion settled, an upload failed or held): a copy made clean is
+//     evictable, and a failure ends nothing a waiter could wait for;
+//   - release of an entry's last handle: a closed copy is evictable;
+//   - measureFree finding more free space on the disk than it last did.
+//
+// Space freed on the disk by other programs is seen only by measuring:
+// a writer held by the free-space floor measures again every freeTTL
+// while it waits. A woken writer measures the disk and re-checks at once
+// (makeRoomLocked), and waits again if the room is still short.
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// roomHolders is how many of the files holding the room a full cache's
+// error names.
+const roomHolders = 3
+
+// roomLocked wakes the writers waiting for room (see the top of this
+// file).
+func (c *Cache) roomLocked() {
+	close(c.room)
+	c.room = make(chan struct{})
+}
+
+// makeRoomToGrow makes the budget hold e growing to size and reserves it
+// (see the top of space.go): it evicts clean copies, and if changed
+// files fill the cache (or the disk is under its floor), it sends them
+// now and waits for room, up to Options.FullWait; then it fails with
+// ErrNoSpace, saying why.
+func (c *Cache) makeRoomToGrow(e *entry, size int64) error {
+	var deadline <-chan time.Time
+	maxAge := freeTTL // after the first try, the disk is measured at every one
+	for {
+		c.measureFree(maxAge)
+		c.mu.Lock()
+		grow := size - max(e.rec.Size, e.charged)
+		if grow <= 0 || e.dropped {
+			c.mu.Unlock()
+			return nil
+		}
+		victims, ok := c.makeRoomLocked(grow)
+		if ok {
+			c.chargeLocked(e, size) // reserved before a byte is written
+			c.pressureLocked(time.Now())
+			c.mu.Unlock()
+			c.removeAll(victims)
+			return nil
+		}
+		if maxAge > 0 && c.diskShortLocked(grow) > 0 {
+			// The last measure may be older than the room freed since:
+			// measure before waiting.
+			c.mu.Unlock()
+			maxAge = 0
+			continue
+		}
+		maxAge = 0
+		c.sendNowLocked()
+		wake := c.room
+		var poll <-chan time.Time
+		if c.diskShortLocked(grow) > 0 {
+			poll = time.After(freeTTL) // room freed by other programs is seen only by measuring
+		}
+		if deadline == nil {
+			t := time.NewTimer(c.opts.FullWait)
+			defer t.Stop()
+			deadline = t.C
+			c.log.Warn("the cache is full of changes not yet uploaded (or its disk is under its free-space floor); writes wait for uploads",
+				"object", e.name, "cache_max_size", c.opts.MaxSize, "min_free", c.floor)
+		}
+		c.roomWaiters++
+		c.mu.Unlock()
+		select {
+		case <-wake:
+		case <-poll:
+		case <-deadline:
+			c.mu.Lock()
+			c.roomWaiters--
+			why := c.whyFullLocked(grow)
+			c.mu.Unlock()
+			return fmt.Errorf("%s: %w: %s", e.name, ErrNoSpace, why)
+		}
+		c.mu.Lock()
+		c.roomWaiters--
+		c.mu.Unlock()
+	}
+}
+
+// whyFullLocked says why grow more bytes find no room: the cap, the
+// disk's free-space floor, and the largest files holding the room that
+// cannot be evicted.
+func (c *Cache) whyFullLocked(grow int64) string {
+	var why []string
+	if c.used+grow > c.opts.MaxSize {
+		why = append(why, fmt.Sprintf("%s more do not fit: %s of the cache's %s max size in use",
+			sizeText(grow), sizeText(c.used), sizeText(c.opts.MaxSize)))
+	}
+	if c.diskShortLocked(grow) > 0 {
+		why = append(why, fmt.Sprintf("%s more would take its disk under the %s free-space floor (%s free)",
+			sizeText(grow), sizeText(c.floor), sizeText(max(c.free+c.freeing, 0))))
+	}
+	if len(why) == 0 {
+		why = append(why, fmt.Sprintf("%s more found no room", sizeText(grow)))
+	}
+	var held []*entry
+	for _, e := range c.entries {
+		if e.charged > 0 && c.unevictableLocked(e) != "" {
+			held = append(held, e)
+		}
+	}
+	slices.SortFunc(held, func(a, b *entry) int { return cmp.Compare(b.charged, a.charged) })
+	var names []string
+	for _, e := range held[:min(len(held), roomHolders)] {
+		names = append(names, fmt.Sprintf("%s %s (%s)", e.name, sizeText(e.charged), c.unevictableLocked(e)))
+	}
+	if len(names) > 0 {
+		why = append(why, fmt.Sprintf("held by %d files that cannot be evicted, the largest: %s", len(held), strings.Join(names, ", ")))
+	}
+	return strings.Join(why, "; ")
+}
+
+// unevictableLocked says why e cannot be evicted now ("" if it can):
+// the conditions makeRoomLocked skips it for.
+func (c *Cache) unevictableLocked(e *entry) string {
+	switch {
+	case e.uploading:
+		return "uploading"
+	case e.rec.Dirty:
+		return "changed, not uploaded yet"
+	case e.refs > 0:
+		return "open"
+	case !isClosed(e.ready):
+		return "being made"
+	case e.rec.Pinned:
+		return "pinned"
+	}
+	return ""
+}
