@@ -245,11 +245,11 @@ func (f *FS) fillFile(out *fuse.Attr, a transfer.ObjectAttrs, ino uint64) {
 	out.Nlink = 1
 	out.Uid = metaUint(a.Metadata, uidKey, 10, f.opts.UID)
 	out.Gid = metaUint(a.Metadata, gidKey, 10, f.opts.GID)
-	t, ct := objectTimes(a)
+	at, t, ct := objectTimes(a)
 	if t.IsZero() {
-		t, ct = f.start, f.start
+		at, t, ct = f.start, f.start, f.start
 	}
-	out.SetTimes(&t, &t, &ct)
+	out.SetTimes(&at, &t, &ct)
 }
 
 // fillDir sets out to the attributes of directory prefix, whose
@@ -267,10 +267,10 @@ func (f *FS) fillDir(out *fuse.Attr, prefix string, ph transfer.ObjectAttrs) {
 	out.Blksize = 4096
 	out.Uid = metaUint(md, uidKey, 10, f.opts.UID)
 	out.Gid = metaUint(md, gidKey, 10, f.opts.GID)
-	t, ct := f.start, f.start
+	at, t, ct := f.start, f.start, f.start
 	if ph.Name != "" {
-		if pt, pct := objectTimes(ph); !pt.IsZero() {
-			t, ct = pt, pct
+		if pat, pt, pct := objectTimes(ph); !pt.IsZero() {
+			at, t, ct = pat, pt, pct
 		}
 	}
 	if et, ok := f.dirTimes.get(prefix); ok {
@@ -278,7 +278,7 @@ func (f *FS) fillDir(out *fuse.Attr, prefix string, ph transfer.ObjectAttrs) {
 		t = later(t, et)
 		ct = later(ct, et)
 	}
-	out.SetTimes(&t, &t, &ct)
+	out.SetTimes(&at, &t, &ct)
 }
 
 // statfs reports a large, mostly free filesystem: a bucket has no fixed
