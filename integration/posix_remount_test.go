@@ -164,6 +164,21 @@ func remountCases() []remountCase {
 			}
 			return o
 		}},
+		{"dir-nlink", func(t *testing.T, root string) *obs {
+			// The link count of a directory listed from the bucket
+			// (fresh cache) or from names.db (same cache).
+			o := &obs{}
+			o.mkdir(pj(root, "d"))
+			o.mkdir(pj(root, "d", "a"))
+			o.mkdir(pj(root, "d", "b"))
+			o.mkfile(pj(root, "d", "f"), []byte("x"))
+			o.nlink("d", pj(root, "d"))
+			return o
+		}, func(t *testing.T, root string) *obs {
+			o := &obs{}
+			o.nlink("d", pj(root, "d"))
+			return o
+		}},
 		{"mode", func(t *testing.T, root string) *obs {
 			o := &obs{}
 			o.mkfile(pj(root, "f"), []byte("x"))
