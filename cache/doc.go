@@ -80,7 +80,7 @@
 //	writehandle.go  WriteHandle: OpenWrite, changes (begin, end), Close
 //	uploader.go     the uploader's queue and loop (schedule, kick, takeDue)
 //	upload.go       one upload and its settling (settleLocked), deletions, conflicts
-//	overlay.go      the local overlay listings read (Local, LocalNames, Settled)
+//	overlay.go      the local overlay listings read (Local, LocalNames, LocalSubdirs, Settled)
 //	wait.go         waiting for a change under Cache.mu (notifyLocked, waitLocked)
 //	meta.go         custom metadata, SetMeta and its patch
 //	renamefile.go   renaming one file (Rename)

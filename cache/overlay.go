@@ -88,6 +88,52 @@ func (c *Cache) LocalNames(prefix string) (present, removed []string) {
 	return present, removed
 }
 
+// LocalSubdirs returns the subdirectories of directory prefix (their
+// names in it) that changes not yet in the bucket make or remove: present,
+// those holding a name written here; removed, those holding none whose
+// placeholder ("prefix/seg/") was deleted here. A directory's link count
+// comes from it (fs), and the kernel asks for that after every create in
+// the directory: it costs a binary search, a step per name directly in
+// prefix, and one more search per subdirectory, whatever is under them
+// (but the deletions, when every name under a subdirectory is deleted).
+func (c *Cache) LocalSubdirs(prefix string) (present, removed []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	idx := c.localIdx
+	for i := sort.SearchStrings(idx, prefix); i < len(idx) && strings.HasPrefix(idx[i], prefix); {
+		rest := idx[i][len(prefix):]
+		j := strings.IndexByte(rest, '/')
+		if j < 0 {
+			i++ // a name directly in prefix
+			continue
+		}
+		sub := idx[i][:len(prefix)+j+1]
+		// Past the names under sub: '0' is the byte after '/'.
+		end := i + sort.SearchStrings(idx[i:], sub[:len(sub)-1]+"0")
+		made, gone := false, false
+		for _, name := range idx[i:end] {
+			e := c.entries[name]
+			switch {
+			case e == nil || !e.rec.Dirty:
+			case !e.rec.Deleted:
+				made = true
+			case name == sub:
+				gone = true
+			}
+			if made {
+				break
+			}
+		}
+		if made {
+			present = append(present, rest[:j])
+		} else if gone {
+			removed = append(removed, rest[:j])
+		}
+		i = end
+	}
+	return present, removed
+}
+
 // changedUnderLocked reports whether a name under prefix has changes not
 // yet in the bucket. It walks the names under prefix in the index of
 // names that may be dirty.

@@ -436,6 +436,41 @@ func TestLocalNamesIndex(t *testing.T) {
 	}
 }
 
+// TestLocalSubdirs: the subdirectories that local changes make (a name
+// written under them, at any depth) or remove (their placeholder deleted,
+// nothing written under them), by their names in the directory; names
+// directly in it and names that sort between a subdirectory's ("a-b"
+// before "a/") are no subdirectories.
+func TestLocalSubdirs(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour)
+	for _, n := range []string{"d/c/", "d/e/", "d/e/z"} {
+		e.write(c, transfer.ObjectAttrs{Name: n}, true, 0, nil)
+	}
+	e.flush(c)
+	for _, n := range []string{"d/f", "d/a-b", "d/a/", "d/a/x", "d/b/deep/y"} {
+		e.write(c, transfer.ObjectAttrs{Name: n}, true, 0, []byte(n))
+	}
+	for _, n := range []string{"d/c/", "d/e/z", "d/e/"} {
+		if err := c.Remove(e.ctx, n, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if present, removed := c.LocalSubdirs("d/"); !slices.Equal(present, []string{"a", "b"}) || !slices.Equal(removed, []string{"c", "e"}) {
+		t.Errorf("LocalSubdirs(d/) = %v, %v; want [a b], [c e]", present, removed)
+	}
+	if present, removed := c.LocalSubdirs(""); !slices.Equal(present, []string{"d"}) || removed != nil {
+		t.Errorf("LocalSubdirs() = %v, %v; want [d], none", present, removed)
+	}
+	if present, removed := c.LocalSubdirs("d/a/"); present != nil || removed != nil {
+		t.Errorf("LocalSubdirs(d/a/) = %v, %v; want none", present, removed)
+	}
+	e.flush(c)
+	if present, removed := c.LocalSubdirs("d/"); present != nil || removed != nil {
+		t.Errorf("after a flush LocalSubdirs(d/) = %v, %v; want none", present, removed)
+	}
+}
+
 // stagingRecords returns the staging prefixes noted in c's index.
 func stagingRecords(t *testing.T, c *Cache) []string {
 	t.Helper()

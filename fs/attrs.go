@@ -23,6 +23,7 @@ import (
 //	bucketfs-uid            owner, decimal
 //	bucketfs-gid            group, decimal
 //	gcsfuse_mtime           modification time, RFC 3339 (cache.MtimeKey; gcsfuse reads it)
+//	bucketfs-atime, -ctime  access and change times, as gcsfuse_mtime (times.go)
 //	gcsfuse_symlink_target  a symbolic link's target (an empty object; gcsfuse's convention)
 //
 // special.go and xattr.go add the keys of special files (type, device
@@ -51,7 +52,7 @@ func metaUint(md map[string]string, key string, base int, def uint32) uint32 {
 }
 
 // setattrMeta turns the mode (unless withMode is false: a symbolic
-// link's is always 0777), owner and time changes of a setattr into
+// link's is always 0777), owner, access and modification time changes of a setattr into
 // metadata changes, with the time of the change (none: nil).
 func setattrMeta(in *fuse.SetAttrIn, withMode bool) map[string]string {
 	md := map[string]string{}
@@ -63,6 +64,9 @@ func setattrMeta(in *fuse.SetAttrIn, withMode bool) map[string]string {
 	}
 	if g, ok := in.GetGID(); ok {
 		md[gidKey] = strconv.FormatUint(uint64(g), 10)
+	}
+	if t, ok := in.GetATime(); ok {
+		md[atimeKey] = cache.FormatMtime(t)
 	}
 	if t, ok := in.GetMTime(); ok {
 		md[cache.MtimeKey] = cache.FormatMtime(t)

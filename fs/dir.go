@@ -52,15 +52,17 @@ var (
 // Lookup implements gofs.NodeLookuper.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	ctx = uninterrupted(ctx)
-	if len(name) > names.MaxNameLen {
+	full := d.prefix() + name
+	if len(name) > names.MaxNameLen || len(full) > maxObjectName {
+		// As a local disk answers a name past NAME_MAX, whatever the
+		// operation the lookup is for (stat, unlink, link, rename).
 		return nil, syscall.ENAMETOOLONG
 	}
-	if !names.ValidName(name) || d.reserved(name) || !d.storable(name) {
+	if !names.ValidName(name) || d.reserved(name) || !validObjectText(name) {
 		// Nothing can have such a name, here or in the bucket: no need
 		// to ask (the bucket client would refuse the name itself).
 		return nil, syscall.ENOENT
 	}
-	full := d.prefix() + name
 	c, err := d.fsys.names.Resolve(ctx, full, d.fsys.warnOnce)
 	if err != nil {
 		return nil, d.fsys.errno(ctx, "lookup", full, err)
@@ -87,12 +89,6 @@ func (d *dirNode) newNameErrno(name string) syscall.Errno {
 		return syscall.EPERM
 	}
 	return 0
-}
-
-// storable says whether seg, a name in d, can be an object name: short
-// enough, valid UTF-8, no CR or LF.
-func (d *dirNode) storable(seg string) bool {
-	return len(d.prefix())+len(seg) <= maxObjectName && validObjectText(seg)
 }
 
 // validObjectText says whether s can be (part of) an object name, which
@@ -710,6 +706,9 @@ func (s nodeSnapshots) unlinked() {
 // a filesystem without them (docs/design.md, limits). git, cp and rsync then
 // copy instead.
 func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if errno := d.newNameErrno(name); errno != 0 {
+		return nil, errno // a name no file could have: as for any new name
+	}
 	return nil, syscall.EPERM
 }
 

@@ -424,8 +424,8 @@ func (n *fileNode) uncount(mode ioMode, w *cache.WriteHandle) {
 }
 
 // Setattr implements gofs.NodeSetattrer: size changes (truncate), and
-// mode, owner and modification time, kept in the object's metadata
-// (attrs.go). Access times are not kept.
+// mode, owner, access and modification times, kept in the object's
+// metadata (attrs.go, times.go).
 func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	ctx = uninterrupted(ctx)
 	if size, ok := in.GetSize(); ok && !n.fsys.opts.ReadOnly && int64(size) <= n.fsys.cache.MaxFileSize() {

@@ -245,17 +245,20 @@ func (f *FS) fillFile(out *fuse.Attr, a transfer.ObjectAttrs, ino uint64) {
 	out.Nlink = 1
 	out.Uid = metaUint(a.Metadata, uidKey, 10, f.opts.UID)
 	out.Gid = metaUint(a.Metadata, gidKey, 10, f.opts.GID)
-	t, ct := objectTimes(a)
+	at, t, ct := objectTimes(a)
 	if t.IsZero() {
-		t, ct = f.start, f.start
+		at, t, ct = f.start, f.start, f.start
 	}
-	out.SetTimes(&t, &t, &ct)
+	out.SetTimes(&at, &t, &ct)
 }
 
 // fillDir sets out to the attributes of directory prefix, whose
 // placeholder object is ph (Name "" if it has none): the mode and owner
 // kept in its metadata and its time (as for a file), else the flags'
-// and the mount's start time.
+// and the mount's start time. Its link count is 2 and one per
+// subdirectory, as on a local disk, where its listing is known; else 1,
+// the count of a file system that does not count them (find and fts
+// then look at every entry instead of stopping after the count).
 func (f *FS) fillDir(out *fuse.Attr, prefix string, ph transfer.ObjectAttrs) {
 	out.Ino = f.ino(names.Dir, prefix)
 	if prefix == "" {
@@ -263,14 +266,17 @@ func (f *FS) fillDir(out *fuse.Attr, prefix string, ph transfer.ObjectAttrs) {
 	}
 	md := ph.Metadata
 	out.Mode = syscall.S_IFDIR | metaUint(md, modeKey, 8, f.opts.DirMode)&0o7777
-	out.Nlink = 2
+	out.Nlink = 1
+	if n, ok := f.names.Subdirs(prefix); ok {
+		out.Nlink = 2 + uint32(max(n, 0))
+	}
 	out.Blksize = 4096
 	out.Uid = metaUint(md, uidKey, 10, f.opts.UID)
 	out.Gid = metaUint(md, gidKey, 10, f.opts.GID)
-	t, ct := f.start, f.start
+	at, t, ct := f.start, f.start, f.start
 	if ph.Name != "" {
-		if pt, pct := objectTimes(ph); !pt.IsZero() {
-			t, ct = pt, pct
+		if pat, pt, pct := objectTimes(ph); !pt.IsZero() {
+			at, t, ct = pat, pt, pct
 		}
 	}
 	if et, ok := f.dirTimes.get(prefix); ok {
@@ -278,7 +284,7 @@ func (f *FS) fillDir(out *fuse.Attr, prefix string, ph transfer.ObjectAttrs) {
 		t = later(t, et)
 		ct = later(ct, et)
 	}
-	out.SetTimes(&t, &t, &ct)
+	out.SetTimes(&at, &t, &ct)
 }
 
 // statfs reports a large, mostly free filesystem: a bucket has no fixed

@@ -15,8 +15,16 @@ import (
 // (ctime) is kept in ctimeKey, which every change of metadata sets
 // (chmod, chown, utimes, setxattr and removexattr: each a metadata change
 // anyway, so the key costs no request of its own). A write moves the
-// modification time, so a file's ctime is the later of the two. Access
-// times are not kept: atime shows the modification time.
+// modification time, so a file's ctime is the later of the two, except
+// while the modification time is one utimes set later than the time of
+// the change (a time in the future): that time is no change of the file,
+// and ctime is the time of the utimes (futureMtimeKey says which
+// modification time that is).
+//
+// An access time set explicitly (utimes, touch -a, tar, rsync --atimes,
+// cp -p) is kept in atimeKey; reads never move it (that would be a
+// metadata write to the bucket per read). A file without one shows its
+// modification time as its access time.
 //
 // A rename moves the renamed file's ctime in memory only, while the
 // kernel holds its node (fileNode.movedAt): the object is copied with
@@ -32,25 +40,47 @@ import (
 // filling a directory, and then theirs is the time). docs/design.md,
 // limits, says what differs.
 
-// ctimeKey is the custom metadata key of the time of the last change of
-// a file's or directory's metadata, as cache.MtimeKey's values.
-const ctimeKey = "bucketfs-ctime"
+// The custom metadata keys of times other than the modification time,
+// with cache.MtimeKey's values:
+//
+//	bucketfs-ctime         the time of the last change of a file's or directory's metadata
+//	bucketfs-atime         the access time last set explicitly
+//	bucketfs-mtime-future  the modification time utimes last set when it was later than the
+//	                       change; while cache.MtimeKey is still that time, ctime is bucketfs-ctime
+const (
+	ctimeKey       = "bucketfs-ctime"
+	atimeKey       = "bucketfs-atime"
+	futureMtimeKey = "bucketfs-mtime-future"
+)
 
-// withCtime adds to md, a change of metadata, the time of the change.
+// withCtime adds to md, a change of metadata, the time of the change;
+// and if md sets a modification time later than that, futureMtimeKey.
 func withCtime(md map[string]string) map[string]string {
-	md[ctimeKey] = cache.FormatMtime(time.Now())
+	now := time.Now()
+	md[ctimeKey] = cache.FormatMtime(now)
+	if mt, ok := cache.ParseMtime(md[cache.MtimeKey]); ok && mt.After(now) {
+		md[futureMtimeKey] = md[cache.MtimeKey]
+	}
 	return md
 }
 
-// objectTimes returns the modification and change times of object
-// version a (zero if it has none: the caller picks a default).
-func objectTimes(a transfer.ObjectAttrs) (mtime, ctime time.Time) {
+// objectTimes returns the access, modification and change times of
+// object version a (zero if it has none: the caller picks a default).
+func objectTimes(a transfer.ObjectAttrs) (atime, mtime, ctime time.Time) {
 	mtime = cache.ObjectMtime(a)
 	ctime = mtime
-	if t, ok := cache.ParseMtime(a.Metadata[ctimeKey]); ok && t.After(ctime) {
-		ctime = t
+	if t, ok := cache.ParseMtime(a.Metadata[ctimeKey]); ok {
+		if set := a.Metadata[futureMtimeKey]; set != "" && set == a.Metadata[cache.MtimeKey] {
+			ctime = t // the modification time was set, in the future, at t
+		} else if t.After(ctime) {
+			ctime = t
+		}
 	}
-	return mtime, ctime
+	atime = mtime
+	if t, ok := cache.ParseMtime(a.Metadata[atimeKey]); ok {
+		atime = t
+	}
+	return atime, mtime, ctime
 }
 
 // dirClockMax bounds the directories dirClock remembers; past it, it

@@ -51,7 +51,7 @@ const (
 // ownKeys are the metadata keys xattrReserve is kept for.
 var ownKeys = map[string]bool{
 	modeKey: true, uidKey: true, gidKey: true, typeKey: true, rdevKey: true,
-	cache.MtimeKey: true, cache.AttemptKey: true, ctimeKey: true,
+	cache.MtimeKey: true, cache.AttemptKey: true, ctimeKey: true, atimeKey: true, futureMtimeKey: true,
 }
 
 const (

@@ -141,8 +141,9 @@ func (fakeListing) List(ctx context.Context, q transfer.ListQuery) (transfer.Lis
 
 type noOverlay struct{}
 
-func (noOverlay) Local(string) (transfer.ObjectAttrs, bool)     { return transfer.ObjectAttrs{}, false }
-func (noOverlay) LocalNames(string) (present, removed []string) { return nil, nil }
+func (noOverlay) Local(string) (transfer.ObjectAttrs, bool)       { return transfer.ObjectAttrs{}, false }
+func (noOverlay) LocalNames(string) (present, removed []string)   { return nil, nil }
+func (noOverlay) LocalSubdirs(string) (present, removed []string) { return nil, nil }
 
 // fillNamesDB writes names.db of cacheDir with 100,000 names.
 func fillNamesDB(t *testing.T, cacheDir string) {

@@ -26,7 +26,7 @@ func posixCases() []posixCase {
 	for _, family := range [][]posixCase{
 		openCases, rwCases, truncateCases, statCases, unlinkCases, renameCases,
 		dirCases, symlinkCases, linkCases, xattrCases, readdirCases, statfsCases,
-		nameCases, mmapCases, lockCases, syncCases, specialCases, moreXattrCases, limitCases, timeCases,
+		nameCases, mmapCases, lockCases, syncCases, specialCases, moreXattrCases, limitCases, timeCases, nlinkCases,
 	} {
 		all = append(all, family...)
 	}

@@ -1,7 +1,11 @@
 package integration
 
 import (
+	"errors"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +74,88 @@ func TestTruncatePastCacheDisk(t *testing.T) {
 	}
 	if err := unix.Truncate(m.path("f"), 1<<20); err != nil {
 		t.Errorf("truncate to 1 MiB: %v", err)
+	}
+}
+
+// nameOps are the operations that make or look up a name, each on path
+// (the name in question) with existing, a file that exists, as the
+// other argument where one is needed.
+var nameOps = []struct {
+	what string
+	do   func(path, existing string) error
+}{
+	{"stat", func(p, _ string) error { var st unix.Stat_t; return unix.Lstat(p, &st) }},
+	{"open", func(p, _ string) error { return openClose(p, unix.O_RDONLY) }},
+	{"create", func(p, _ string) error { return openClose(p, unix.O_CREAT|unix.O_WRONLY) }},
+	{"mkdir", func(p, _ string) error { return unix.Mkdir(p, 0o755) }},
+	{"mkfifo", func(p, _ string) error { return unix.Mkfifo(p, 0o644) }},
+	{"symlink", func(p, _ string) error { return unix.Symlink("target", p) }},
+	{"link", func(p, e string) error { return unix.Link(e, p) }},
+	{"rename to", func(p, e string) error { return unix.Rename(e, p) }},
+	{"unlink", func(p, _ string) error { return unix.Unlink(p) }},
+	{"rmdir", func(p, _ string) error { return unix.Rmdir(p) }},
+	{"chmod", func(p, _ string) error { return unix.Chmod(p, 0o600) }},
+	{"readlink", func(p, _ string) error { _, err := os.Readlink(p); return err }},
+}
+
+func openClose(path string, flags int) error {
+	fd, err := unix.Open(path, flags, 0o644)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
+// TestNamesTooLong (issue 22, item 5): every operation that makes or
+// looks up a name answers ENAMETOOLONG for a name over 255 bytes, as a
+// local disk does, and for a name whose object name would pass GCS's
+// 1,024 bytes (before: a lookup, so stat, unlink, link and the others
+// that start with one, answered ENOENT, and link EPERM). A name of
+// exactly 1,024 bytes works.
+func TestNamesTooLong(t *testing.T) {
+	emu := startEmulator(t, nil)
+	m := mount(t, emu, mountOpts{})
+	root := m.path("")
+	local := t.TempDir()
+	if err := os.WriteFile(filepath.Join(local, "existing"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Five directories of 200 bytes: their prefix is 1,005 bytes, so
+	// that 19 more bytes are exactly GCS's 1,024.
+	deep := root
+	for i := range 5 {
+		deep = filepath.Join(deep, strings.Repeat(strconv.Itoa(i), 200))
+		if err := os.Mkdir(deep, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dir := range []string{root, deep} {
+		if err := os.WriteFile(filepath.Join(dir, "existing"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct{ what, dir, name string }{
+		{"local, 256 bytes", local, strings.Repeat("n", 256)},
+		{"mount, 256 bytes", root, strings.Repeat("n", 256)},
+		{"mount, object name of 1,025 bytes", deep, strings.Repeat("n", 20)},
+	}
+	for _, c := range cases {
+		for _, op := range nameOps {
+			err := op.do(filepath.Join(c.dir, c.name), filepath.Join(c.dir, "existing"))
+			if !errors.Is(err, unix.ENAMETOOLONG) {
+				t.Errorf("%s: %s: %v, want ENAMETOOLONG", c.what, op.what, errName(err))
+			}
+		}
+	}
+	fits := filepath.Join(deep, strings.Repeat("n", 19))
+	if err := os.WriteFile(fits, []byte("fits"), 0o644); err != nil {
+		t.Fatalf("a file whose object name is 1,024 bytes: %v", err)
+	}
+	if b := readFile(t, fits); string(b) != "fits" {
+		t.Errorf("read back %q", b)
+	}
+	m.unmount(t)
+	if _, err := emu.Object(testBucket, strings.TrimPrefix(fits, root+"/")); err != nil {
+		t.Errorf("the 1,024-byte name is not in the bucket: %v", err)
 	}
 }

@@ -43,6 +43,14 @@ func remountCases() []remountCase {
 			o.add("%s: mtime %d.%09d", what, st.Mtim.Sec, st.Mtim.Nsec)
 		}
 	}
+	statAtime := func(o *obs, what, path string) {
+		var st unix.Stat_t
+		err := unix.Lstat(path, &st)
+		o.err(what, err)
+		if err == nil {
+			o.add("%s: atime %d.%09d, mtime %d.%09d", what, st.Atim.Sec, st.Atim.Nsec, st.Mtim.Sec, st.Mtim.Nsec)
+		}
+	}
 	owner := func(o *obs, what, path string) {
 		var st unix.Stat_t
 		err := unix.Lstat(path, &st)
@@ -134,6 +142,41 @@ func remountCases() []remountCase {
 			statMtime(o, "stat f", pj(root, "f"))
 			statMtime(o, "stat ns", pj(root, "ns"))
 			statMtime(o, "stat d", pj(root, "d"))
+			return o
+		}},
+		{"atime", func(t *testing.T, root string) *obs {
+			// An access time set explicitly is kept in the bucket
+			// (nothing here reads the names: a read moves a local
+			// disk's atime).
+			o := &obs{}
+			o.mkfile(pj(root, "f"), []byte("x"))
+			o.mkdir(pj(root, "d"))
+			o.err("symlink", unix.Symlink("target", pj(root, "l")))
+			for _, n := range []string{"f", "d", "l"} {
+				o.err("utimensat "+n, utimensat(pj(root, n), at(2002), at(2001)))
+				statAtime(o, "stat "+n, pj(root, n))
+			}
+			return o
+		}, func(t *testing.T, root string) *obs {
+			o := &obs{}
+			for _, n := range []string{"f", "d", "l"} {
+				statAtime(o, "stat "+n, pj(root, n))
+			}
+			return o
+		}},
+		{"dir-nlink", func(t *testing.T, root string) *obs {
+			// The link count of a directory listed from the bucket
+			// (fresh cache) or from names.db (same cache).
+			o := &obs{}
+			o.mkdir(pj(root, "d"))
+			o.mkdir(pj(root, "d", "a"))
+			o.mkdir(pj(root, "d", "b"))
+			o.mkfile(pj(root, "d", "f"), []byte("x"))
+			o.nlink("d", pj(root, "d"))
+			return o
+		}, func(t *testing.T, root string) *obs {
+			o := &obs{}
+			o.nlink("d", pj(root, "d"))
 			return o
 		}},
 		{"mode", func(t *testing.T, root string) *obs {

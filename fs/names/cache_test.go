@@ -59,6 +59,11 @@ func (o *overlay) Local(name string) (transfer.ObjectAttrs, bool) {
 	return a, ok
 }
 
+func (o *overlay) LocalSubdirs(prefix string) (present, removed []string) {
+	p, rm := o.LocalNames(prefix)
+	return subdirsOf(prefix, p, rm)
+}
+
 func (o *overlay) LocalNames(prefix string) (present, removed []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -567,5 +572,47 @@ func TestOneRefreshPerListing(t *testing.T) {
 	e.settle()
 	if n := e.emu.Requests() - before; n != 1 {
 		t.Errorf("50 lookups past the TTL made %d requests; want 1 (the listing's refresh)", n)
+	}
+}
+
+// Subdirs counts the directories of a known listing (from the bucket,
+// kept up to date by confirmed changes) with the local changes over it,
+// and asks nobody: unknown before the listing, and with TTL 0.
+func TestSubdirs(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	e.put("d/a/", "")
+	e.put("d/b/x", "an implicit directory")
+	e.put("d/f", "a file")
+	if n, ok := e.m.Subdirs("d/"); ok {
+		t.Errorf("before any listing: %d, known; want not known", n)
+	}
+	e.list("d/")
+	if n, ok := e.m.Subdirs("d/"); n != 2 || !ok {
+		t.Errorf("listed: %d, %v; want 2, known", n, ok)
+	}
+	// Local changes: a new directory, one over the file's name (shown
+	// as a directory), one removed, one written under a known one.
+	e.local.mu.Lock()
+	e.local.present["d/new/"] = transfer.ObjectAttrs{Name: "d/new/"}
+	e.local.present["d/f/g"] = transfer.ObjectAttrs{Name: "d/f/g"}
+	e.local.present["d/b/y"] = transfer.ObjectAttrs{Name: "d/b/y"}
+	e.local.removed["d/a/"] = true
+	e.local.mu.Unlock()
+	if n, ok := e.m.Subdirs("d/"); n != 3 || !ok {
+		t.Errorf("with local changes: %d, %v; want 3 (b, new, f), known", n, ok)
+	}
+	if l, _ := e.list("d/"); !slices.Equal(l.Names(), []string{"b", "f", "new"}) || l.Child("f").Kind != Dir {
+		t.Errorf("the listing shows %v (f: %v); want [b f new], f a directory, as Subdirs counts", l.Names(), l.Child("f").Kind)
+	}
+	// A directory confirmed in the bucket, the overlay empty again.
+	e.local.mu.Lock()
+	e.local.present, e.local.removed = map[string]transfer.ObjectAttrs{}, map[string]bool{}
+	e.local.mu.Unlock()
+	e.m.Confirmed("d/c/", e.put("d/c/", ""), false)
+	if n, ok := e.m.Subdirs("d/"); n != 3 || !ok {
+		t.Errorf("after a directory was confirmed: %d, %v; want 3 (a, b, c)", n, ok)
+	}
+	if n, ok := newEnv(t, 0).m.Subdirs(""); ok {
+		t.Errorf("TTL 0: %d, known; want not known", n)
 	}
 }

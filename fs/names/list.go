@@ -254,3 +254,50 @@ func (m *Cache) noteListingNewsLocked(prefix string, l *Listing) {
 		}
 	}
 }
+
+// Subdirs returns how many subdirectories directory prefix has, with the
+// local changes shown over them, if its listing is known in memory (of
+// any age, but not one to be checked again after a crash); false if it
+// is not. It asks nobody and reads no file: the kernel asks for a
+// directory's attributes after every create in it.
+func (m *Cache) Subdirs(prefix string) (int, bool) {
+	m.mu.Lock()
+	l, ok := m.known.listing(prefix)
+	m.mu.Unlock()
+	if !ok || unverified(l.expires) {
+		return 0, false
+	}
+	n := l.Dirs()
+	present, removed := m.local.LocalSubdirs(prefix)
+	for _, seg := range present {
+		if ValidName(seg) && l.Child(seg).Kind != Dir {
+			n++
+		}
+	}
+	for _, seg := range removed {
+		if l.Child(seg).Kind == Dir {
+			n--
+		}
+	}
+	return n, true
+}
+
+// subdirsOf is LocalSubdirs computed from LocalNames' answer, for
+// overlays that have no index of their own (tests).
+func subdirsOf(prefix string, names, removedNames []string) (present, removed []string) {
+	made := map[string]bool{}
+	for _, name := range names {
+		rest := name[len(prefix):]
+		if i := strings.IndexByte(rest, '/'); i >= 0 && !made[rest[:i]] {
+			made[rest[:i]] = true
+			present = append(present, rest[:i])
+		}
+	}
+	for _, name := range removedNames {
+		rest := name[len(prefix):]
+		if i := strings.IndexByte(rest, '/'); i == len(rest)-1 && !made[rest[:i]] {
+			removed = append(removed, rest[:i])
+		}
+	}
+	return present, removed
+}

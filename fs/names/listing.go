@@ -22,9 +22,10 @@ import (
 // with a full map (O(n) every n/8 changes: O(1) amortized per change).
 // Its sorted names are made once, on first use (readdir), not per change.
 type Listing struct {
-	lay *layer
-	ver int // the changes of lay.log this listing sees: those numbered 1..ver
-	n   int // how many children it has
+	lay  *layer
+	ver  int // the changes of lay.log this listing sees: those numbered 1..ver
+	n    int // how many children it has
+	dirs int // how many of them are directories
 
 	fetched time.Time // when the listing was asked for
 	expires time.Time
@@ -57,7 +58,13 @@ type change struct {
 // newListing returns a listing of children, which it takes: the caller
 // must not change the map afterwards.
 func newListing(children map[string]Entry, fetched, expires time.Time, hidden map[string]Entry) *Listing {
-	return &Listing{lay: &layer{base: children}, n: len(children), fetched: fetched, expires: expires, hidden: hidden}
+	dirs := 0
+	for _, e := range children {
+		if e.Kind == Dir {
+			dirs++
+		}
+	}
+	return &Listing{lay: &layer{base: children}, n: len(children), dirs: dirs, fetched: fetched, expires: expires, hidden: hidden}
 }
 
 // Names returns the names of the level, sorted. The caller must not
@@ -74,6 +81,9 @@ func (l *Listing) Names() []string {
 
 // Len returns how many children the level has.
 func (l *Listing) Len() int { return l.n }
+
+// Dirs returns how many children of the level are directories.
+func (l *Listing) Dirs() int { return l.dirs }
 
 // Child returns what seg, a name of the level, is (Kind None if absent).
 func (l *Listing) Child(seg string) Entry {
@@ -149,20 +159,26 @@ func (l *Listing) copyChildren(extra int) map[string]Entry {
 // withHidden returns l with the files hidden behind its directories
 // hidden instead: the same children, shared.
 func (l *Listing) withHidden(hidden map[string]Entry) *Listing {
-	return &Listing{lay: l.lay, ver: l.ver, n: l.n, fetched: l.fetched, expires: l.expires, hidden: hidden}
+	return &Listing{lay: l.lay, ver: l.ver, n: l.n, dirs: l.dirs, fetched: l.fetched, expires: l.expires, hidden: hidden}
 }
 
 // with returns l with child seg made e (Kind None: removed), asked for
 // and trusted as l. O(1) amortized: see Listing.
 func (l *Listing) with(seg string, e Entry) *Listing {
-	n := l.n
-	if l.Child(seg).Kind != None {
+	n, dirs := l.n, l.dirs
+	switch l.Child(seg).Kind {
+	case Dir:
+		n, dirs = n-1, dirs-1
+	case File:
 		n--
 	}
-	if e.Kind != None {
+	switch e.Kind {
+	case Dir:
+		n, dirs = n+1, dirs+1
+	case File:
 		n++
 	}
-	out := &Listing{n: n, fetched: l.fetched, expires: l.expires, hidden: l.hidden}
+	out := &Listing{n: n, dirs: dirs, fetched: l.fetched, expires: l.expires, hidden: l.hidden}
 	lay := l.lay
 	lay.mu.Lock()
 	// Only the newest listing of a layer may extend its log: another's

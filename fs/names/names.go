@@ -96,6 +96,13 @@ type Overlay interface {
 	// LocalNames lists the names under prefix with such changes: written
 	// (present) or deleted (removed).
 	LocalNames(prefix string) (present, removed []string)
+	// LocalSubdirs lists, by their names in directory prefix, the
+	// subdirectories that local changes make or remove, as LocalNames
+	// would show them: present, those holding a name written; removed,
+	// those holding none whose placeholder was deleted. It must cost
+	// little more than the names directly in prefix: a directory's stat
+	// calls it.
+	LocalSubdirs(prefix string) (present, removed []string)
 }
 
 // recentChange is a change of this cache to a file, confirmed in the

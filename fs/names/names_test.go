@@ -59,6 +59,11 @@ func (r *racingLocal) Local(name string) (transfer.ObjectAttrs, bool) {
 	return transfer.ObjectAttrs{}, false
 }
 
+func (r *racingLocal) LocalSubdirs(prefix string) (present, removed []string) {
+	p, rm := r.LocalNames(prefix)
+	return subdirsOf(prefix, p, rm)
+}
+
 func (r *racingLocal) LocalNames(prefix string) (present, removed []string) {
 	if r.dirty {
 		return []string{"d/f"}, nil
@@ -91,8 +96,9 @@ func TestListingDoesNotLoseAFileConfirmedMeanwhile(t *testing.T) {
 // noLocal has no local changes.
 type noLocal struct{}
 
-func (noLocal) Local(string) (transfer.ObjectAttrs, bool)     { return transfer.ObjectAttrs{}, false }
-func (noLocal) LocalNames(string) (present, removed []string) { return nil, nil }
+func (noLocal) Local(string) (transfer.ObjectAttrs, bool)       { return transfer.ObjectAttrs{}, false }
+func (noLocal) LocalNames(string) (present, removed []string)   { return nil, nil }
+func (noLocal) LocalSubdirs(string) (present, removed []string) { return nil, nil }
 
 // A listing fetched before a file was confirmed under a new (implicit)
 // directory, and cached, must show that directory, and a lookup of the
