@@ -363,9 +363,20 @@ func (g *GCS) put(ctx context.Context, name string, r io.Reader, po PutOptions) 
 		return ObjectAttrs{}, g.wrap("put", name, err)
 	}
 	if err := w.Close(); err != nil {
-		return ObjectAttrs{}, g.wrap("put", name, err)
+		return ObjectAttrs{}, g.wrapPut(name, err)
 	}
 	return fromGCS(w.Attrs()), nil
+}
+
+// wrapPut classifies an upload's error: an upload makes its object, so
+// a 404 can only be about the bucket.
+func (g *GCS) wrapPut(name string, err error) error {
+	e := g.wrap("put", name, err)
+	var oe *OpError
+	if errors.As(e, &oe) && errors.Is(oe.Err, ErrNotExist) && !errors.Is(oe.Err, ErrBucketNotExist) {
+		oe.Err = fmt.Errorf("%w: %v", ErrBucketNotExist, err)
+	}
+	return e
 }
 
 // Compose implements Bucket. The client retries it only when it carries a
@@ -490,6 +501,8 @@ func classify(err error) error {
 			return fmt.Errorf("%w: %v", ErrPermission, err)
 		case http.StatusPreconditionFailed:
 			return fmt.Errorf("%w: %v", ErrPrecondition, err)
+		case http.StatusBadRequest:
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
 	return err
