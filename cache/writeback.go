@@ -26,17 +26,6 @@ import (
 // ErrNoSpace means a file to be written does not fit in the cache.
 var ErrNoSpace = errors.New("the file does not fit in the cache")
 
-// ConflictName is the object name a local version is saved under when the
-// object it was based on changed in the bucket meanwhile:
-// NAME.bucketfs-conflict-YYYYMMDDTHHMMSSZ (with -2, -3... if taken).
-func ConflictName(name string, at time.Time, try int) string {
-	n := fmt.Sprintf("%s.bucketfs-conflict-%s", name, at.UTC().Format("20060102T150405Z"))
-	if try > 1 {
-		n += fmt.Sprintf("-%d", try)
-	}
-	return n
-}
-
 // Remove records that name is deleted; the deletion reaches the bucket in
 // order with name's other changes (an upload in flight ends first; a new
 // file of the same name replaces the deletion). base is the generation
