@@ -170,7 +170,25 @@ func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
 // upload of ours), or the local version was saved beside the bucket's.
 func (c *Cache) refused(ctx context.Context, u uploadJob, body fileSums) error {
 	e, name, base := u.e, u.name, u.base
-	gen, ours := c.ownVersion(ctx, e, name)
+	live, serr := c.b.Stat(ctx, name)
+	if errors.Is(serr, transfer.ErrNotExist) && base > 0 {
+		// Deleted in the bucket since the version the change is based
+		// on: the change wins over the deletion (the application that
+		// wrote it finds it at its name). It goes again as a new object
+		// (ifGenerationMatch=0): a version written meanwhile refuses it,
+		// and then both are kept.
+		c.log.Warn("the object was deleted in the bucket while it had local changes: the deletion is overridden, the local version is uploaded at its name", "object", name, "based_on", base)
+		c.mu.Lock()
+		e.uploading = false
+		if e.rec.Generation == base {
+			e.rec.Generation = 0
+		}
+		c.scheduleLocked(name, 0)
+		c.notifyLocked()
+		c.mu.Unlock()
+		return nil
+	}
+	gen, ours := c.ownVersionOf(e, live, serr)
 	if ours {
 		// The bucket holds an upload of ours whose answer a crash
 		// (or a lost response) kept from us: not a conflict. Send
@@ -436,6 +454,12 @@ func (c *Cache) noteAttempt(e *entry) (string, error) {
 // written by one of e's unconfirmed uploads, and its generation.
 func (c *Cache) ownVersion(ctx context.Context, e *entry, name string) (int64, bool) {
 	a, err := c.b.Stat(ctx, name)
+	return c.ownVersionOf(e, a, err)
+}
+
+// ownVersionOf is ownVersion of a, what a Stat of the name answered
+// (with err).
+func (c *Cache) ownVersionOf(e *entry, a transfer.ObjectAttrs, err error) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
