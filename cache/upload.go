@@ -222,9 +222,18 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 	c.mu.Lock()
 	e.uploading = false
 	if err != nil {
-		c.failedLocked(ctx, e, err)
+		held := ctx.Err() == nil && c.invalidLocked(e, u, err) // refusal.go
+		if !held {
+			c.failedLocked(ctx, e, err)
+		}
 		c.notifyLocked()
+		if !held {
+			c.mu.Unlock()
+			return
+		}
+		rec, seq := c.snapshotLocked(e)
 		c.mu.Unlock()
+		c.holdRefused(e, rec, seq)
 		return
 	}
 	e.retries = 0
@@ -285,6 +294,7 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 // once, to send what e is now, and it returns false: a change made
 // during a transfer is sent again, never dropped.
 func (c *Cache) settleLocked(e *entry, name string, version uint64, inflight int, also bool) bool {
+	e.refusedAt, e.refusedWhy, e.invalids = time.Time{}, "", 0 // the bucket took it
 	if e.version != version || inflight != 0 || e.inflight != 0 || !also {
 		c.scheduleLocked(name, 0)
 		return false
@@ -484,8 +494,9 @@ func (c *Cache) failedLocked(ctx context.Context, e *entry, err error) {
 	}
 	c.noteErrorLocked(op, e.name, err)
 	delay := min(time.Second<<min(e.retries-1, 6), retryMax)
-	if errors.Is(err, transfer.ErrPermission) || errors.Is(err, transfer.ErrUnauthenticated) || errors.Is(err, transfer.ErrBucketNotExist) {
+	if fixableRefusal(err) { // refusal.go
 		delay = permanentRetry
+		c.refusedLocked(e, err)
 		c.log.Error("the bucket refused an upload; the file stays dirty in the cache and is tried again later", "object", e.name, "retry_in", delay, "err", err)
 	} else {
 		c.log.Warn("upload failed; retrying", "object", e.name, "attempt", e.retries, "retry_in", delay, "err", err)
