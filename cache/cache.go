@@ -86,7 +86,8 @@ type Stats struct {
 	PrefetchWastedBytes int64
 	// ChecksumMismatches counts cached copies (or downloads) that failed
 	// a checksum or size check (checksum.go); DamagedFiles is how many
-	// changed files are held for it now.
+	// changed files are held now, for it or for an upload the bucket
+	// refused as invalid (refusal.go).
 	ChecksumMismatches int64
 	DamagedFiles       int
 	// Pinned copies (warm.go): kept from eviction, counted in UsedBytes.
@@ -653,7 +654,7 @@ func (c *Cache) Stats() Stats {
 			s.DirtyFiles++
 			s.DirtyBytes += e.rec.Size
 		}
-		if e.rec.Damaged != "" {
+		if e.rec.heldWhy() != "" {
 			s.DamagedFiles++
 		}
 		if e.rec.Pinned {

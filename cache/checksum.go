@@ -590,7 +590,8 @@ func (c *Cache) adoptSumsLocked(e *entry, body fileSums, attrs transfer.ObjectAt
 }
 
 // Resolve ends the hold on name, a changed file that failed its checksum
-// check. With keepLocal, the local bytes are the file's content as they
+// check, or whose upload the bucket refused as invalid (refusal.go). With
+// keepLocal, the local bytes are the file's content as they
 // are (the sums that failed are forgotten) and are uploaded as any
 // change. Without, the bucket's version is taken: the local change is
 // dropped from the cache, and its bytes are kept in lost+found under the
@@ -600,16 +601,18 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 	c.mu.Lock()
 	e := c.entries[name]
 	switch {
-	case e == nil || e.rec.Damaged == "":
+	case e == nil || e.rec.heldWhy() == "":
 		c.mu.Unlock()
-		return "", fmt.Errorf("%s is not held for a failed check (bucketfs status lists the held files)", name)
+		return "", fmt.Errorf("%s is not held (bucketfs status lists the held files)", name)
 	case e.writers > 0:
 		c.mu.Unlock()
 		return "", fmt.Errorf("%s is open for writing: close it first", name)
 	}
 	if keepLocal {
-		e.rec.Damaged = ""
-		e.rec.forgetSums()
+		if e.rec.Damaged != "" {
+			e.rec.forgetSums()
+		}
+		e.rec.Damaged, e.rec.Refused = "", ""
 		e.version++
 		rec, seq := c.snapshotLocked(e)
 		c.mu.Unlock()
@@ -636,7 +639,7 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 		c.mu.Unlock()
 		return saved, fmt.Errorf("%s changed meanwhile; nothing dropped (its bytes are also in %s)", name, saved)
 	}
-	e.rec.Dirty, e.rec.Damaged = false, ""
+	e.rec.Dirty, e.rec.Damaged, e.rec.Refused = false, "", ""
 	e.dirtying, e.dirtySince = nil, time.Time{}
 	victims := c.dropLocked(e)
 	c.notifyLocked()
@@ -709,8 +712,8 @@ func (h *WriteHandle) checkRead(off, n int64) error {
 func fsckSums(dataDir string, recs map[string]record, rep *FsckReport) {
 	var buf []byte
 	for name, r := range recs {
-		if r.Damaged != "" {
-			rep.Held = append(rep.Held, name+": "+r.Damaged)
+		if why := r.heldWhy(); why != "" {
+			rep.Held = append(rep.Held, name+": "+why)
 			continue
 		}
 		if r.Deleted || len(r.Sums) == 0 || r.ChunkSize <= 0 {

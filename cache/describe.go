@@ -72,6 +72,8 @@ type description struct {
 	// Damaged: the file is held for a failed checksum check (checksum.go);
 	// a rebuilt record stays held.
 	Damaged string `json:"damaged,omitempty"`
+	// Refused: held because the bucket refused its upload (refusal.go).
+	Refused string `json:"refused,omitempty"`
 	// Partial: Meta and Attempts were left out, too big for the
 	// filesystem's extended attributes.
 	Partial bool `json:"partial,omitempty"`
@@ -92,7 +94,7 @@ func describe(name string, r record) description {
 		V: 1, ID: r.ID, Name: name, Generation: r.Generation, Size: r.Size,
 		Complete: r.Complete, Dirty: r.Dirty, Deleted: r.Deleted, MetaOnly: r.MetaOnly,
 		CopyFrom: r.CopyFrom, CopyGen: r.CopyGen, CopyType: r.CopyType,
-		Meta: r.Meta, Attempts: r.Attempts, Damaged: r.Damaged,
+		Meta: r.Meta, Attempts: r.Attempts, Damaged: r.Damaged, Refused: r.Refused,
 	}
 }
 
@@ -109,7 +111,7 @@ func (d *description) record(id uint64, size, chunkSize int64) record {
 		ID: id, Generation: d.Generation, Size: d.Size, ChunkSize: chunkSize,
 		Complete: d.Complete, Dirty: d.Dirty, Deleted: d.Deleted, MetaOnly: d.MetaOnly,
 		CopyFrom: d.CopyFrom, CopyGen: d.CopyGen, CopyType: d.CopyType,
-		Meta: d.Meta, Attempts: d.Attempts, Damaged: d.Damaged,
+		Meta: d.Meta, Attempts: d.Attempts, Damaged: d.Damaged, Refused: d.Refused,
 	}
 	switch {
 	case d.Deleted:

@@ -63,6 +63,9 @@ type entryWriteBack struct {
 	uploadSeq    uint64                    // uploads started
 	uploadedSeq  uint64                    // the last upload started that succeeded
 	uploadedHere bool                      // rec.Generation was written by this cache's upload
+	invalids     int                       // uploads refused as invalid in a row, with nothing changed between (refusal.go)
+	refusedAt    time.Time                 // when the bucket last refused an upload in a way a person can fix (refusal.go); zero since a success
+	refusedWhy   string                    // what it said then
 	left         uint64                    // bumped whenever the content leaves the name (orphanLocked, moveHandlesLocked): an open for writing under way sees it, as it sees dropped (OpenWrite)
 }
 

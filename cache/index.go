@@ -85,6 +85,9 @@ type record struct {
 	CRC32C   uint32 `json:"crc32c,omitempty"`
 	Written  []byte `json:"written,omitempty"`
 	Damaged  string `json:"damaged,omitempty"`
+	// Refused (with Dirty) says why the file is held because the bucket
+	// refused its upload in a way that will not change (refusal.go).
+	Refused string `json:"refused,omitempty"`
 	// Pinned keeps the copy from eviction until it is unpinned (warm.go).
 	Pinned bool `json:"pinned,omitempty"`
 }

@@ -34,6 +34,17 @@ type Status struct {
 	// Held lists every changed file held for a failed checksum check
 	// (see Resolve), by name.
 	Held []HeldFile
+	// Refused lists the changed files whose last upload the bucket
+	// refused in a way a person can fix (credentials, a missing
+	// bucket): they are tried again every few minutes (refusal.go).
+	Refused []RefusedFile
+}
+
+// RefusedFile is a changed file whose last upload the bucket refused.
+type RefusedFile struct {
+	Name  string
+	Since time.Time // the refusal
+	Why   string
 }
 
 // HeldFile is a changed file that failed its checksum check.
@@ -68,7 +79,10 @@ func (c *Cache) Status(maxDirty int) Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := Status{Stats: c.stats}
-	defer func() { sort.Slice(s.Held, func(i, j int) bool { return s.Held[i].Name < s.Held[j].Name }) }()
+	defer func() {
+		sort.Slice(s.Held, func(i, j int) bool { return s.Held[i].Name < s.Held[j].Name })
+		sort.Slice(s.Refused, func(i, j int) bool { return s.Refused[i].Name < s.Refused[j].Name })
+	}()
 	s.Entries = len(c.entries)
 	s.UsedBytes = c.used
 	s.ReadBytes = c.readBytes.Load()
@@ -84,9 +98,12 @@ func (c *Cache) Status(maxDirty int) Status {
 		if !e.rec.Dirty {
 			continue
 		}
-		if e.rec.Damaged != "" {
+		if why := e.rec.heldWhy(); why != "" {
 			s.DamagedFiles++
-			s.Held = append(s.Held, HeldFile{Name: name, Why: e.rec.Damaged})
+			s.Held = append(s.Held, HeldFile{Name: name, Why: why})
+		}
+		if e.refusedWhy != "" {
+			s.Refused = append(s.Refused, RefusedFile{Name: name, Since: e.refusedAt, Why: e.refusedWhy})
 		}
 		s.DirtyFiles++
 		size := e.rec.Size

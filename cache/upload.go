@@ -170,7 +170,25 @@ func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
 // upload of ours), or the local version was saved beside the bucket's.
 func (c *Cache) refused(ctx context.Context, u uploadJob, body fileSums) error {
 	e, name, base := u.e, u.name, u.base
-	gen, ours := c.ownVersion(ctx, e, name)
+	live, serr := c.b.Stat(ctx, name)
+	if errors.Is(serr, transfer.ErrNotExist) && base > 0 {
+		// Deleted in the bucket since the version the change is based
+		// on: the change wins over the deletion (the application that
+		// wrote it finds it at its name). It goes again as a new object
+		// (ifGenerationMatch=0): a version written meanwhile refuses it,
+		// and then both are kept.
+		c.log.Warn("the object was deleted in the bucket while it had local changes: the deletion is overridden, the local version is uploaded at its name", "object", name, "based_on", base)
+		c.mu.Lock()
+		e.uploading = false
+		if e.rec.Generation == base {
+			e.rec.Generation = 0
+		}
+		c.scheduleLocked(name, 0)
+		c.notifyLocked()
+		c.mu.Unlock()
+		return nil
+	}
+	gen, ours := c.ownVersionOf(e, live, serr)
 	if ours {
 		// The bucket holds an upload of ours whose answer a crash
 		// (or a lost response) kept from us: not a conflict. Send
@@ -204,11 +222,21 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 	c.mu.Lock()
 	e.uploading = false
 	if err != nil {
-		if !c.resendChangedLocked(ctx, u, err) {
+		// A file changed while it was sent is sent again (not a failure);
+		// a refusal the bucket keeps giving holds the file (refusal.go).
+		resent := c.resendChangedLocked(ctx, u, err)
+		held := !resent && ctx.Err() == nil && c.invalidLocked(e, u, err)
+		if !resent && !held {
 			c.failedLocked(ctx, e, err)
 		}
 		c.notifyLocked()
+		if !held {
+			c.mu.Unlock()
+			return
+		}
+		rec, seq := c.snapshotLocked(e)
 		c.mu.Unlock()
+		c.holdRefused(e, rec, seq)
 		return
 	}
 	e.retries = 0
@@ -269,6 +297,7 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 // once, to send what e is now, and it returns false: a change made
 // during a transfer is sent again, never dropped.
 func (c *Cache) settleLocked(e *entry, name string, version uint64, inflight int, also bool) bool {
+	e.refusedAt, e.refusedWhy, e.invalids = time.Time{}, "", 0 // the bucket took it
 	if e.version != version || inflight != 0 || e.inflight != 0 || !also {
 		c.scheduleLocked(name, 0)
 		return false
@@ -438,6 +467,12 @@ func (c *Cache) noteAttempt(e *entry) (string, error) {
 // written by one of e's unconfirmed uploads, and its generation.
 func (c *Cache) ownVersion(ctx context.Context, e *entry, name string) (int64, bool) {
 	a, err := c.b.Stat(ctx, name)
+	return c.ownVersionOf(e, a, err)
+}
+
+// ownVersionOf is ownVersion of a, what a Stat of the name answered
+// (with err).
+func (c *Cache) ownVersionOf(e *entry, a transfer.ObjectAttrs, err error) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
@@ -462,8 +497,9 @@ func (c *Cache) failedLocked(ctx context.Context, e *entry, err error) {
 	}
 	c.noteErrorLocked(op, e.name, err)
 	delay := min(time.Second<<min(e.retries-1, 6), retryMax)
-	if errors.Is(err, transfer.ErrPermission) || errors.Is(err, transfer.ErrUnauthenticated) || errors.Is(err, transfer.ErrBucketNotExist) {
+	if fixableRefusal(err) { // refusal.go
 		delay = permanentRetry
+		c.refusedLocked(e, err)
 		c.log.Error("the bucket refused an upload; the file stays dirty in the cache and is tried again later", "object", e.name, "retry_in", delay, "err", err)
 	} else {
 		c.log.Warn("upload failed; retrying", "object", e.name, "attempt", e.retries, "retry_in", delay, "err", err)

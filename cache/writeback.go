@@ -27,17 +27,6 @@ import (
 // ErrNoSpace means a file to be written does not fit in the cache.
 var ErrNoSpace = errors.New("the file does not fit in the cache")
 
-// ConflictName is the object name a local version is saved under when the
-// object it was based on changed in the bucket meanwhile:
-// NAME.bucketfs-conflict-YYYYMMDDTHHMMSSZ (with -2, -3... if taken).
-func ConflictName(name string, at time.Time, try int) string {
-	n := fmt.Sprintf("%s.bucketfs-conflict-%s", name, at.UTC().Format("20060102T150405Z"))
-	if try > 1 {
-		n += fmt.Sprintf("-%d", try)
-	}
-	return n
-}
-
 // Remove records that name is deleted; the deletion reaches the bucket in
 // order with name's other changes (an upload in flight ends first; a new
 // file of the same name replaces the deletion). base is the generation
@@ -91,6 +80,7 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	cur.Meta = nil                                      // a file made again under the name starts without the old one's
 	cur.Complete, cur.Present = true, nil
 	cur.Damaged, cur.Sums, cur.Written = rec.Damaged, rec.Sums, rec.Written // a held file deleted is held no more
+	cur.Refused = rec.Refused
 	// Handles open on the file keep their copy, as on a local disk.
 	c.orphanLocked(e)
 	c.markLocalLocked(name)
@@ -164,6 +154,7 @@ func deletionOf(r record, base int64) record {
 	}
 	r.Deleted, r.MetaOnly, r.Dirty = true, false, true
 	r.Damaged, r.Sums, r.Written = "", nil, nil // no bytes to check, nothing held
+	r.Refused = ""
 	r.CopyFrom, r.CopyGen, r.CopyType = "", 0, ""
 	r.Meta = nil
 	r.Complete, r.Present, r.Size = true, nil, 0
@@ -208,8 +199,11 @@ type Progress struct {
 // Flush uploads every local change now, ignoring the write-back delay,
 // and waits until none is left or ctx ends. progress, if not nil, is
 // called whenever the amount left changes. It returns the names still
-// dirty (nil when everything is in the bucket).
+// dirty (nil when everything is in the bucket); it returns early, with
+// them, once every file left is held or was refused by the bucket since
+// the call (refusal.go): no wait would send them.
 func (c *Cache) Flush(ctx context.Context, progress func(Progress)) []string {
+	start := time.Now()
 	c.mu.Lock()
 	for name, e := range c.entries {
 		if e.rec.Dirty {
@@ -223,14 +217,16 @@ func (c *Cache) Flush(ctx context.Context, progress func(Progress)) []string {
 		c.mu.Lock()
 		var left Progress
 		var names []string
-		held := 0 // files held for a failed check: no upload to wait for
+		// Files held, or refused by the bucket since the flush began:
+		// no upload to wait for (refusal.go).
+		stuck := 0
 		for name, e := range c.entries {
 			if e.rec.Dirty {
 				left.Files++
 				left.Bytes += e.rec.Size
 				names = append(names, name)
-				if e.rec.Damaged != "" {
-					held++
+				if e.stuckSinceLocked(start) {
+					stuck++
 				}
 			}
 		}
@@ -243,7 +239,7 @@ func (c *Cache) Flush(ctx context.Context, progress func(Progress)) []string {
 		if left.Files == 0 {
 			return nil
 		}
-		if held == left.Files {
+		if stuck == left.Files {
 			sort.Strings(names)
 			return names
 		}
@@ -278,6 +274,7 @@ func (c *Cache) FlushName(ctx context.Context, name string) error {
 		c.mu.Unlock()
 		return err
 	}
+	start := time.Now()
 	target := e.uploadSeq + 1
 	e.forced = true
 	c.queue[name] = time.Time{}
@@ -291,6 +288,15 @@ func (c *Cache) FlushName(ctx context.Context, name string) error {
 			return err
 		}
 		done := e.dropped || !e.rec.Dirty || e.uploadedSeq >= target
+		if !done && e.stuckSinceLocked(start) {
+			why := e.rec.heldWhy()
+			if why == "" {
+				why = e.refusedWhy
+			}
+			err := fmt.Errorf("%s: %w: %s", name, ErrRefused, why)
+			c.mu.Unlock()
+			return err
+		}
 		if !done && !e.uploading {
 			// Re-arm after a failed try (it was queued again with a delay
 			// that the writers may have made it skip).

@@ -288,8 +288,14 @@ func TestStatusAndFlush(t *testing.T) {
 		t.Errorf("status after refused uploads: errors %+v, %d failures; want refused.txt named", st.Errors, st.UploadFailures)
 	}
 	code, text = runBucketfs(t, nil, "status", m.dir)
-	if code != 0 || !strings.Contains(text, "recent errors") || !strings.Contains(text, "refused.txt") {
+	if code != 0 || !strings.Contains(text, "recent errors") || !strings.Contains(text, "REFUSED") || !strings.Contains(text, "refused.txt") {
 		t.Errorf("bucketfs status after refused uploads exited %d:\n%s", code, text)
+	}
+	// Without a timeout too, flush returns naming the refused file
+	// (issue 22, item 3): before, it waited for ever.
+	code, out = runBucketfs(t, nil, "flush", m.dir)
+	if code != 1 || !strings.Contains(out, "refused.txt") {
+		t.Errorf("flush with no timeout against a refusing bucket exited %d, want 1 naming refused.txt:\n%s", code, out)
 	}
 	emu.SetHook(nil)
 	if code, out := runBucketfs(t, nil, "flush", m.dir); code != 0 {

@@ -191,6 +191,37 @@ func TestConflictThroughMount(t *testing.T) {
 	}
 }
 
+// A file changed through the mount while another client deleted it: the
+// change wins over the deletion, at its own name (issue 22, item 4).
+// Before, it went to a conflict name and the path disappeared.
+func TestChangeOverridesRemoteDeletionThroughMount(t *testing.T) {
+	emu := startEmulator(t, nil)
+	put(t, emu, "kept.txt", []byte("base"))
+	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "1h"}})
+	if err := os.WriteFile(m.path("kept.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := emu.Delete(testBucket, "kept.txt"); err != nil { // another client, meanwhile
+		t.Fatal(err)
+	}
+	if code, out := runBucketfs(t, nil, "flush", m.dir); code != 0 {
+		t.Fatalf("flush: exit %d: %s", code, out)
+	}
+	if got, err := os.ReadFile(m.path("kept.txt")); err != nil || string(got) != "mine" {
+		t.Errorf("after the flush the path reads %q, %v; want the local change", got, err)
+	}
+	m.unmount(t)
+	if got := string(object(t, emu, "kept.txt")); got != "mine" {
+		t.Errorf("kept.txt = %q, want the local change", got)
+	}
+	if sib := listObjects(t, emu, "kept.txt.bucketfs-conflict-"); len(sib) != 0 {
+		t.Errorf("conflict copies %v, want none", sib)
+	}
+	if !strings.Contains(m.logs.String(), "the deletion is overridden") {
+		t.Error("the overridden deletion was not logged")
+	}
+}
+
 func TestRenameFiles(t *testing.T) {
 	emu := startEmulator(t, nil)
 	put(t, emu, "a", []byte("content of a"))

@@ -93,7 +93,7 @@ type PutOptions struct {
 //     error wrapping it) and leaves nothing running.
 //   - Errors are classified with the sentinels of this package, testable with
 //     errors.Is: ErrNotExist, ErrBucketNotExist, ErrPermission,
-//     ErrUnauthenticated, ErrPrecondition. Anything else is transient or
+//     ErrUnauthenticated, ErrPrecondition, ErrInvalid. Anything else is transient or
 //     unknown; its text says what happened.
 //   - Idempotent calls (Stat, List, ReadRange, Delete with a generation) are
 //     retried with backoff by the implementation; callers do not retry them.
@@ -193,7 +193,13 @@ var (
 	ErrPermission      = errors.New("permission denied by the bucket")
 	ErrUnauthenticated = errors.New("credentials missing or not accepted")
 	ErrPrecondition    = errors.New("precondition failed: the object changed")
-	ErrNotRenamed      = errors.New("folder not renamed")
+	// ErrInvalid: the store refused the request itself (HTTP 400), for
+	// example an object name it does not take (GCS: over 1024 bytes of
+	// UTF-8). GCS answers a body whose checksum is not the one sent
+	// with 400 too, so one such answer to an upload does not prove that
+	// a retry would fail: the caller decides (cache/refusal.go).
+	ErrInvalid    = errors.New("the bucket refused the request as invalid")
+	ErrNotRenamed = errors.New("folder not renamed")
 	// ErrChecksum: bytes read or sent do not have the checksum the store
 	// (or the cache's record) says they must have.
 	ErrChecksum = errors.New("checksum mismatch")

@@ -10,7 +10,8 @@
 // Errors are classified once, here: every error a Bucket returns is an
 // *OpError naming the call and object, wrapping one of the sentinels
 // (ErrNotExist, ErrBucketNotExist, ErrPermission, ErrUnauthenticated,
-// ErrPrecondition) when the store said so. Callers use errors.Is.
+// ErrPrecondition, ErrInvalid) when the store said so. Callers use
+// errors.Is.
 //
 // Download fetches one object version in chunks with parallel range
 // requests, pinned to its generation. A background walk goes through the

@@ -372,7 +372,7 @@ func (g *GCS) put(ctx context.Context, name string, r io.Reader, po PutOptions) 
 			// sent, not from the wording of the answer.
 			err = fmt.Errorf("%w: the body sent has CRC32C %08x, the upload declared %08x: %v", ErrChecksum, sent.sum, po.CRC32C, err)
 		}
-		return ObjectAttrs{}, g.wrap("put", name, err)
+		return ObjectAttrs{}, g.wrapPut(name, err)
 	}
 	return fromGCS(w.Attrs()), nil
 }
@@ -387,6 +387,17 @@ func (s *summingReader) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
 	s.sum = crc32c.Update(s.sum, p[:n])
 	return n, err
+}
+
+// wrapPut classifies an upload's error: an upload makes its object, so
+// a 404 can only be about the bucket.
+func (g *GCS) wrapPut(name string, err error) error {
+	e := g.wrap("put", name, err)
+	var oe *OpError
+	if errors.As(e, &oe) && errors.Is(oe.Err, ErrNotExist) && !errors.Is(oe.Err, ErrBucketNotExist) {
+		oe.Err = fmt.Errorf("%w: %v", ErrBucketNotExist, err)
+	}
+	return e
 }
 
 // Compose implements Bucket. The client retries it only when it carries a
@@ -511,6 +522,8 @@ func classify(err error) error {
 			return fmt.Errorf("%w: %v", ErrPermission, err)
 		case http.StatusPreconditionFailed:
 			return fmt.Errorf("%w: %v", ErrPrecondition, err)
+		case http.StatusBadRequest:
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
 	return err

@@ -512,6 +512,23 @@ func testBucket(t *testing.T, newBucket func(t *testing.T) (Bucket, *emulator.Se
 			t.Errorf("a failed Compose left an object: Stat: %v", err)
 		}
 	})
+	t.Run("RefusedUploads", func(t *testing.T) {
+		// A name the bucket does not take (GCS: over 1024 bytes) is a
+		// refusal of the request itself; an upload answered 404 can only
+		// be about the bucket.
+		b, emu := newBucket(t)
+		ctx := testutil.Ctx(t, 30*time.Second)
+		long := strings.Repeat("n", 1025)
+		if _, err := b.Put(ctx, long, strings.NewReader("x"), PutOptions{IfGenerationMatch: 0}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Put of a 1025-byte name: err = %v, want ErrInvalid", err)
+		}
+		emu.Fault(bucketName, http.StatusNotFound)
+		defer emu.Fault(bucketName, 0)
+		_, err := b.Put(ctx, "obj", strings.NewReader("x"), PutOptions{IfGenerationMatch: 0})
+		if !errors.Is(err, ErrBucketNotExist) {
+			t.Errorf("Put answered 404: err = %v, want ErrBucketNotExist", err)
+		}
+	})
 	t.Run("CheckAccess", func(t *testing.T) {
 		b, _ := newBucket(t)
 		if err := b.CheckAccess(testutil.Ctx(t, 30*time.Second)); err != nil {

@@ -198,9 +198,15 @@ func printStatus(w io.Writer, st control.Status, now time.Time) {
 		}
 	}
 	if len(st.Held) > 0 {
-		fmt.Fprintf(w, "HELD (failed a checksum check; not uploaded, not removed; see 'bucketfs resolve --help'):\n")
+		fmt.Fprintf(w, "HELD (failed a checksum check, or refused by the bucket as invalid; not uploaded, not removed; see 'bucketfs resolve --help'):\n")
 		for _, h := range st.Held {
 			fmt.Fprintf(w, "  %s: %s\n", h.Name, h.Why)
+		}
+	}
+	if len(st.Refused) > 0 {
+		fmt.Fprintf(w, "REFUSED (the bucket refused the upload: fix the permission, credentials or bucket; tried again every 5 minutes):\n")
+		for _, r := range st.Refused {
+			fmt.Fprintf(w, "  %s  %s: %s\n", ago(r.Since), r.Name, r.Why)
 		}
 	}
 	if st.ChecksumMismatches > 0 {
@@ -245,8 +251,8 @@ func runFlush(args []string) error {
 		return fmt.Errorf("asking the mount: %w", err)
 	}
 	if len(left) > 0 {
-		return fmt.Errorf("flush did not finish within %s: %d files are not in the bucket yet (see 'bucketfs status' for errors): %s",
-			c.timeout, len(left), strings.Join(left, ", "))
+		return fmt.Errorf("flush did not finish: %d files are not in the bucket yet (held, refused by the bucket, or still going when the timeout of %s ended; see 'bucketfs status'): %s",
+			len(left), c.timeout, strings.Join(left, ", "))
 	}
 	fmt.Println("flushed: every change is in the bucket")
 	return nil

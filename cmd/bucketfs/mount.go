@@ -486,7 +486,7 @@ func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *s
 			case ctx.Err() != nil:
 				why = append(why, "timeout", timeout)
 			default:
-				why = append(why, "reason", "held for a failed checksum check (see bucketfs status)")
+				why = append(why, "reason", "held (a failed checksum check, or an upload the bucket refused as invalid), or refused by the bucket (see bucketfs status)")
 			}
 			log.Error("flush did not finish; these files stay dirty in the cache", why...)
 			return left

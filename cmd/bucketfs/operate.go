@@ -164,5 +164,8 @@ func (o *operations) status(c *mountConfig, mnt, cacheDir string, ch *cache.Cach
 	for _, h := range s.Held {
 		st.Held = append(st.Held, control.HeldFile{Name: h.Name, Why: h.Why})
 	}
+	for _, r := range s.Refused {
+		st.Refused = append(st.Refused, control.RefusedFile{Name: r.Name, Since: r.Since, Why: r.Why})
+	}
 	return st
 }

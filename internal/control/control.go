@@ -133,7 +133,10 @@ type Status struct {
 
 	// Integrity (cache/checksum.go).
 	ChecksumMismatches int64      `json:"checksum_mismatches"`
-	Held               []HeldFile `json:"held,omitempty"` // changed files held for a failed check
+	Held               []HeldFile `json:"held,omitempty"` // changed files held for a failed check, or an upload refused as invalid
+	// Refused: changed files whose last upload the bucket refused in a
+	// way a person can fix (permission, credentials, a missing bucket).
+	Refused []RefusedFile `json:"refused,omitempty"`
 
 	// Pinned copies ('bucketfs warm --pin'), counted in UsedBytes.
 	PinnedFiles int   `json:"pinned_files"`
@@ -145,6 +148,14 @@ type Status struct {
 type HeldFile struct {
 	Name string `json:"name"`
 	Why  string `json:"why"`
+}
+
+// RefusedFile is a changed file whose last upload the bucket refused in
+// a way a person can fix; it is tried again every few minutes.
+type RefusedFile struct {
+	Name  string    `json:"name"`
+	Since time.Time `json:"since"`
+	Why   string    `json:"why"`
 }
 
 // DirtyFile is one file with changes not yet in the bucket.

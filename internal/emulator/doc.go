@@ -22,12 +22,15 @@
 //   - preconditions: the fake ignores ifGenerationMatch on compose and on
 //     delete; the emulator checks it itself and answers 412 as GCS does
 //     (serialised against other guarded calls, not against uploads);
+//   - object names: a call that would make an object whose name is over
+//     MaxObjectName (1024) bytes is answered 400, as GCS does; the fake
+//     takes any length (namelimit.go);
 //   - hierarchical namespace: SetHierarchical makes a bucket say it has
 //     one, and the emulator answers folders.rename and operations.get for
 //     it (folder.go; written from GCS's documentation).
 //
 // Middleware order, outermost first: counting, WAN shaping, hook and fault
-// injection, folders, precondition checks, metadata patches run alone, the fake. Counters therefore see every request, including
+// injection, the object-name limit, folders, precondition checks, metadata patches run alone, the fake. Counters therefore see every request, including
 // shaped, hooked and faulted ones.
 //
 // # Using the official client

@@ -14,7 +14,7 @@ type cacheCollector struct {
 
 	hits, misses, uncached, readBytes, used, capacity, entries, evictions, downloading *prometheus.Desc
 	dirtyFiles, dirtyBytes, oldestAge, queued, uploading, uploads, failures, conflicts *prometheus.Desc
-	mismatches, held                                                                   *prometheus.Desc
+	mismatches, held, refused                                                          *prometheus.Desc
 	prefetch                                                                           *prometheus.Desc
 }
 
@@ -46,7 +46,8 @@ func newCacheCollector(src StatusSource) *cacheCollector {
 		prefetch: prometheus.NewDesc("bucketfs_prefetch_bytes_total",
 			"Bytes of small files fetched ahead of their open: used (opened later) or wasted (evicted, or the mount ended, before any open).",
 			[]string{"outcome"}, nil),
-		held: d("bucketfs_held_files", "Changed files held because bytes they did not write failed their checksum check: not uploaded, not removed, until 'bucketfs resolve'."),
+		held:    d("bucketfs_held_files", "Changed files held, not uploaded, not removed, until 'bucketfs resolve': bytes they did not write failed their checksum check, or the bucket refused their upload as invalid."),
+		refused: d("bucketfs_refused_files", "Changed files whose last upload the bucket refused in a way a person can fix (permission, credentials, a missing bucket); tried again every 5 minutes."),
 	}
 }
 
@@ -54,7 +55,7 @@ func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.hits, c.misses, c.uncached, c.readBytes, c.used, c.capacity, c.entries, c.evictions, c.downloading,
 		c.dirtyFiles, c.dirtyBytes, c.oldestAge, c.queued, c.uploading, c.uploads, c.failures, c.conflicts,
-		c.mismatches, c.held, c.prefetch,
+		c.mismatches, c.held, c.refused, c.prefetch,
 	} {
 		ch <- d
 	}
@@ -94,4 +95,5 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.conflicts, s.Conflicts)
 	counter(c.mismatches, s.ChecksumMismatches)
 	gauge(c.held, float64(s.DamagedFiles))
+	gauge(c.refused, float64(len(s.Refused)))
 }
