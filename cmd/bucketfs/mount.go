@@ -258,7 +258,8 @@ func runMount(args []string) error {
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(os.Stderr, c.logLevel, c.logFormat)
+	catchBrokenPipes() // logging.go: a log reader that goes away does not stop the flush
+	log, err := newLogger(newLogStream(os.Stderr, "stderr", journalNote), c.logLevel, c.logFormat)
 	if err != nil {
 		return err
 	}
