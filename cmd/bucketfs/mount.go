@@ -329,7 +329,7 @@ func runMount(args []string) error {
 	if n := ch.CloseWriters(); n > 0 {
 		log.Info("closed files the kernel left open for writing at the unmount", "files", n)
 	}
-	left := flush(ch, c.flushTimeout, sigs, log)
+	left := flush(ch, gcs.Breaker(), c.flushTimeout, sigs, log)
 	ops.stop()
 	cacheClosed = true
 	err = ch.Close()
@@ -454,8 +454,9 @@ func serveUntilUnmounted(server *fuse.Server, mnt string, sigs <-chan os.Signal,
 
 // flush uploads every change, reporting progress on stderr at most once a
 // second, and then cleans up the staged parts of uploads that a crash or a
-// failed cleanup left, until done, timeout, or a second signal.
-func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *slog.Logger) []string {
+// failed cleanup left, until done, timeout, a second signal, or the bucket
+// known to be away (br, if not nil: see watchOffline).
+func flush(ch *cache.Cache, br *transfer.Breaker, timeout time.Duration, sigs <-chan os.Signal, log *slog.Logger) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var cutBy atomic.Value // the signal that cut the flush short, if one did
@@ -469,6 +470,8 @@ func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *s
 		}
 	}()
 	if st := ch.Stats(); st.DirtyFiles > 0 {
+		away := watchOffline(ctx, br, cancel) // offline.go
+		defer func() { cancel(); away.wait() }()
 		var last time.Time
 		left := ch.Flush(ctx, func(p cache.Progress) {
 			if time.Since(last) >= time.Second || p.Files == 0 {
@@ -484,6 +487,8 @@ func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *s
 			switch {
 			case cutBy.Load() != nil:
 				why = append(why, "cut_short_by", cutBy.Load())
+			case away.cause() != "":
+				why = append(why, "reason", "the bucket is unreachable (the next mount sends them)", "cause", away.cause())
 			case ctx.Err() != nil:
 				why = append(why, "timeout", timeout)
 			default:
