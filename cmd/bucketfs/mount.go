@@ -266,12 +266,16 @@ func runMount(args []string) error {
 	ops := newOperations(log)
 	defer ops.stop()
 
+	ctx := context.Background()
+	// Before the bucket is asked: a held cache is a local cause (held.go).
+	if err := checkCacheFree(ctx, c.cacheDir); err != nil {
+		return err
+	}
 	mnt, err := prepareMountpoint(c, log)
 	if err != nil {
 		return err
 	}
 
-	ctx := context.Background()
 	gcs, err := transfer.NewGCS(ctx, c.bucket, transfer.GCSOptions{
 		Endpoint:        c.endpoint,
 		Anonymous:       c.anonymous,
@@ -290,6 +294,9 @@ func runMount(args []string) error {
 	}
 
 	ch, err := openCache(c, bucket, large, gcs.Breaker(), log)
+	if errors.Is(err, cache.ErrCacheInUse) {
+		return heldBy(ctx, c.cacheDir) // taken since checkCacheFree
+	}
 	if err != nil {
 		return err
 	}
@@ -319,7 +326,8 @@ func runMount(args []string) error {
 	notifyReady(log, fmt.Sprintf("gs://%s mounted on %s", c.bucket, mnt))
 
 	serveUntilUnmounted(server, mnt, sigs, log)
-	fsys.StopPrefetch() // before the cache closes
+	ops.flushing.Store(true) // a start on the same cache dir says so (held.go)
+	fsys.StopPrefetch()      // before the cache closes
 
 	// The kernel sends no more requests: everything changed is in the
 	// cache. Files it did not release (an unmount can drop the release of
