@@ -56,6 +56,30 @@ type FsckReport struct {
 // ErrCacheInUse means a running bucketfs holds the cache directory.
 var ErrCacheInUse = errors.New("another bucketfs process uses this cache dir (unmount it first)")
 
+// IndexPath is the cache index's path in the cache directory dir: the
+// file whose lock (bbolt's flock) a process using the directory holds.
+func IndexPath(dir string) string { return filepath.Join(dir, "index.db") }
+
+// InUse reports whether another process holds the cache directory dir:
+// a mount, or fsck, holds its index's lock for as long as it uses it.
+// It only tries the lock, and gives it back at once; a directory with no
+// index is not in use.
+func InUse(dir string) (bool, error) {
+	f, err := os.Open(IndexPath(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return true, nil
+	}
+	return false, err // the lock goes with the file
+}
+
 // Fsck checks the cache in dir, which no process may be using: the
 // index (all of it, bbolt's check included), the journal, and the data
 // files against the records. With o.Rebuild it then replaces the index

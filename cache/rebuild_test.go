@@ -324,7 +324,26 @@ func TestFsck(t *testing.T) {
 	if old, _ := filepath.Glob(filepath.Join(e.dir, "index.db.old-*")); len(old) != 0 {
 		t.Errorf("fsck --rebuild moved the index of a cache in use: %v", old)
 	}
+	if used, err := InUse(e.dir); !used || err != nil {
+		t.Errorf("InUse of a cache in use: %v, %v; want true", used, err)
+	}
 	e.checkBucket(c, want)
+}
+
+// InUse is false for a directory with no index, and for a closed cache.
+func TestInUseOfClosedCache(t *testing.T) {
+	e := newEnv(t)
+	if used, err := InUse(e.dir); used || err != nil {
+		t.Errorf("InUse of an empty directory: %v, %v", used, err)
+	}
+	c := e.openWB(time.Hour)
+	if used, err := InUse(e.dir); !used || err != nil {
+		t.Errorf("InUse of an open cache: %v, %v; want true", used, err)
+	}
+	c.Close()
+	if used, err := InUse(e.dir); used || err != nil {
+		t.Errorf("InUse of a closed cache: %v, %v; want false", used, err)
+	}
 }
 
 // TestUndescribedRecordsGetDescribed: a start describes the files of its

@@ -97,6 +97,7 @@ type Breaker struct {
 	lastOK   time.Time
 	attempts map[*request]struct{} // requests in flight
 	online   chan struct{}         // closed while online; replaced when it opens
+	offline  chan struct{}         // closed while offline; replaced when it closes
 	checking bool                  // a probe of a suspected stall runs
 
 	stop chan struct{}
@@ -107,7 +108,8 @@ func newBreaker(o BreakerOptions) *Breaker {
 	o.defaults()
 	on := make(chan struct{})
 	close(on)
-	return &Breaker{o: o, attempts: map[*request]struct{}{}, online: on, lastOK: time.Now(), stop: make(chan struct{})}
+	return &Breaker{o: o, attempts: map[*request]struct{}{}, online: on, offline: make(chan struct{}),
+		lastOK: time.Now(), stop: make(chan struct{})}
 }
 
 // BreakerState is a snapshot of a Breaker.
@@ -130,6 +132,25 @@ func (b *Breaker) Online() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.online
+}
+
+// Offline returns a channel that is closed while the bucket is offline: a
+// caller that waits for the bucket stops waiting on it when it goes away
+// (the flush at unmount).
+func (b *Breaker) Offline() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.offline
+}
+
+// ProbeNow sends one probe now, as the background probe does, bounded by
+// ctx and Stall (plus a second), and returns its error: nil if the bucket
+// answered, which closes the breaker. Its outcome is recorded as any
+// request's. Not before the client is made (the probe is set then).
+func (b *Breaker) ProbeNow(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, probeKey{}, true), b.o.Stall+time.Second)
+	defer cancel()
+	return b.probe(ctx)
 }
 
 // ForceOffline opens the breaker as if the bucket had failed, with cause
@@ -226,6 +247,7 @@ func (b *Breaker) openLocked(now time.Time, cause error, quiet bool) {
 	}
 	b.open, b.since, b.cause = true, now, cause.Error()
 	b.online = make(chan struct{})
+	close(b.offline)
 	if !quiet {
 		b.logOffline()
 	}
@@ -251,6 +273,7 @@ func (b *Breaker) succeeded() {
 	outage := now.Sub(b.since)
 	b.open, b.since, b.cause = false, now, ""
 	close(b.online)
+	b.offline = make(chan struct{})
 	b.o.Logger.Info("the bucket answers again: back online; queued changes are being uploaded", "offline_for", outage.Round(time.Second))
 }
 

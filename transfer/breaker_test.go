@@ -241,3 +241,48 @@ func TestBreakerFlaky5xx(t *testing.T) {
 		t.Fatalf("a flaky bucket was taken offline:\n%s", logs)
 	}
 }
+
+// Offline is closed while the breaker is open; ProbeNow asks the bucket
+// at once, fails while it is away and closes the breaker when it answers.
+func TestBreakerOfflineAndProbeNow(t *testing.T) {
+	g, p, _ := newBrokenGCS(t)
+	br := g.Breaker()
+	ctx := context.Background()
+	select {
+	case <-br.Offline():
+		t.Fatal("Offline is closed while online")
+	default:
+	}
+	if err := br.ProbeNow(ctx); err != nil {
+		t.Fatalf("ProbeNow while online: %v", err)
+	}
+	if err := p.SetMode(faultproxy.Refuse()); err != nil {
+		t.Fatal(err)
+	}
+	waitOffline(t, 20*time.Second, func(ctx context.Context) error {
+		_, err := g.Stat(ctx, "a.txt")
+		return err
+	})
+	select {
+	case <-br.Offline():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Offline not closed while offline")
+	}
+	if err := br.ProbeNow(ctx); !errors.Is(err, ErrOffline) {
+		t.Fatalf("ProbeNow while the bucket refuses: %v, want ErrOffline", err)
+	}
+	if err := p.SetMode(faultproxy.Pass()); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.ProbeNow(ctx); err != nil {
+		t.Fatalf("ProbeNow once the bucket is back: %v", err)
+	}
+	if !br.State().Online {
+		t.Fatal("an answered ProbeNow left the breaker open")
+	}
+	select {
+	case <-br.Offline():
+		t.Fatal("Offline still closed once back online")
+	default:
+	}
+}

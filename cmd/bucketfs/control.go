@@ -161,7 +161,11 @@ func printStatus(w io.Writer, st control.Status, now time.Time) {
 	fmt.Fprintf(w, "bucketfs %s, pid %d, up %s\n", st.Version, st.PID, ago(st.Started))
 	fmt.Fprintf(w, "bucket:      gs://%s\n", st.Bucket)
 	printBucketState(w, st, now) // offline.go
-	fmt.Fprintf(w, "mountpoint:  %s\n", st.Mountpoint)
+	if st.Flushing {
+		fmt.Fprintf(w, "mountpoint:  %s (UNMOUNTED: sending the changes left before it exits)\n", st.Mountpoint)
+	} else {
+		fmt.Fprintf(w, "mountpoint:  %s\n", st.Mountpoint)
+	}
 	fmt.Fprintf(w, "cache dir:   %s\n", st.CacheDir)
 	fmt.Fprintf(w, "cache:       %s of %s used, %d objects; %d hits, %d misses, %d uncached, %d evictions; %s read from the cache\n",
 		humanSize(st.UsedBytes), humanSize(st.MaxBytes), st.Entries, st.Hits, st.Misses, st.Uncached, st.Evictions, humanSize(st.ReadBytes))

@@ -1,11 +1,19 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/coreos/go-systemd/v22/journal"
 )
 
 // newLogger makes the logger of the mount: text (key=value) or JSON lines
@@ -65,4 +73,63 @@ func redactString(s string) string {
 	s = bearerRE.ReplaceAllString(s, "${1}"+redacted)
 	s = urlTokenRE.ReplaceAllString(s, "${1}"+redacted)
 	return urlPassRE.ReplaceAllString(s, "${1}"+redacted+"@")
+}
+
+// A log stream whose reader went away (stderr piped into 'head -1', a
+// 'tee' stopped by Ctrl-C, a journald restart) must not stop the mount:
+// Go kills a program that writes to a broken pipe on fd 1 or 2 unless
+// SIGPIPE is caught, and a mount killed so never flushes its changes.
+// runMount catches SIGPIPE (catchBrokenPipes), so such a write fails
+// with EPIPE instead; logStream then drops every later line, and says so
+// once in the journal if there is one.
+
+// catchBrokenPipes makes a write to a broken pipe fail with EPIPE instead
+// of killing the process, for the rest of its life (its last words, the
+// error it exits with, go to stderr too). Programs it starts get the
+// default SIGPIPE again (a caught signal is reset at exec).
+func catchBrokenPipes() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+}
+
+// logStream is the mount's log output: w until a write to it fails with
+// EPIPE, then nothing. It is safe for concurrent use.
+type logStream struct {
+	w      io.Writer
+	name   string           // what w is, for the note: "stderr"
+	note   func(msg string) // told once when w breaks; may be nil
+	broken atomic.Bool
+	once   sync.Once
+}
+
+func newLogStream(w io.Writer, name string, note func(msg string)) *logStream {
+	return &logStream{w: w, name: name, note: note}
+}
+
+// Write writes p to the stream, or drops it once the stream is broken.
+// A dropped line is no error: the logger has nowhere better to put it.
+func (s *logStream) Write(p []byte) (int, error) {
+	if s.broken.Load() {
+		return len(p), nil
+	}
+	n, err := s.w.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		s.broken.Store(true)
+		s.once.Do(func() {
+			if s.note != nil {
+				s.note(fmt.Sprintf("bucketfs (pid %d): its %s is a broken pipe (whoever read it went away); log lines are dropped from now on; the mount goes on, and flushes at unmount as usual",
+					os.Getpid(), s.name))
+			}
+		})
+		return len(p), nil
+	}
+	return n, err
+}
+
+// journalNote writes msg to the systemd journal, if there is one: the
+// other place a mount whose stderr broke can say so.
+func journalNote(msg string) {
+	if !journal.Enabled() {
+		return
+	}
+	_ = journal.Send(msg, journal.PriWarning, map[string]string{"SYSLOG_IDENTIFIER": "bucketfs"})
 }

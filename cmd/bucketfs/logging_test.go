@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"os"
 	"strings"
 	"testing"
 )
@@ -53,5 +55,48 @@ func TestLoggerFormatsAndRedaction(t *testing.T) {
 	}
 	if _, err := newLogger(&b, "info", "xml"); err == nil || !strings.Contains(err.Error(), "--log-format") {
 		t.Errorf("bad format: %v", err)
+	}
+}
+
+// countingWriter counts the writes that reach w.
+type countingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) { c.n++; return c.w.Write(p) }
+
+// A log stream whose reader went away drops its lines without an error,
+// stops writing to it, and notes it once elsewhere.
+func TestLogStreamBrokenPipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	cw := &countingWriter{w: w}
+	var notes []string
+	log, err := newLogger(newLogStream(cw, "stderr", func(m string) { notes = append(notes, m) }), "info", "text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("before")
+	buf := make([]byte, 100)
+	if n, err := r.Read(buf); err != nil || !strings.Contains(string(buf[:n]), "before") {
+		t.Fatalf("first line: %q, %v", buf[:n], err)
+	}
+	r.Close()
+	s := newLogStream(cw, "stderr", func(m string) { notes = append(notes, m) })
+	for range 3 {
+		if n, err := s.Write([]byte("x\n")); n != 2 || err != nil {
+			t.Fatalf("write to a broken stream: %d, %v; want 2, nil", n, err)
+		}
+		log.Info("after")
+	}
+	if cw.n != 3 {
+		t.Errorf("%d writes reached the pipe, want 3 (one before it broke, one for each stream after)", cw.n)
+	}
+	if len(notes) != 2 || !strings.Contains(notes[0], "broken pipe") {
+		t.Errorf("notes %q, want one per stream saying the pipe broke", notes)
 	}
 }

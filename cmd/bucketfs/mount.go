@@ -258,19 +258,24 @@ func runMount(args []string) error {
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(os.Stderr, c.logLevel, c.logFormat)
+	catchBrokenPipes() // logging.go: a log reader that goes away does not stop the flush
+	log, err := newLogger(newLogStream(os.Stderr, "stderr", journalNote), c.logLevel, c.logFormat)
 	if err != nil {
 		return err
 	}
 	ops := newOperations(log)
 	defer ops.stop()
 
+	ctx := context.Background()
+	// Before the bucket is asked: a held cache is a local cause (held.go).
+	if err := checkCacheFree(ctx, c.cacheDir); err != nil {
+		return err
+	}
 	mnt, err := prepareMountpoint(c, log)
 	if err != nil {
 		return err
 	}
 
-	ctx := context.Background()
 	gcs, err := transfer.NewGCS(ctx, c.bucket, transfer.GCSOptions{
 		Endpoint:        c.endpoint,
 		Anonymous:       c.anonymous,
@@ -289,6 +294,9 @@ func runMount(args []string) error {
 	}
 
 	ch, err := openCache(c, bucket, large, gcs.Breaker(), log)
+	if errors.Is(err, cache.ErrCacheInUse) {
+		return heldBy(ctx, c.cacheDir) // taken since checkCacheFree
+	}
 	if err != nil {
 		return err
 	}
@@ -318,7 +326,8 @@ func runMount(args []string) error {
 	notifyReady(log, fmt.Sprintf("gs://%s mounted on %s", c.bucket, mnt))
 
 	serveUntilUnmounted(server, mnt, sigs, log)
-	fsys.StopPrefetch() // before the cache closes
+	ops.flushing.Store(true) // a start on the same cache dir says so (held.go)
+	fsys.StopPrefetch()      // before the cache closes
 
 	// The kernel sends no more requests: everything changed is in the
 	// cache. Files it did not release (an unmount can drop the release of
@@ -328,7 +337,7 @@ func runMount(args []string) error {
 	if n := ch.CloseWriters(); n > 0 {
 		log.Info("closed files the kernel left open for writing at the unmount", "files", n)
 	}
-	left := flush(ch, c.flushTimeout, sigs, log)
+	left := flush(ch, gcs.Breaker(), c.flushTimeout, sigs, log)
 	ops.stop()
 	cacheClosed = true
 	err = ch.Close()
@@ -453,8 +462,9 @@ func serveUntilUnmounted(server *fuse.Server, mnt string, sigs <-chan os.Signal,
 
 // flush uploads every change, reporting progress on stderr at most once a
 // second, and then cleans up the staged parts of uploads that a crash or a
-// failed cleanup left, until done, timeout, or a second signal.
-func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *slog.Logger) []string {
+// failed cleanup left, until done, timeout, a second signal, or the bucket
+// known to be away (br, if not nil: see watchOffline).
+func flush(ch *cache.Cache, br *transfer.Breaker, timeout time.Duration, sigs <-chan os.Signal, log *slog.Logger) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var cutBy atomic.Value // the signal that cut the flush short, if one did
@@ -468,6 +478,8 @@ func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *s
 		}
 	}()
 	if st := ch.Stats(); st.DirtyFiles > 0 {
+		away := watchOffline(ctx, br, cancel) // offline.go
+		defer func() { cancel(); away.wait() }()
 		var last time.Time
 		left := ch.Flush(ctx, func(p cache.Progress) {
 			if time.Since(last) >= time.Second || p.Files == 0 {
@@ -483,6 +495,8 @@ func flush(ch *cache.Cache, timeout time.Duration, sigs <-chan os.Signal, log *s
 			switch {
 			case cutBy.Load() != nil:
 				why = append(why, "cut_short_by", cutBy.Load())
+			case away.cause() != "":
+				why = append(why, "reason", "the bucket is unreachable (the next mount sends them)", "cause", away.cause())
 			case ctx.Err() != nil:
 				why = append(why, "timeout", timeout)
 			default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache"
@@ -99,3 +100,69 @@ func printBucketState(w io.Writer, st control.Status, now time.Time) {
 	}
 	fmt.Fprintf(w, "             cached files are served, changes are queued (%s); uploads resume when it answers\n", waits)
 }
+
+// An unmount while the bucket is away does not wait for --flush-timeout
+// (ten minutes by default, for a systemctl stop or a reboot too): the
+// flush ends once the bucket is known to be away, and what is left stays
+// in the cache for the next mount, as the durability contract says.
+
+// offlineWatch ends a flush when the bucket is away; see watchOffline.
+type offlineWatch struct {
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	why string // guarded by mu: the outage that ended the flush, if one did
+}
+
+// watchOffline cancels the flush (ctx, cancel) once the bucket is known
+// to be away: at once if br is open and one probe sent now gets no good
+// answer either, or when br opens during the flush (it opens only once a
+// probe failed too). A nil br watches nothing. The caller calls wait
+// after cancelling ctx.
+func watchOffline(ctx context.Context, br *transfer.Breaker, cancel context.CancelFunc) *offlineWatch {
+	w := &offlineWatch{}
+	if br == nil {
+		return w
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		if !br.State().Online {
+			if err := br.ProbeNow(ctx); err != nil && ctx.Err() == nil {
+				w.end(br, err, cancel)
+				return
+			}
+		}
+		select {
+		case <-br.Offline():
+			w.end(br, nil, cancel)
+		case <-ctx.Done():
+		}
+	}()
+	return w
+}
+
+// end records why the bucket is taken as away (the breaker's cause, else
+// err) and cancels the flush.
+func (w *offlineWatch) end(br *transfer.Breaker, err error, cancel context.CancelFunc) {
+	why := br.State().Cause
+	if why == "" && err != nil {
+		why = err.Error()
+	}
+	if why == "" {
+		why = transfer.ErrOffline.Error()
+	}
+	w.mu.Lock()
+	w.why = why
+	w.mu.Unlock()
+	cancel()
+}
+
+// cause is the outage that ended the flush; "" if none did.
+func (w *offlineWatch) cause() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.why
+}
+
+// wait waits for the watch to end; ctx must be done or ending.
+func (w *offlineWatch) wait() { w.wg.Wait() }

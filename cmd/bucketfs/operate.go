@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,6 +29,8 @@ type operations struct {
 	metered *transfer.Metered
 	breaker *transfer.Breaker // nil: no breaker (see offline.go)
 	started time.Time
+	// flushing: unmounted, sending the changes before the exit (set once).
+	flushing atomic.Bool
 
 	metricsSrv *metrics.Server
 	ctl        *control.Server
@@ -134,6 +137,7 @@ func (o *operations) status(c *mountConfig, mnt, cacheDir string, ch *cache.Cach
 	s := ch.Status(maxDirty)
 	st := control.Status{
 		Version: version, PID: os.Getpid(), Bucket: c.bucket, Mountpoint: mnt, CacheDir: cacheDir, Started: o.started,
+		Flushing: o.flushing.Load(),
 
 		UsedBytes: s.UsedBytes, MaxBytes: s.MaxBytes, Entries: s.Entries,
 		Hits: s.Hits, Misses: s.Misses, Uncached: s.Uncached, Evictions: s.Evictions, ReadBytes: s.ReadBytes,

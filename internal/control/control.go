@@ -87,6 +87,10 @@ type Status struct {
 	Mountpoint string    `json:"mountpoint"`
 	CacheDir   string    `json:"cache_dir"`
 	Started    time.Time `json:"started"`
+	// Flushing: the file system is unmounted, and the process sends its
+	// changes to the bucket before it exits (and gives the cache
+	// directory up).
+	Flushing bool `json:"flushing,omitempty"`
 
 	// The bucket's reachability (the client's circuit breaker): Offline
 	// since OfflineSince, for OfflineCause; changes wait meanwhile.

@@ -1,0 +1,92 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Issue 22, item 1: 'bucketfs mount ... 2>&1 | head -1', a write, then
+// 'fusermount3 -u': the log line that follows the unmount goes to a pipe
+// nobody reads. The daemon must not die of it: it flushes the change and
+// exits 0 as usual.
+func TestBrokenLogPipeStillFlushes(t *testing.T) {
+	emu := startEmulator(t, nil)
+	dir, cacheDir := t.TempDir(), t.TempDir()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// A long write-back delay: the change goes up at the unmount's flush,
+	// not before.
+	cmd := exec.Command(binPath, "mount", testBucket, dir, "--endpoint", emu.URL(), "--anonymous",
+		"--cache-dir", cacheDir, "--write-back-delay", "1h")
+	cmd.Stdout, cmd.Stderr = w, w // 2>&1 |
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	m := &mountProc{dir: dir, cacheDir: cacheDir, cmd: cmd, logs: &syncBuffer{},
+		ready: make(chan struct{}), exited: make(chan struct{})}
+	t.Cleanup(func() {
+		m.stop()
+		if t.Failed() {
+			t.Logf("bucketfs log, up to the mount:\n%s", m.logs.String())
+		}
+	})
+	go func() {
+		// Like head: read up to the line that says it mounted, then go
+		// away.
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			m.logs.add(sc.Text())
+			if strings.Contains(sc.Text(), "msg=mounted") {
+				break
+			}
+		}
+		close(m.ready)
+		r.Close()
+		m.waitErr = cmd.Wait()
+		close(m.exited)
+	}()
+	select {
+	case <-m.ready:
+	case <-time.After(60 * time.Second):
+		t.Fatal("bucketfs did not mount within 60s")
+	}
+	if !mounted(dir) {
+		t.Fatalf("bucketfs stopped logging before it mounted:\n%s", m.logs.String())
+	}
+
+	data := []byte("x\n")
+	if err := os.WriteFile(m.path("f1"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("fusermount3", "-u", dir).CombinedOutput(); err != nil {
+		t.Fatalf("fusermount3 -u: %v: %s", err, out)
+	}
+	select {
+	case <-m.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("bucketfs did not exit within 60s of the unmount")
+	}
+	var ee *exec.ExitError
+	if errors.As(m.waitErr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			t.Errorf("bucketfs was killed by %v after its log reader went away", ws.Signal())
+		}
+	}
+	if m.waitErr != nil {
+		t.Errorf("bucketfs exited with %v, want 0 (its change was flushed)", m.waitErr)
+	}
+	if got := object(t, emu, "f1"); !bytes.Equal(got, data) {
+		t.Errorf("f1 in the bucket after the unmount: %q, want %q", got, data)
+	}
+}
