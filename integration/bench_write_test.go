@@ -526,6 +526,17 @@ func drainOnce(t *testing.T, cfg benchConfig, tc transportCase, wan emulator.WAN
 	emu.SetWAN(nil)
 	emu.SetHook(nil)
 	conns := emu.Connections() + emu.TLSConnections()
+	var retries []string
+	for _, line := range strings.Split(m.logs.String(), "\n") {
+		// A failed try, the mount going offline, or an upload whose
+		// answer was lost: each sends the file again.
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") || strings.Contains(line, "not confirmed") {
+			retries = append(retries, line)
+		}
+	}
+	for _, line := range retries[:min(len(retries), 4)] {
+		t.Logf("drain (%s): %s", tc.label, line)
+	}
 
 	obj := object(t, emu, benchWriteBig)
 	if int64(len(obj)) != cfg.size || sum(obj) != wantSum {
@@ -535,8 +546,8 @@ func drainOnce(t *testing.T, cfg benchConfig, tc transportCase, wan emulator.WAN
 	perConn := float64(wan.PerConn) / (1 << 20)
 	t.Logf("drained %s under WAN (%s) in %v: %.1f MiB/s, %d upload request(s), %d compose(s), %d new TCP connections; size and sha256 in the bucket ok",
 		sizeLabel(cfg.size), tc.label, d.Round(time.Millisecond), v, uploads.Load(), composes.Load(), conns)
-	return v, fmt.Sprintf("%d upload request(s) (parts) and %d compose(s) (the emulator has no XML multipart API) over %d new TCP connections, %.2f of the %.0f MiB/s per-connection limit; size and sha256 in the bucket ok; written through the mount at %.0f MiB/s",
-		uploads.Load(), composes.Load(), conns, v/perConn, perConn, mibps(cfg.size, wrote))
+	return v, fmt.Sprintf("%d upload request(s) (parts) and %d compose(s) (the emulator has no XML multipart API) over %d new TCP connections, %d warning(s) logged, %.2f of the %.0f MiB/s per-connection limit; size and sha256 in the bucket ok; written through the mount at %.0f MiB/s",
+		uploads.Load(), composes.Load(), conns, len(retries), v/perConn, perConn, mibps(cfg.size, wrote))
 }
 
 // writeStream writes size pseudo-random bytes (from seed) to a new file at
