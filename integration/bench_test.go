@@ -42,6 +42,8 @@ import (
 //	                   --upload-parallelism of the small-files runs, one
 //	                   run each, comma-separated (default 8; "8,64" adds a
 //	                   run with 64)
+//	BENCH_DRAIN_ARGS   more mount flags for the drain rows (say
+//	                   "--offline-after 30s")
 //	BENCH_ONLY         run only these sections, comma-separated: read
 //	                   (= cached-read, cold), write (= cached-write,
 //	                   small-files, drain), or one of those, xml-drain

@@ -3,12 +3,12 @@ package transfer
 // The HTTP transport under the GCS client. GCS is HTTPS and offers HTTP/2
 // by ALPN; over HTTP/2 Go's client multiplexes every request to a host on
 // one TCP connection, so the parallel range reads of a prefetch and the
-// parallel parts of an upload share one connection's window and one
-// congestion window. Measured behind the emulator's TLS front pacing each
-// TCP connection at 25 MiB/s (docs/bench.md, issue 23): a cold read of
-// 512 MiB ran at 13 MiB/s over h2 and 160 MiB/s over HTTP/1.1 with a
-// connection per request. HTTP/1.1 is therefore the default, with an idle
-// pool as large as the requests bucketfs has in flight.
+// parallel parts of an upload share one connection's bandwidth. Measured
+// behind the emulator's TLS listener pacing each TCP connection at
+// 25 MiB/s (docs/bench.md, issue 23): a cold read of 1 GiB ran at
+// 24 MiB/s over h2 and 132 MiB/s over HTTP/1.1 with a connection per
+// request. HTTP/1.1 is therefore the default, with an idle pool as large
+// as the requests bucketfs has in flight.
 
 import (
 	"crypto/tls"
