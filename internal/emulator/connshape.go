@@ -44,9 +44,9 @@ type shapedConn struct {
 	ctx    context.Context // cancelled by Close: ends pacing waits
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	cur    *shaper // guarded by mu: the profile rd and wr were made for
-	rd, wr *pacer  // guarded by mu; nil: not paced
+	mu     sync.Mutex // a leaf: held for no I/O, no wait, no other lock
+	cur    *shaper    // guarded by mu: the profile rd and wr were made for
+	rd, wr *pacer     // guarded by mu; nil: not paced
 }
 
 // pacers returns the pacers of the current profile (nil: not paced).
