@@ -18,7 +18,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"cloud.google.com/go/storage"
 	"github.com/bucketfs/bucketfs/internal/emulator"
 	"github.com/bucketfs/bucketfs/internal/testutil"
 )
@@ -43,9 +42,12 @@ import (
 //	                   --upload-parallelism of the small-files runs, one
 //	                   run each, comma-separated (default 8; "8,64" adds a
 //	                   run with 64)
-//	BENCH_ONLY         run only these sections, comma-separated: read,
-//	                   write (= cached-write, small-files, drain), or one
-//	                   of those three, xml-drain (default: all)
+//	BENCH_DRAIN_ARGS   more mount flags for the drain rows (say
+//	                   "--offline-after 30s")
+//	BENCH_ONLY         run only these sections, comma-separated: read
+//	                   (= cached-read, cold), write (= cached-write,
+//	                   small-files, drain), or one of those, xml-drain
+//	                   (default: all)
 //	BENCH_OUT          also write the table and the machine facts here
 //
 // Cases, all measured in the same run so that their ratios are meaningful
@@ -59,8 +61,10 @@ import (
 //     default) and with --passthrough=false;
 //   - cold: a different object behind emulator.DefaultWAN(), read once in
 //     full through a fresh mount (fresh cache) for a few prefetch settings,
-//     against the WAN's total cap and against one GET of the whole object
-//     by the official client (one stream).
+//     and with the default one over plain HTTP and over the emulator's TLS
+//     listener with --client-protocol http1 and http2, against the WAN's
+//     total cap and against one GET of the whole object by the official
+//     client (one stream); see bench_cold_test.go.
 //
 // The fio jobs use --direct=1. On the native file that means reads go to
 // the disk, bypassing the page cache. On the mount it depends on the
@@ -91,8 +95,11 @@ func TestBench(t *testing.T) {
 	emu := startEmulator(t, nil)
 	tbl := &benchTable{}
 	var notes []string
-	if cfg.runs("read") {
+	if cfg.runs("cached-read") {
 		notes = append(notes, benchReads(t, emu, fioPath, cfg, tbl)...)
+	}
+	if cfg.runs("cold") {
+		notes = append(notes, benchColdReads(t, emu, cfg, tbl)...) // bench_cold_test.go
 	}
 	if cfg.runs("write") {
 		notes = append(notes, benchWrites(t, emu, fioPath, cfg, tbl)...)
@@ -136,8 +143,8 @@ func TestBench(t *testing.T) {
 }
 
 // benchReads measures cached reads (fio on a file read once through a
-// mount, against the native file) and cold reads behind the WAN profile,
-// adds its rows to tbl and returns its notes.
+// mount, against the native file), adds its rows to tbl and returns its
+// notes.
 func benchReads(t *testing.T, emu *emulator.Server, fioPath string, cfg benchConfig, tbl *benchTable) []string {
 	t.Helper()
 	var notes []string
@@ -152,7 +159,6 @@ func benchReads(t *testing.T, emu *emulator.Server, fioPath string, cfg benchCon
 		writeSynced(t, nativeFile, data)
 		return sum(data)
 	}()
-	put(t, emu, benchCold, testutil.RandomBytes(int(cfg.size), 202))
 	runtime.GC()
 
 	// Warm one cache per mount flavour, then take the mount down cleanly
@@ -255,47 +261,6 @@ func benchReads(t *testing.T, emu *emulator.Server, fioPath string, cfg benchCon
 	notes = append(notes, "without passthrough the daemon serves O_DIRECT reads with buffered preads of its cache file, "+
 		"from the page cache once read: those rows measure the FUSE path and memory, not the disk")
 
-	// Cold reads behind the WAN profile.
-	wan := emulator.DefaultWAN()
-	emu.SetWAN(&wan)
-	defer emu.SetWAN(nil)
-	capMiB := float64(wan.Total) / (1 << 20)
-	single := singleStreamGET(t, emu, benchCold, cfg.size)
-	t.Logf("single stream GET (official client): %.1f MiB/s", single)
-
-	for _, cs := range coldSettings() {
-		var speeds, firsts, reads []float64
-		for rep := range cfg.repeat {
-			c := coldRead(t, emu, cfg, cs.args)
-			t.Logf("repeat %d cold %-20s %.0f MiB/s, first MiB after %v, %d media reads",
-				rep+1, cs.label, c.mibps, c.first.Round(time.Millisecond), c.mediaReads)
-			speeds = append(speeds, c.mibps)
-			firsts = append(firsts, float64(c.first))
-			reads = append(reads, float64(c.mediaReads))
-		}
-		v := median(speeds)
-		tbl.add(benchRow{
-			name:     fmt.Sprintf("cold seq read %s (MiB/s), %s", sizeLabel(cfg.size), cs.label),
-			native:   "cap " + fmtNum(capMiB),
-			bucketfs: fmtNum(v),
-			ratio:    fmtRatio(v / capMiB),
-			target:   ">= 0.80 of cap",
-			met:      metStr(v/capMiB >= 0.80),
-			note: fmt.Sprintf("%.1fx single stream (%.1f); first MiB after %v; %.0f media reads",
-				v/single, single, time.Duration(median(firsts)).Round(time.Millisecond), median(reads)),
-		})
-	}
-	tbl.add(benchRow{
-		name:     fmt.Sprintf("single stream GET %s (MiB/s)", sizeLabel(cfg.size)),
-		native:   "cap " + fmtNum(float64(wan.PerConn)/(1<<20)) + "/conn",
-		bucketfs: fmtNum(single),
-		ratio:    fmtRatio(single / (float64(wan.PerConn) / (1 << 20))),
-		target:   "-",
-		met:      "-",
-		note:     "official Go client, one GET of the whole object",
-	})
-	notes = append(notes, fmt.Sprintf("WAN profile for cold rows: %v before each response, %s/s per connection, %s/s in total",
-		wan.Latency, sizeLabel(wan.PerConn), sizeLabel(wan.Total)))
 	return notes
 }
 
@@ -314,9 +279,9 @@ type benchConfig struct {
 	only       map[string]bool // BENCH_ONLY; empty: every section
 }
 
-// benchSections are the names BENCH_ONLY takes; "write" stands for the
-// three write sections.
-var benchSections = []string{"read", "write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names"}
+// benchSections are the names BENCH_ONLY takes; "read" stands for the
+// two read sections, "write" for the three write sections.
+var benchSections = []string{"read", "cached-read", "cold", "write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names"}
 
 // runs says whether section (one of benchSections) is to run.
 func (c benchConfig) runs(section string) bool {
@@ -324,6 +289,10 @@ func (c benchConfig) runs(section string) bool {
 		return true
 	}
 	switch section {
+	case "read":
+		return c.only["cached-read"] || c.only["cold"]
+	case "cached-read", "cold":
+		return c.only["read"]
 	case "write":
 		return c.only["cached-write"] || c.only["small-files"] || c.only["drain"]
 	case "cached-write", "small-files", "drain":
@@ -534,120 +503,6 @@ func procIOBytes(pid int, field string) int64 {
 		}
 	}
 	return -1
-}
-
-type coldSetting struct {
-	label string
-	args  []string
-}
-
-func coldSettings() []coldSetting {
-	return []coldSetting{
-		{"8MiB x16 (default)", nil},
-		{"16MiB x16", []string{"--prefetch-chunk-size", "16MiB"}},
-		{"4MiB x32", []string{"--prefetch-chunk-size", "4MiB", "--prefetch-parallelism", "32"}},
-	}
-}
-
-type coldResult struct {
-	mibps      float64
-	first      time.Duration // from open to the first MiB read
-	mediaReads int64
-}
-
-// coldRead mounts with a fresh cache and reads benchCold once, start to
-// end, with 1 MiB reads; the time includes the lookup and the open.
-func coldRead(t *testing.T, emu *emulator.Server, cfg benchConfig, args []string) coldResult {
-	t.Helper()
-	cacheDir := t.TempDir()
-	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: append([]string{"--cache-max-size", "4GiB"}, args...)})
-	emu.ResetCounters()
-	type res struct {
-		n     int64
-		first time.Duration
-		err   error
-	}
-	ch := make(chan res, 1)
-	start := time.Now()
-	go func() {
-		var r res
-		f, err := os.Open(m.path(benchCold))
-		if err != nil {
-			r.err = err
-			ch <- r
-			return
-		}
-		defer f.Close()
-		buf := make([]byte, 1<<20)
-		for {
-			k, err := f.Read(buf)
-			if r.n == 0 && k > 0 {
-				r.first = time.Since(start)
-			}
-			r.n += int64(k)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				r.err = err
-				break
-			}
-		}
-		ch <- r
-	}()
-	var r res
-	select {
-	case r = <-ch:
-	case <-time.After(10 * time.Minute):
-		t.Fatalf("cold read of %s: not done within 10 minutes", benchCold)
-	}
-	d := time.Since(start)
-	if r.err != nil {
-		t.Fatalf("cold read of %s: %v", benchCold, r.err)
-	}
-	if r.n != cfg.size {
-		t.Fatalf("cold read of %s: got %d bytes, want %d", benchCold, r.n, cfg.size)
-	}
-	out := coldResult{mibps: mibps(r.n, d), first: r.first, mediaReads: emu.MediaReads(testBucket, benchCold)}
-	m.unmount(t)
-	os.RemoveAll(cacheDir) // a GiB per setting and repeat otherwise
-	return out
-}
-
-// singleStreamGET downloads name with one GET through the official client
-// and returns MiB/s.
-func singleStreamGET(t *testing.T, emu *emulator.Server, name string, size int64) float64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	client, err := storage.NewClient(ctx, emu.ClientOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	start := time.Now()
-	r, err := client.Bucket(testBucket).Object(name).NewReader(ctx)
-	if err != nil {
-		t.Fatalf("single stream GET: %v", err)
-	}
-	defer r.Close()
-	var n int64
-	buf := make([]byte, 1<<20)
-	for {
-		k, err := r.Read(buf)
-		n += int64(k)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("single stream GET after %d bytes: %v", n, err)
-		}
-	}
-	d := time.Since(start)
-	if n != size {
-		t.Fatalf("single stream GET: got %d bytes, want %d", n, size)
-	}
-	return mibps(n, d)
 }
 
 // hashFile reads path to its end and returns its sha256 and length, failing

@@ -22,10 +22,33 @@ const (
 	writeOutTarget = 30 * time.Second
 )
 
-// benchWriteOut adds the write-out row to tbl and returns its note.
+// benchWriteOut adds the write-out rows to tbl, over plain HTTP and over
+// TLS with each --client-protocol (issue 23), and returns their note.
 func benchWriteOut(t *testing.T, tbl *benchTable) []string {
 	t.Helper()
+	var plain time.Duration
+	var note string
+	for i, tc := range transportCases() { // bench_cold_test.go
+		took, n := writeOutOnce(t, tbl, tc)
+		note = n
+		if i == 0 {
+			plain = took
+			continue
+		}
+		last := &tbl.rows[len(tbl.rows)-1]
+		x := took.Seconds() / plain.Seconds()
+		last.note = fmt.Sprintf("%.2fx the plain HTTP row's time; ", x) + last.note
+		last.target, last.met = "<= 1.10x plain", metStr(x <= 1.10)
+	}
+	return []string{note}
+}
+
+// writeOutOnce times one write-out reaching a new emulator the way tc
+// says, adds its row and returns the time and the section's note.
+func writeOutOnce(t *testing.T, tbl *benchTable, tc transportCase) (time.Duration, string) {
+	t.Helper()
 	emu := startEmulator(t, nil)
+	defer emu.Close()
 	wan := emulator.DefaultWAN()
 	emu.SetWAN(&wan)
 	defer emu.SetWAN(nil)
@@ -36,7 +59,7 @@ func benchWriteOut(t *testing.T, tbl *benchTable) []string {
 		}
 	})
 	defer emu.SetAfterHook(nil)
-	m := mount(t, emu, mountOpts{})
+	m := mount(t, emu, mountOpts{tls: tc.tls, args: tc.args})
 	pid := m.cmd.Process.Pid
 	contents := testutil.RandomBytes(writeOutFiles*smallFileSize, 1400)
 	const dir = "writeout"
@@ -66,7 +89,7 @@ func benchWriteOut(t *testing.T, tbl *benchTable) []string {
 	ceil := max(5, 5+float64(writeOutFiles)/(8/wan.Latency.Seconds())-created.Seconds())
 	t.Logf("write-out: %d files in the bucket %v after the last close; bucketfs used %v CPU (%.2f ms a file)", writeOutFiles, took.Round(time.Millisecond), cpu, perFile)
 	tbl.add(benchRow{
-		name:     fmt.Sprintf("%d x 4 KiB in the bucket after the last close, WAN (s)", writeOutFiles),
+		name:     fmt.Sprintf("%d x 4 KiB in the bucket after the last close, WAN, %s (s)", writeOutFiles, tc.label),
 		native:   "floor " + fmtNum(ceil),
 		bucketfs: fmtNum(took.Seconds()),
 		ratio:    fmtRatio(ceil / took.Seconds()),
@@ -74,6 +97,6 @@ func benchWriteOut(t *testing.T, tbl *benchTable) []string {
 		met:      metStr(took <= writeOutTarget),
 		note:     fmt.Sprintf("defaults; bucketfs CPU %.1fs = %.2f ms a file (create and upload)", cpu.Seconds(), perFile),
 	})
-	return []string{fmt.Sprintf("after-last-close row: default mount (--write-back-delay 5s, --upload-parallelism 8), behind the WAN profile; floor = the 5s delay, or the first close + 5s + %d uploads at 8 in flight of %v each; "+
-		"the time runs from the last close to the bucket listing every file; CPU from the daemon's /proc/PID/stat", writeOutFiles, wan.Latency)}
+	return took, fmt.Sprintf("after-last-close rows: default mount (--write-back-delay 5s, --upload-parallelism 8), behind the WAN profile; floor = the 5s delay, or the first close + 5s + %d uploads at 8 in flight of %v each; "+
+		"the time runs from the last close to the bucket listing every file; CPU from the daemon's /proc/PID/stat", writeOutFiles, wan.Latency)
 }

@@ -65,10 +65,22 @@ func TestMain(m *testing.M) {
 
 const testBucket = "test-bucket"
 
-// startEmulator starts an emulator with testBucket; it stops with the test.
+// startEmulator starts an emulator with testBucket, on plain HTTP and on
+// TLS (mountOpts.tls); it stops with the test.
 func startEmulator(t testing.TB, wan *emulator.WANProfile) *emulator.Server {
 	t.Helper()
-	return testemu.Start(t, emulator.Options{Buckets: []string{testBucket}, WAN: wan})
+	return testemu.Start(t, emulator.Options{Buckets: []string{testBucket}, WAN: wan, TLS: true})
+}
+
+// tlsArgs are the flags that mount emu over its TLS listener, trusting
+// its certificate (written to a file of the test).
+func tlsArgs(t testing.TB, emu *emulator.Server) []string {
+	t.Helper()
+	ca := filepath.Join(t.TempDir(), "emulator-ca.pem")
+	if err := os.WriteFile(ca, emu.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--endpoint", emu.TLSURL(), "--ca-file", ca}
 }
 
 // put stores data as object name, failing the test on error.
@@ -144,6 +156,7 @@ type mountOpts struct {
 	args     []string // extra flags
 	env      []string // extra environment
 	uid      int      // run bucketfs as this user (and group); 0: as the test
+	tls      bool     // reach the emulator over its TLS listener
 }
 
 // mount starts bucketfs on a new directory and waits until the mount is
@@ -181,8 +194,11 @@ func spawnMount(t testing.TB, emu *emulator.Server, o mountOpts) (*mountProc, er
 	}
 	m := &mountProc{dir: o.dir, cacheDir: o.cacheDir, logs: &syncBuffer{},
 		ready: make(chan struct{}), exited: make(chan struct{})}
-	args := append([]string{"mount", testBucket, m.dir,
-		"--endpoint", emu.URL(), "--anonymous", "--cache-dir", o.cacheDir}, o.args...)
+	args := []string{"mount", testBucket, m.dir, "--endpoint", emu.URL(), "--anonymous", "--cache-dir", o.cacheDir}
+	if o.tls {
+		args = append(args, tlsArgs(t, emu)...) // the later --endpoint wins
+	}
+	args = append(args, o.args...)
 	m.cmd = exec.Command(binPath, args...)
 	m.cmd.Env = append(os.Environ(), o.env...)
 	if o.uid != 0 {

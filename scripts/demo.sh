@@ -59,7 +59,16 @@ fifo=$(mktemp -u); mkfifo "$fifo"
 # terminal's foreground process group) reaches only the mount: the mount
 # flushes its changes into the emulator, exits, and then the trap below
 # stops the emulator.
-setsid "$bin/bucketfs-emulator" --addr "$addr" --bucket "$bucket" --seed ${DEMO_WAN:+--wan} ${DEMO_HNS:+--hierarchical} >"$fifo" 2>"$state/emulator.log" &
+# DEMO_WAN=1: the WAN profile, over TLS (h2 offered by ALPN) as GCS is
+# reached; the mount trusts the emulator's certificate with --ca-file.
+tls_addr=${DEMO_TLS_ADDR:-127.0.0.1:4444}
+wan_args=()
+mount_args=()
+if [ -n "${DEMO_WAN:-}" ]; then
+  wan_args=(--wan --tls-addr "$tls_addr" --ca-out "$state/ca.pem")
+  mount_args=(--ca-file "$state/ca.pem")
+fi
+setsid "$bin/bucketfs-emulator" --addr "$addr" --bucket "$bucket" --seed "${wan_args[@]}" ${DEMO_HNS:+--hierarchical} >"$fifo" 2>"$state/emulator.log" &
 emu=$!
 echo "$emu" >"$state/emulator.pid"
 trap 'kill $emu 2>/dev/null; wait $emu 2>/dev/null; rm -f "$fifo" "$state/emulator.pid"' EXIT
@@ -70,9 +79,15 @@ if ! read -r line <"$fifo"; then
   exit 1
 fi
 echo "demo: $line"
-# "emulator listening on http://ADDR bucket=NAME": the address it took.
+# "emulator listening on http://ADDR bucket=NAME": the address it took;
+# with DEMO_WAN, a second line gives the TLS one, which the mount uses.
 url=${line#*listening on }
 url=${url%% *}
+if [ -n "${DEMO_WAN:-}" ] && read -r line <"$fifo"; then
+  echo "demo: $line"
+  url=${line#*listening on }
+  url=${url%% *}
+fi
 echo "demo: mounting gs://$bucket on $mnt (cache in $state/cache); browse it from another terminal, Ctrl-C to stop"
-"$bin/bucketfs" mount "$bucket" "$mnt" --endpoint "$url" --anonymous \
+"$bin/bucketfs" mount "$bucket" "$mnt" --endpoint "$url" --anonymous "${mount_args[@]}" \
   --cache-dir "$state/cache" --cache-max-size 1GiB "$@"

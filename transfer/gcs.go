@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -32,8 +31,15 @@ type GCSOptions struct {
 	// Anonymous sends no credentials (public buckets, emulators).
 	Anonymous bool
 	// MaxConnsPerHost is how many idle connections to keep per host; it
-	// should be at least the number of concurrent requests bucketfs makes.
+	// should be at least the number of concurrent requests bucketfs makes
+	// (over HTTP/1.1, each has a connection of its own).
 	MaxConnsPerHost int
+	// Protocol is the HTTP version spoken to the bucket: HTTP1 ("" too)
+	// or HTTP2 (transport.go).
+	Protocol Protocol
+	// CAFile, if set, names PEM certificates trusted besides the
+	// system's: a private endpoint, or an emulator over TLS.
+	CAFile string
 	// UserAgent is appended to the client's user agent.
 	UserAgent string
 	// Breaker, if not nil, puts a circuit breaker on the client (see
@@ -68,25 +74,9 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 	if err := ValidBucketName(bucket); err != nil {
 		return nil, err
 	}
-	conns := o.MaxConnsPerHost
-	if conns < 16 {
-		conns = 16
-	}
-	base := &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{
-			Timeout:   30 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          conns * 2,
-		MaxIdleConnsPerHost:   conns,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		// Large reads: a bigger socket read buffer saves syscalls.
-		ReadBufferSize:  256 << 10,
-		WriteBufferSize: 256 << 10,
+	base, err := newTransport(o)
+	if err != nil {
+		return nil, err
 	}
 	var rt http.RoundTripper = base
 	if !o.Anonymous {

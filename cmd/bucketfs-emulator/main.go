@@ -5,10 +5,15 @@
 // Usage:
 //
 //	bucketfs-emulator [--addr 127.0.0.1:4443] [--bucket demo] [--seed] [--wan]
+//	                  [--tls-addr 127.0.0.1:4444 --ca-out FILE]
 //
 // When ready it prints one line to stdout,
 //
 //	emulator listening on http://ADDR bucket=NAME
+//
+// and, with --tls-addr, a second one,
+//
+//	emulator listening on https://ADDR ca=FILE
 //
 // and it runs until SIGINT or SIGTERM. Logs go to stderr.
 package main
@@ -36,12 +41,16 @@ foreground, for trying bucketfs without a real bucket.
 
 Usage:
   bucketfs-emulator [--addr 127.0.0.1:4443] [--bucket demo] [--seed] [--wan]
+                    [--tls-addr 127.0.0.1:4444 --ca-out FILE]
 
 When ready it prints "emulator listening on http://ADDR bucket=NAME" to stdout
-and serves until interrupted (SIGINT or SIGTERM). All data is lost on exit.
+(and, with --tls-addr, "emulator listening on https://ADDR ca=FILE") and serves
+until interrupted (SIGINT or SIGTERM). All data is lost on exit.
 
 Clients reach it with the JSON API endpoint http://ADDR/storage/v1/ and no
-authentication.
+authentication; over TLS at https://TLS-ADDR/storage/v1/, trusting the
+self-signed certificate written to --ca-out (bucketfs mount --ca-file FILE).
+It offers h2 and http/1.1 there, as GCS does.
 
 Flags:
 `
@@ -57,7 +66,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1:4443", "listen `address` (host:port); port 0 picks a free port")
 	bucket := fs.String("bucket", "demo", "`name` of the bucket to create")
 	seed := fs.Bool("seed", false, "fill the bucket with sample files (text, nested and implicit\ndirectories, empty files, 1 KiB/1 MiB/64 MiB binaries, one bad name)")
-	wan := fs.Bool("wan", false, "shape traffic like a WAN link (30ms latency, 25 MiB/s per\nrequest, 200 MiB/s in total)")
+	wan := fs.Bool("wan", false, "shape traffic like a WAN link (30ms before each response, 25 MiB/s\nper TCP connection, 200 MiB/s in total)")
+	tlsAddr := fs.String("tls-addr", "", "also serve HTTPS on this `address`, with a self-signed certificate\n(written to --ca-out) and h2 offered by ALPN")
+	caOut := fs.String("ca-out", "", "`file` to write the TLS certificate to (needed with --tls-addr)")
 	hns := fs.Bool("hierarchical", false, "give the bucket a hierarchical namespace: folders, and atomic\nfolder renames (as GCS documents them; see internal/emulator)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
@@ -75,8 +86,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	if (*tlsAddr == "") != (*caOut == "") {
+		fmt.Fprintln(stderr, "bucketfs-emulator: --tls-addr and --ca-out go together")
+		return 2
+	}
+
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	opts := emulator.Options{Addr: *addr, Buckets: []string{*bucket}}
+	opts := emulator.Options{Addr: *addr, Buckets: []string{*bucket}, TLS: *tlsAddr != "", TLSAddr: *tlsAddr}
 	if *wan {
 		p := emulator.DefaultWAN()
 		opts.WAN = &p
@@ -99,7 +115,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if opts.TLS {
+		if err := os.WriteFile(*caOut, s.CertPEM(), 0o644); err != nil {
+			log.Error("cannot write the certificate", "err", err)
+			return 1
+		}
+	}
 	fmt.Fprintf(stdout, "emulator listening on %s bucket=%s\n", s.URL(), *bucket)
+	if opts.TLS {
+		fmt.Fprintf(stdout, "emulator listening on %s ca=%s\n", s.TLSURL(), *caOut)
+	}
 	<-ctx.Done()
 	log.Info("shutting down", "requests", s.Requests(), "media_reads", s.TotalMediaReads())
 	return 0

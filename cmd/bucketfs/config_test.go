@@ -75,6 +75,14 @@ func TestConfigFile(t *testing.T) {
 		{name: "config names a config", file: "config: /etc/other.yaml\n", err: "config: a config file cannot name another one"},
 		{name: "value checked after reading", file: "bucket: bkt\nmountpoint: /m\nprefetch-parallelism: 0\n", err: "--prefetch-parallelism must be between 1 and 1024"},
 		{name: "bad log format", file: "bucket: bkt\nmountpoint: /m\nlog-format: xml\n", err: `--log-format must be text or json, got "xml"`},
+		{name: "bad client protocol", file: "bucket: bkt\nmountpoint: /m\nclient-protocol: h2\n", err: `--client-protocol: unknown client protocol "h2": want http1 or http2`},
+		{name: "client protocol", file: "bucket: bkt\nmountpoint: /m\nclient-protocol: http2\nca-file: /etc/ca.pem\n",
+			check: func(c *mountConfig) error {
+				if c.clientProtocol != "http2" || c.caFile != "/etc/ca.pem" {
+					return errors.New("client-protocol or ca-file not read")
+				}
+				return nil
+			}},
 		{name: "no bucket anywhere", file: "cache-max-size: 1GiB\n", err: "mount takes BUCKET and MOUNTPOINT (or bucket: and mountpoint: in the --config file), got 0"},
 		{name: "missing file", file: "-", args: []string{"--config", "/nonexistent/bucketfs.yaml", "bkt", "/m"}, err: "--config: open /nonexistent/bucketfs.yaml: no such file"},
 	}

@@ -13,7 +13,7 @@ var flagGroups = []struct {
 	title string
 	flags []string
 }{
-	{"Bucket and credentials", []string{"endpoint", "anonymous", "max-requests", "check-timeout", "offline-after", "stall-timeout"}},
+	{"Bucket and credentials", []string{"endpoint", "anonymous", "ca-file", "client-protocol", "max-requests", "check-timeout", "offline-after", "stall-timeout"}},
 	{"Cache", []string{"cache-dir", "cache-max-size", "cache-min-free", "cache-full-wait", "metadata-ttl",
 		"metadata-strict", "metadata-max-names"}},
 	{"Prefetch (reads)", []string{"prefetch-chunk-size", "prefetch-parallelism", "prefetch", "prefetch-files", "prefetch-max-size", "prefetch-window"}},

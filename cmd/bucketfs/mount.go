@@ -66,6 +66,8 @@ type mountConfig struct {
 	partSize          Size
 	partParallelism   int
 	multipartEndpoint string
+	clientProtocol    string
+	caFile            string
 
 	metricsAddr string // see operate.go
 	prefetch    prefetchConfig
@@ -116,6 +118,8 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.Var(&c.partSize, "part-size", "bytes per part of a parallel upload (at least 5MiB)")
 	fl.IntVar(&c.partParallelism, "part-parallelism", transfer.DefaultPartParallelism, "parts in flight, over all parallel uploads")
 	fl.StringVar(&c.multipartEndpoint, "multipart-endpoint", "", "XML API `URL` for multipart uploads (default: https://storage.googleapis.com, or the host of --endpoint); without that API, parts are composed through the JSON API")
+	fl.StringVar(&c.clientProtocol, "client-protocol", string(transfer.HTTP1), "HTTP version spoken to the bucket: http1 (a TCP connection per request in flight, so parallel reads and parts get parallel connections) or http2 (one multiplexed connection; measured slower for large transfers)")
+	fl.StringVar(&c.caFile, "ca-file", "", "PEM `FILE` of certificates trusted besides the system's, for an endpoint with a private CA (or an emulator over TLS)")
 	fl.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics; a bare port (9100 or :9100) listens on 127.0.0.1 only")
 	fl.StringVar(&c.fsyncMode, "fsync", "local", "local: fsync makes a file durable on local disk; remote: fsync waits until it is in the bucket")
 	c.prefetch.addFlags(fl)
@@ -219,6 +223,9 @@ func (c *mountConfig) validate() error {
 	case c.fsyncMode != "local" && c.fsyncMode != "remote":
 		return bad("--fsync must be local or remote, got %q", c.fsyncMode)
 	}
+	if _, err := transfer.ParseProtocol(c.clientProtocol); err != nil {
+		return bad("--client-protocol: %v", err)
+	}
 	if c.multipartEndpoint != "" {
 		u, err := url.Parse(c.multipartEndpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -279,7 +286,9 @@ func runMount(args []string) error {
 	gcs, err := transfer.NewGCS(ctx, c.bucket, transfer.GCSOptions{
 		Endpoint:        c.endpoint,
 		Anonymous:       c.anonymous,
-		MaxConnsPerHost: c.maxRequests,
+		MaxConnsPerHost: c.maxRequests + c.partParallelism,
+		Protocol:        transfer.Protocol(c.clientProtocol),
+		CAFile:          c.caFile,
 		UserAgent:       "bucketfs/" + version,
 		Breaker:         breakerOptions(c, log),
 		StallTimeout:    stallTimeoutOption(c.stallTimeout),

@@ -14,11 +14,19 @@
 //     simulate refused credentials), and SetHook runs an arbitrary
 //     per-request function before the fake;
 //   - WAN shaping: a WANProfile adds latency before each response and paces
-//     request and response bodies per request and in total, so the demo
-//     and the benchmark see something closer to a real network than a
-//     loopback socket. Shape applies the same shaping to any other
-//     http.Handler (the benchmark puts it in front of a reverse proxy to
-//     an S3-compatible server, to time the XML multipart upload path);
+//     the bytes of each TCP connection the emulator accepts, each way, and
+//     of all of them together (connshape.go), so the demo and the
+//     benchmark see something closer to a real network than a loopback
+//     socket: requests multiplexed on one HTTP/2 connection share its
+//     bandwidth, as on a real link. Shape applies a per-request version of
+//     it to any other http.Handler (the benchmark puts it in front of a
+//     reverse proxy to an S3-compatible server, to time the XML multipart
+//     upload path; its client speaks HTTP/1.1, a connection per request);
+//   - TLS: with Options.TLS the same handler is served over HTTPS on a
+//     second listener (TLSURL), with a self-signed certificate made at
+//     start (CertPEM) and ALPN offering h2 and http/1.1, as GCS does
+//     (tls.go). Connections are counted per listener (Connections,
+//     TLSConnections), so a test can see how a client spreads requests;
 //   - preconditions: the fake ignores ifGenerationMatch on compose and on
 //     delete; the emulator checks it itself and answers 412 as GCS does
 //     (serialised against other guarded calls, not against uploads);

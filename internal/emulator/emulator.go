@@ -40,6 +40,12 @@ type Options struct {
 	// WAN, if not nil, shapes all traffic with this profile. nil means no
 	// shaping. See also Server.SetWAN.
 	WAN *WANProfile
+	// TLS also serves the emulator over HTTPS on a second listener (see
+	// TLSURL and CertPEM), with a self-signed certificate made at start
+	// and ALPN offering h2 and http/1.1, as GCS does.
+	TLS bool
+	// TLSAddr is the TLS listener's address; "" means "127.0.0.1:0".
+	TLSAddr string
 }
 
 // Server is a running emulator. All methods are safe for concurrent use.
@@ -54,8 +60,17 @@ type Server struct {
 	baseCancel context.CancelFunc
 	serveDone  chan struct{}
 	inflight   handlers
-	closeOnce  sync.Once
-	patchMu    sync.RWMutex // a PATCH or a folder rename runs alone (patchMiddleware, folder.go)
+
+	// The TLS listener (tls.go); tlsHTTP is nil without Options.TLS.
+	tlsHTTP *http.Server
+	tlsDone chan struct{}
+	tlsURL  string
+	certPEM []byte
+
+	plainAccepted atomic.Int64 // TCP connections accepted (connshape.go)
+	tlsAccepted   atomic.Int64
+	closeOnce     sync.Once
+	patchMu       sync.RWMutex // a PATCH or a folder rename runs alone (patchMiddleware, folder.go)
 
 	requests   atomic.Int64
 	mediaTotal atomic.Int64
@@ -167,10 +182,21 @@ func Start(opts Options) (*Server, error) {
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
+	s.tlsDone = make(chan struct{})
+	if opts.TLS {
+		if err := s.startTLS(baseCtx, opts.TLSAddr, s.http.Handler, s.http); err != nil {
+			baseCancel()
+			l.Close()
+			fake.Stop()
+			return nil, err
+		}
+	} else {
+		close(s.tlsDone)
+	}
 	go func() {
 		defer close(s.serveDone)
 		// Serve returns http.ErrServerClosed after Close; nothing to report.
-		_ = s.http.Serve(l)
+		_ = s.http.Serve(&shapedListener{Listener: l, s: s, base: baseCtx, accepted: &s.plainAccepted})
 	}()
 	return s, nil
 }
@@ -201,6 +227,10 @@ func (s *Server) Close() {
 		s.baseCancel()
 		_ = s.http.Close()
 		<-s.serveDone
+		if s.tlsHTTP != nil {
+			_ = s.tlsHTTP.Close()
+		}
+		<-s.tlsDone
 		// A hook ignoring its request context is given up on after
 		// closeWait rather than hang the caller.
 		s.inflight.wait(closeWait, true)
@@ -332,6 +362,8 @@ func (s *Server) ResetCounters() {
 	s.mediaTotal.Store(0)
 	s.requests.Store(0)
 	s.mediaMu.Unlock()
+	s.plainAccepted.Store(0)
+	s.tlsAccepted.Store(0)
 }
 
 // countMediaRead records one media read of bucket/name.

@@ -18,16 +18,18 @@ const maxBurst = 256 << 10
 type WANProfile struct {
 	// Latency is added before each response starts (before its headers).
 	Latency time.Duration
-	// PerConn limits, in bytes/s, each request body and each response
-	// body on its own. 0 means unlimited.
+	// PerConn limits, in bytes/s, each direction of each TCP connection
+	// the emulator accepts (connshape.go), whatever the requests on it;
+	// behind Shape, each request body and each response body. 0 means
+	// unlimited.
 	PerConn int64
-	// Total limits, in bytes/s, all request and response bodies together.
-	// 0 means unlimited.
+	// Total limits, in bytes/s, all of them together. 0 means unlimited.
 	Total int64
 }
 
-// DefaultWAN is the profile the demo uses: 30ms latency, 25 MiB/s per
-// request body or response body, 200 MiB/s in total.
+// DefaultWAN is the profile the demo and the benchmark use: 30ms before
+// each response, 25 MiB/s per TCP connection (each way), 200 MiB/s in
+// total.
 func DefaultWAN() WANProfile {
 	return WANProfile{
 		Latency: 30 * time.Millisecond,
@@ -156,15 +158,15 @@ func Shape(h http.Handler, p WANProfile) http.Handler {
 	})
 }
 
-// wanMiddleware shapes requests with the current profile (see SetWAN).
+// wanMiddleware delays each response by the current profile's latency
+// (see SetWAN); the emulator's listeners pace the bytes, per connection
+// (connshape.go).
 func (s *Server) wanMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sh := s.shaper.Load()
-		if sh == nil {
-			next.ServeHTTP(w, r)
-			return
+		if sh := s.shaper.Load(); sh != nil && !sleepCtx(r.Context(), sh.profile.Latency) {
+			return // client gone or server closing
 		}
-		sh.serve(w, r, next)
+		next.ServeHTTP(w, r)
 	})
 }
 
