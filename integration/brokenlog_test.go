@@ -90,3 +90,40 @@ func TestBrokenLogPipeStillFlushes(t *testing.T) {
 		t.Errorf("f1 in the bucket after the unmount: %q, want %q", got, data)
 	}
 }
+
+// A mount run in a terminal that is closed gets SIGHUP (and its stderr
+// then fails with EIO). Like Ctrl-C, it unmounts and flushes: the change
+// reaches the bucket and the exit status is 0, instead of a process
+// killed by the signal with its change left in the cache and a dead
+// mount left behind.
+func TestHangupUnmountsAndFlushes(t *testing.T) {
+	emu := startEmulator(t, nil)
+	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "1h"}})
+	data := []byte("written before the terminal closed\n")
+	if err := os.WriteFile(m.path("f1"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-m.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("bucketfs did not exit within 60s of SIGHUP")
+	}
+	var ee *exec.ExitError
+	if errors.As(m.waitErr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			t.Fatalf("bucketfs was killed by %v", ws.Signal())
+		}
+	}
+	if m.waitErr != nil {
+		t.Errorf("bucketfs exited with %v, want 0 (its change was flushed)", m.waitErr)
+	}
+	if mounted(m.dir) {
+		t.Errorf("%s is still mounted after SIGHUP", m.dir)
+	}
+	if got := object(t, emu, "f1"); !bytes.Equal(got, data) {
+		t.Errorf("f1 in the bucket after SIGHUP: %q, want %q", got, data)
+	}
+}

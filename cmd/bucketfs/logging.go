@@ -92,7 +92,7 @@ func catchBrokenPipes() {
 }
 
 // logStream is the mount's log output: w until a write to it fails with
-// EPIPE, then nothing. It is safe for concurrent use.
+// EPIPE or EIO (a closed terminal), then nothing. It is safe for concurrent use.
 type logStream struct {
 	w      io.Writer
 	name   string           // what w is, for the note: "stderr"
@@ -112,11 +112,12 @@ func (s *logStream) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	n, err := s.w.Write(p)
-	if errors.Is(err, syscall.EPIPE) {
+	// EPIPE: a pipe whose reader went away; EIO: a terminal hung up.
+	if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.EIO) {
 		s.broken.Store(true)
 		s.once.Do(func() {
 			if s.note != nil {
-				s.note(fmt.Sprintf("bucketfs (pid %d): its %s is a broken pipe (whoever read it went away); log lines are dropped from now on; the mount goes on, and flushes at unmount as usual",
+				s.note(fmt.Sprintf("bucketfs (pid %d): its %s is a broken pipe or a closed terminal (whoever read it went away); log lines are dropped from now on; the mount goes on, and flushes at unmount as usual",
 					os.Getpid(), s.name))
 			}
 		})

@@ -324,7 +324,9 @@ func runMount(args []string) error {
 	// Signals are caught before the mount is live, so that a SIGTERM right
 	// after it unmounts cleanly instead of killing the process.
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP: the terminal the mount runs in was closed; unmount and
+	// flush as for Ctrl-C rather than die with the changes unsent.
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	server, err := fsys.Mount(mnt)
 	if err != nil {
