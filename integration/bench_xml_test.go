@@ -86,7 +86,7 @@ func benchXMLDrainSection(t *testing.T, cfg benchConfig, tbl *benchTable) []stri
 	client := gw.client()
 	shaped := &s3Bucket{endpoint: front.URL, bucket: xmlBucketName, client: client}
 	direct := &s3Bucket{endpoint: gw.url, bucket: xmlBucketName, client: client}
-	mp, err := transfer.NewMultipart(transfer.MultipartOptions{Endpoint: front.URL, Bucket: xmlBucketName, Client: client})
+	mp, err := transfer.NewMultipart(transfer.MultipartOptions{Endpoint: front.URL, Bucket: xmlBucketName, Client: client, S3: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,8 +288,8 @@ type timedMultipart struct {
 	clock *phaseClock
 }
 
-func (m *timedMultipart) UploadPart(ctx context.Context, name, uploadID string, n int, r io.ReaderAt, size int64) (string, error) {
-	etag, err := m.MultipartAPI.UploadPart(ctx, name, uploadID, n, r, size)
+func (m *timedMultipart) UploadPart(ctx context.Context, name, uploadID string, n int, r io.ReaderAt, size int64, sum uint32) (string, error) {
+	etag, err := m.MultipartAPI.UploadPart(ctx, name, uploadID, n, r, size, sum)
 	now, cpu := time.Now(), m.clock.cpuNow()
 	m.clock.mu.Lock()
 	if now.After(m.clock.lastPart) {

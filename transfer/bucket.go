@@ -83,6 +83,10 @@ type PutOptions struct {
 	// while it was read, never becomes the object.
 	CRC32C     uint32
 	SendCRC32C bool
+	// Chunks, where the caller knows them, are the body's CRC32C chunk
+	// by chunk, from the read that gave CRC32C: a parallel upload takes
+	// its parts' checksums from them. Single-request uploads ignore it.
+	Chunks ChunkSums
 }
 
 // Bucket is one bucket of an object store, as bucketfs uses it.

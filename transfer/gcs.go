@@ -414,6 +414,9 @@ func (g *GCS) Compose(ctx context.Context, dst string, srcs []string, po PutOpti
 	c := conditional(g.h.Object(dst), po).ComposerFrom(hs...)
 	c.ContentType = po.ContentType
 	c.Metadata = po.Metadata
+	// The store refuses an assembly whose bytes are not these before
+	// it is live (a mismatch found after would already be the object).
+	c.CRC32C, c.SendCRC32C = po.CRC32C, po.SendCRC32C
 	a, err := c.Run(ctx)
 	if err != nil {
 		return ObjectAttrs{}, g.wrap("compose", dst, err)

@@ -38,7 +38,7 @@ const (
 // it; the contracts are on *Multipart's methods.
 type MultipartAPI interface {
 	Initiate(ctx context.Context, name string) (uploadID string, err error)
-	UploadPart(ctx context.Context, name, uploadID string, n int, r io.ReaderAt, size int64) (etag string, err error)
+	UploadPart(ctx context.Context, name, uploadID string, n int, r io.ReaderAt, size int64, sum uint32) (etag string, err error)
 	Complete(ctx context.Context, name, uploadID string, parts []CompletedPart) (ObjectAttrs, error)
 	Abort(ctx context.Context, name, uploadID string) error
 	ListUploads(ctx context.Context, prefix string) ([]PendingUpload, error)
@@ -173,9 +173,14 @@ func (p *Parallel) markNoXML(err error) {
 type part struct{ off, n int64 }
 
 // split cuts size bytes into parts of at least least bytes (but the last),
-// of the configured size, and no more than MaxParts.
-func (p *Parallel) split(size, least int64) []part {
+// of the configured size, and no more than MaxParts. With chunk > 0 (the
+// caller's ChunkSums), a part is a whole number of chunks, so that its
+// checksum is known without reading it.
+func (p *Parallel) split(size, least, chunk int64) []part {
 	ps := max(p.o.PartSize, least, (size+MaxParts-1)/MaxParts)
+	if chunk > 0 && ps%chunk != 0 {
+		ps += chunk - ps%chunk
+	}
 	var parts []part
 	for off := int64(0); off < size; off += ps {
 		parts = append(parts, part{off, min(ps, size-off)})
@@ -196,11 +201,15 @@ func (p *Parallel) putXML(ctx context.Context, name string, r io.ReaderAt, size 
 	if err != nil {
 		return ObjectAttrs{}, err
 	}
-	parts := p.split(size, MinPartSize)
+	parts := p.split(size, MinPartSize, o.Chunks.Chunk)
 	done := make([]CompletedPart, len(parts))
 	err = p.inParallel(ctx, len(parts), func(ctx context.Context, i int) error {
+		sum, err := partSum(ctx, r, size, parts[i], o)
+		if err != nil {
+			return err
+		}
 		return p.retry(ctx, func() error {
-			etag, err := mp.UploadPart(ctx, obj, id, i+1, io.NewSectionReader(r, parts[i].off, parts[i].n), parts[i].n)
+			etag, err := mp.UploadPart(ctx, obj, id, i+1, io.NewSectionReader(r, parts[i].off, parts[i].n), parts[i].n, sum)
 			done[i] = CompletedPart{Number: i + 1, ETag: etag}
 			return err
 		})
@@ -235,23 +244,24 @@ func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, 
 	// Parts grow (up to maxComposedPart) so that one compose can join
 	// them: every tier of composes rewrites the whole object on servers
 	// that copy bytes to compose (emulators do).
-	parts := p.split(size, min((size+MaxComposeSources-1)/MaxComposeSources, p.maxComposedPart))
+	parts := p.split(size, min((size+MaxComposeSources-1)/MaxComposeSources, p.maxComposedPart), o.Chunks.Chunk)
 	if len(parts) <= 1 {
 		return p.b.Put(ctx, name, io.NewSectionReader(r, 0, size), o)
 	}
 	start := time.Now()
 	srcs := make([]string, len(parts))
+	sums := make([]uint32, len(parts))
 	err := p.inParallel(ctx, len(parts), func(ctx context.Context, i int) error {
 		srcs[i] = fmt.Sprintf("%spart-%05d", staging, i+1)
 		po := PutOptions{Unconditional: true}
 		if o.SendCRC32C {
 			// Each part is checked by the store as it lands: the object
 			// composed of them is then what was read, whole.
-			sum, err := crc32cSection(ctx, r, parts[i].off, parts[i].n)
+			sum, err := partSum(ctx, r, size, parts[i], o)
 			if err != nil {
 				return err
 			}
-			po.CRC32C, po.SendCRC32C = sum, true
+			po.CRC32C, po.SendCRC32C, sums[i] = sum, true, sum
 		}
 		return p.retry(ctx, func() error {
 			a, err := p.b.Put(ctx, srcs[i], io.NewSectionReader(r, parts[i].off, parts[i].n), po)
@@ -265,6 +275,16 @@ func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, 
 		return ObjectAttrs{}, err
 	}
 	p.o.Logger.Debug("parts staged", "object", name, "parts", len(parts), "bytes", size, "took", time.Since(start))
+	if o.SendCRC32C {
+		var whole uint32
+		for i, sum := range sums {
+			whole = crc32c.Combine(whole, sum, parts[i].n)
+		}
+		if whole != o.CRC32C {
+			// Parts read after the caller's sum: the file changed meanwhile.
+			return ObjectAttrs{}, fmt.Errorf("parallel upload of %s: the parts sent have CRC32C %08x, the file %08x: %w", name, whole, o.CRC32C, ErrChecksum)
+		}
+	}
 	start = time.Now()
 	for level := 1; len(srcs) > MaxComposeSources; level++ {
 		next := make([]string, (len(srcs)+MaxComposeSources-1)/MaxComposeSources)
@@ -312,6 +332,15 @@ func (p *Parallel) checkStaged(ctx context.Context, obj string, size int64, o Pu
 // reportsCRC reports whether the store gave a's checksum (an S3 store
 // behind the XML API may give none; 0 is also the CRC32C of no bytes).
 func reportsCRC(a ObjectAttrs) bool { return a.CRC32C != 0 || a.Size == 0 }
+
+// partSum returns the CRC32C of part pt of the size bytes of r: from
+// o.Chunks where they cover it (no read), else read from r.
+func partSum(ctx context.Context, r io.ReaderAt, size int64, pt part, o PutOptions) (uint32, error) {
+	if sum, ok := o.Chunks.Range(pt.off, pt.n, size); ok {
+		return sum, nil
+	}
+	return crc32cSection(ctx, r, pt.off, pt.n)
+}
 
 // crc32cSection returns the CRC-32C of n bytes of r at off.
 func crc32cSection(ctx context.Context, r io.ReaderAt, off, n int64) (uint32, error) {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/crc32c"
 	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
@@ -258,10 +259,13 @@ func (m *memMultipart) Initiate(ctx context.Context, name string) (string, error
 	return id, nil
 }
 
-func (m *memMultipart) UploadPart(ctx context.Context, name, id string, n int, r io.ReaderAt, size int64) (string, error) {
+func (m *memMultipart) UploadPart(ctx context.Context, name, id string, n int, r io.ReaderAt, size int64, sum uint32) (string, error) {
 	buf := make([]byte, size)
 	if _, err := r.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
 		return "", err
+	}
+	if got := crc32c.Checksum(buf); got != sum {
+		return "", fmt.Errorf("stand-in: part %d has CRC32C %08x, %08x was sent with it: %w", n, got, sum, ErrChecksum)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
