@@ -87,6 +87,17 @@ type PutOptions struct {
 	// by chunk, from the read that gave CRC32C: a parallel upload takes
 	// its parts' checksums from them. Single-request uploads ignore it.
 	Chunks ChunkSums
+	// DeleteSources (Compose only) has the store delete the sources in
+	// the same call, once the compose succeeded (GCS:
+	// deleteSourceObjects). Sources deleted so are kept neither by soft
+	// delete nor by versioning, and pay no early-deletion fee; deleted
+	// by a later Delete, each would be kept, and billed, for the soft
+	// delete's retention.
+	DeleteSources bool
+	// Resumable (Put only) sends the object as one resumable upload
+	// session (GCS), in chunks each retried on its own, instead of one
+	// request.
+	Resumable bool
 }
 
 // Bucket is one bucket of an object store, as bucketfs uses it.

@@ -61,6 +61,11 @@ type ParallelOptions struct {
 	// RetryBase is the first wait before a part is sent again (500ms if
 	// 0); each further try waits twice as long.
 	RetryBase time.Duration
+	// NoStaging makes Put send the object as one resumable upload
+	// (PutOptions.Resumable), nothing staged: for a bucket whose
+	// retention policy or default event-based hold would keep (and bill)
+	// every staged part (DeletionRules.HoldsDeletes).
+	NoStaging bool
 }
 
 // Parallel uploads large objects as parts sent in parallel, then puts the
@@ -78,9 +83,12 @@ type ParallelOptions struct {
 //     last into place with the caller's precondition.
 //
 // Everything staged lives under one staging prefix per upload attempt
-// (NewStaging). Put does not clean it up: the caller records the prefix
-// durably before Put, so that a crash cannot leak it, and calls Clean
-// after Put, whatever the outcome.
+// (NewStaging). Every compose deletes its sources itself
+// (PutOptions.DeleteSources), so a Put that succeeds leaves nothing
+// staged, and nothing for soft delete to keep. What a failed Put leaves,
+// Put does not clean up: the caller records the prefix durably before
+// Put, so that a crash cannot leak it, and calls Clean after Put,
+// whatever the outcome.
 //
 // Parts are retried one by one with backoff; a refusal (permission,
 // precondition, missing bucket or upload) is not retried. Methods are safe
@@ -141,6 +149,10 @@ func validStaging(s string) bool {
 func (p *Parallel) Put(ctx context.Context, name string, r io.ReaderAt, size int64, o PutOptions, staging string) (ObjectAttrs, error) {
 	if !validStaging(staging) {
 		return ObjectAttrs{}, fmt.Errorf("parallel upload of %s: staging prefix %q is not one of NewStaging's", name, staging)
+	}
+	if p.o.NoStaging {
+		o.Resumable = true
+		return p.b.Put(ctx, name, io.NewSectionReader(r, 0, size), o)
 	}
 	if p.o.Multipart != nil && !p.noXML.Load() {
 		a, err := p.putXML(ctx, name, r, size, o, staging)
@@ -232,6 +244,7 @@ func (p *Parallel) putXML(ctx context.Context, name string, r io.ReaderAt, size 
 	if err := p.checkStaged(ctx, obj, size, o); err != nil {
 		return ObjectAttrs{}, err
 	}
+	o.DeleteSources = true // nothing staged is left to delete (and bill)
 	return p.b.Compose(ctx, name, []string{obj}, o)
 }
 
@@ -286,21 +299,11 @@ func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, 
 		}
 	}
 	start = time.Now()
-	for level := 1; len(srcs) > MaxComposeSources; level++ {
-		next := make([]string, (len(srcs)+MaxComposeSources-1)/MaxComposeSources)
-		err := p.inParallel(ctx, len(next), func(ctx context.Context, i int) error {
-			group := srcs[i*MaxComposeSources : min(len(srcs), (i+1)*MaxComposeSources)]
-			next[i] = fmt.Sprintf("%stier%d-%05d", staging, level, i+1)
-			return p.retry(ctx, func() error {
-				_, err := p.b.Compose(ctx, next[i], group, PutOptions{Unconditional: true})
-				return err
-			})
-		})
-		if err != nil {
-			return ObjectAttrs{}, err
-		}
-		srcs = next
+	srcs, err = p.composeTiers(ctx, srcs, staging)
+	if err != nil {
+		return ObjectAttrs{}, err
 	}
+	o.DeleteSources = true
 	a, err := p.b.Compose(ctx, name, srcs, o)
 	p.o.Logger.Debug("parts composed", "object", name, "took", time.Since(start), "err", err)
 	if err == nil && a.Size != size {
@@ -311,6 +314,37 @@ func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, 
 		err = fmt.Errorf("parallel upload of %s: the composed object has CRC32C %08x, the file %08x: %w", name, a.CRC32C, o.CRC32C, ErrChecksum)
 	}
 	return a, err
+}
+
+// composeTiers joins srcs, 32 at a time, into intermediate staging
+// objects until one compose can take them all, and returns those. Each
+// compose deletes its sources.
+func (p *Parallel) composeTiers(ctx context.Context, srcs []string, staging string) ([]string, error) {
+	for level := 1; len(srcs) > MaxComposeSources; level++ {
+		next := make([]string, (len(srcs)+MaxComposeSources-1)/MaxComposeSources)
+		err := p.inParallel(ctx, len(next), func(ctx context.Context, i int) error {
+			group := srcs[i*MaxComposeSources : min(len(srcs), (i+1)*MaxComposeSources)]
+			next[i] = fmt.Sprintf("%stier%d-%05d", staging, level, i+1)
+			tries := 0
+			return p.retry(ctx, func() error {
+				tries++
+				_, err := p.b.Compose(ctx, next[i], group, PutOptions{Unconditional: true, DeleteSources: true})
+				if tries > 1 && errors.Is(err, ErrNotExist) {
+					// An earlier try composed it unseen, and deleted the
+					// sources: only that compose deletes them.
+					if _, serr := p.b.Stat(ctx, next[i]); serr == nil {
+						return nil
+					}
+				}
+				return err
+			})
+		})
+		if err != nil {
+			return nil, err
+		}
+		srcs = next
+	}
+	return srcs, nil
 }
 
 // checkStaged makes sure the staged object holds size bytes, and the
@@ -361,7 +395,7 @@ func crc32cSection(ctx context.Context, r io.ReaderAt, off, n int64) (uint32, er
 }
 
 // Clean aborts the multipart uploads and deletes the objects under
-// staging. It may be called any number of times, also for a prefix left by
+// staging, and its folder in a bucket with a hierarchical namespace. It may be called any number of times, also for a prefix left by
 // a crash; nil means nothing is left.
 func (p *Parallel) Clean(ctx context.Context, staging string) error {
 	if !validStaging(staging) {
@@ -407,13 +441,23 @@ func (p *Parallel) Clean(ctx context.Context, staging string) error {
 		}
 		q.PageToken = page.NextPageToken
 	}
-	return p.inParallel(ctx, len(names), func(ctx context.Context, i int) error {
+	err := p.inParallel(ctx, len(names), func(ctx context.Context, i int) error {
 		err := p.b.Delete(ctx, names[i], 0)
 		if errors.Is(err, ErrNotExist) {
 			err = nil
 		}
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	// In a bucket with a hierarchical namespace the folder stays when its
+	// last object goes. The shared StagingPrefix folder is left: another
+	// upload may be staging under it.
+	if err := p.b.DeleteEmptyFolders(ctx, staging); err != nil && !errors.Is(err, ErrNotSupported) {
+		return err
+	}
+	return nil
 }
 
 // inParallel runs f(ctx, i) for i in [0, n), as many at once as the

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/bucketfs/bucketfs/internal/crc32c"
 	"github.com/bucketfs/bucketfs/internal/testutil"
+	"github.com/fsouza/fake-gcs-server/fakestorage"
 )
 
 // countingReaderAt counts the bytes read from it.
@@ -210,5 +212,73 @@ func TestMultipartPartChecksumRefused(t *testing.T) {
 	}
 	if _, err := m.UploadPart(ctx, name, id, 1, bytes.NewReader(data), int64(len(data)), crc32c.Checksum(data)); err != nil {
 		t.Errorf("UploadPart with the right CRC32C: %v", err)
+	}
+}
+
+// In a bucket with a hierarchical namespace, Clean deletes the upload's
+// staging folder too: deleting its objects leaves it there.
+func TestParallelCleanDeletesStagingFolder(t *testing.T) {
+	emu := startEmulator(t)
+	emu.SetHierarchical(bucketName, true)
+	b := newTestGCS(t, emu)
+	ctx := testutil.Ctx(t, 60*time.Second)
+	p := newParallel(t, b, ParallelOptions{PartSize: 1 << 10})
+	data := testutil.Pattern(40<<10, 25)
+	staging := NewStaging()
+	if _, err := p.Put(ctx, "obj", bytes.NewReader(data), int64(len(data)), PutOptions{IfGenerationMatch: 0}, staging); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	if err := p.Clean(ctx, staging); err != nil {
+		t.Fatalf("Clean: %v", err)
+	}
+	for _, f := range emu.Folders(bucketName) {
+		if f == staging {
+			t.Errorf("the staging folder %s is left after Clean (folders: %v)", staging, emu.Folders(bucketName))
+		}
+	}
+}
+
+// A bucket with a default event-based hold says so (DeletionRules), and
+// with NoStaging a large file goes up as one resumable upload: nothing is
+// staged that the hold would keep.
+func TestNoStagingWhereDeletesAreHeld(t *testing.T) {
+	emu := startEmulator(t)
+	emu.Fake().CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "held-bucket", DefaultEventBasedHold: true})
+	ctx := testutil.Ctx(t, 60*time.Second)
+	held, err := NewGCS(ctx, "held-bucket", GCSOptions{Endpoint: emu.URL(), Anonymous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Close() })
+	if r, err := held.DeletionRules(ctx); err != nil || !r.HoldsDeletes() || !r.DefaultEventBasedHold {
+		t.Errorf("DeletionRules of a bucket with a default event-based hold = %+v, %v", r, err)
+	}
+	if r, err := newTestGCS(t, emu).DeletionRules(ctx); err != nil || r.HoldsDeletes() {
+		t.Errorf("DeletionRules of a plain bucket = %+v, %v", r, err)
+	}
+	var staged, resumable atomic.Int64
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if strings.Contains(r.URL.String(), "bucketfs-staging") {
+			staged.Add(1)
+		}
+		if r.URL.Query().Get("uploadType") == "resumable" {
+			resumable.Add(1)
+		}
+		return 0, false
+	})
+	p := newParallel(t, held, ParallelOptions{PartSize: 1 << 10, NoStaging: true})
+	data := testutil.Pattern(resumableChunk+40<<10, 26) // one chunk would be sent in one request
+	a, err := p.Put(ctx, "obj", bytes.NewReader(data), int64(len(data)), PutOptions{IfGenerationMatch: 0, CRC32C: crc32c.Checksum(data), SendCRC32C: true}, NewStaging())
+	if err != nil || a.Size != int64(len(data)) {
+		t.Fatalf("Put = %+v, %v", a, err)
+	}
+	if got, err := readAll(ctx, held, "obj"); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("the object holds %d bytes (%v), want the %d sent", len(got), err, len(data))
+	}
+	if n := staged.Load(); n != 0 {
+		t.Errorf("%d requests named the staging prefix, want none", n)
+	}
+	if resumable.Load() == 0 {
+		t.Errorf("no resumable upload session was started")
 	}
 }

@@ -25,12 +25,15 @@ type composeRequest struct {
 	Destination struct {
 		CRC32C string `json:"crc32c"`
 	} `json:"destination"`
+	DeleteSourceObjects bool `json:"deleteSourceObjects"`
 }
 
 // composeMiddleware does what GCS does with a compose and fake-gcs-server
 // does not: a destination CRC32C (the client's Composer.SendCRC32C) that
 // is not the CRC32C of the sources' concatenation is refused with 400
-// before anything is written, as GCS refuses it.
+// before anything is written, as GCS refuses it; and deleteSourceObjects
+// deletes the sources once the compose succeeded (but a source that is
+// the destination).
 func (s *Server) composeMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := classify(r)
@@ -57,8 +60,34 @@ func (s *Server) composeMiddleware(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r)
+		if !req.DeleteSourceObjects {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if sw.status != 0 && sw.status != http.StatusOK {
+			return
+		}
+		for _, src := range req.SourceObjects {
+			if src.Name != dst {
+				_ = s.Delete(t.bucket, src.Name) // a source named twice is gone already
+			}
+		}
 	})
+}
+
+// statusWriter remembers the status a handler answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
 }
 
 // composeCRCMismatch returns why req's destination CRC32C is refused, or
