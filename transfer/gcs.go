@@ -418,6 +418,7 @@ func (g *GCS) Compose(ctx context.Context, dst string, srcs []string, po PutOpti
 	}
 	c := conditional(g.h.Object(dst), po).ComposerFrom(hs...)
 	c.ContentType = po.ContentType
+	c.ContentEncoding = po.ContentEncoding
 	c.Metadata = po.Metadata
 	// The store refuses an assembly whose bytes are not these before
 	// it is live (a mismatch found after would already be the object).

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -153,6 +154,16 @@ func (p *Parallel) Put(ctx context.Context, name string, r io.ReaderAt, size int
 	if p.o.NoStaging {
 		o.Resumable = true
 		return p.b.Put(ctx, name, io.NewSectionReader(r, 0, size), o)
+	}
+	if o.ContentType == "" {
+		// A compose has no body to sniff: the type a single Put would
+		// get, found the same way, so that the object is the same
+		// whatever its size.
+		ct, err := sniffContentType(r, size)
+		if err != nil {
+			return ObjectAttrs{}, fmt.Errorf("parallel upload of %s: %w", name, err)
+		}
+		o.ContentType = ct
 	}
 	if p.o.Multipart != nil && !p.noXML.Load() {
 		a, err := p.putXML(ctx, name, r, size, o, staging)
@@ -366,6 +377,17 @@ func (p *Parallel) checkStaged(ctx context.Context, obj string, size int64, o Pu
 // reportsCRC reports whether the store gave a's checksum (an S3 store
 // behind the XML API may give none; 0 is also the CRC32C of no bytes).
 func reportsCRC(a ObjectAttrs) bool { return a.CRC32C != 0 || a.Size == 0 }
+
+// sniffContentType returns the content type a single-request upload
+// without one gets: the client sniffs the first 512 bytes
+// (http.DetectContentType, through gax's DetermineContentType).
+func sniffContentType(r io.ReaderAt, size int64) (string, error) {
+	buf := make([]byte, min(size, 512))
+	if n, err := r.ReadAt(buf, 0); n < len(buf) {
+		return "", fmt.Errorf("reading the start of the file for its content type: %w", err)
+	}
+	return http.DetectContentType(buf), nil
+}
 
 // partSum returns the CRC32C of part pt of the size bytes of r: from
 // o.Chunks where they cover it (no read), else read from r.

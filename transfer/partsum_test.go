@@ -66,7 +66,8 @@ func TestParallelReadsOnceWithChunkSums(t *testing.T) {
 	b := newTestGCS(t, emu)
 	ctx := testutil.Ctx(t, 60*time.Second)
 	data := testutil.Pattern(3*MinPartSize+4321, 21)
-	o := PutOptions{IfGenerationMatch: 0, CRC32C: crc32c.Checksum(data), SendCRC32C: true}
+	// A type given: none would be sniffed from the first 512 bytes.
+	o := PutOptions{IfGenerationMatch: 0, CRC32C: crc32c.Checksum(data), SendCRC32C: true, ContentType: "application/octet-stream"}
 	for _, path := range []string{"xml", "compose"} {
 		po := ParallelOptions{PartSize: MinPartSize, Parallelism: 4}
 		if path == "xml" {

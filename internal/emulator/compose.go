@@ -23,7 +23,9 @@ type composeRequest struct {
 		Name string `json:"name"`
 	} `json:"sourceObjects"`
 	Destination struct {
-		CRC32C string `json:"crc32c"`
+		CRC32C          string `json:"crc32c"`
+		ContentType     string `json:"contentType"`
+		ContentEncoding string `json:"contentEncoding"`
 	} `json:"destination"`
 	DeleteSourceObjects bool `json:"deleteSourceObjects"`
 }
@@ -31,9 +33,13 @@ type composeRequest struct {
 // composeMiddleware does what GCS does with a compose and fake-gcs-server
 // does not: a destination CRC32C (the client's Composer.SendCRC32C) that
 // is not the CRC32C of the sources' concatenation is refused with 400
-// before anything is written, as GCS refuses it; and deleteSourceObjects
+// before anything is written, as GCS refuses it; deleteSourceObjects
 // deletes the sources once the compose succeeded (but a source that is
-// the destination).
+// the destination); and a compose over an existing object makes a new
+// object with the request's attributes alone, as GCS does, where the
+// fake keeps the old object's content type and encoding (they are set
+// again on the composed version, in place, and in the answer; a
+// destination that is also a source is left to the fake).
 func (s *Server) composeMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := classify(r)
@@ -60,13 +66,19 @@ func (s *Server) composeMiddleware(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if !req.DeleteSourceObjects {
-			next.ServeHTTP(w, r)
-			return
+		bw := &bufferedWriter{header: http.Header{}, status: http.StatusOK}
+		replaced := s.overwrites(t.bucket, dst, req)
+		next.ServeHTTP(bw, r)
+		if bw.status == http.StatusOK && replaced {
+			bw.body = s.resetComposedAttrs(t.bucket, dst, req, bw.body)
 		}
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
-		if sw.status != 0 && sw.status != http.StatusOK {
+		for k, v := range bw.header {
+			w.Header()[k] = v
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(bw.status)
+		_, _ = w.Write(bw.body)
+		if bw.status != http.StatusOK || !req.DeleteSourceObjects {
 			return
 		}
 		for _, src := range req.SourceObjects {
@@ -77,17 +89,71 @@ func (s *Server) composeMiddleware(next http.Handler) http.Handler {
 	})
 }
 
-// statusWriter remembers the status a handler answered with.
-type statusWriter struct {
-	http.ResponseWriter
+// bufferedWriter keeps a handler's answer, to be changed before it is
+// sent.
+type bufferedWriter struct {
+	header http.Header
 	status int
+	body   []byte
+	wrote  bool
 }
 
-func (w *statusWriter) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
+func (w *bufferedWriter) Header() http.Header { return w.header }
+
+func (w *bufferedWriter) WriteHeader(status int) {
+	if !w.wrote {
+		w.status, w.wrote = status, true
 	}
-	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *bufferedWriter) Write(p []byte) (int, error) {
+	w.wrote = true
+	w.body = append(w.body, p...)
+	return len(p), nil
+}
+
+// overwrites reports whether a compose of req replaces an existing dst
+// that is none of its sources.
+func (s *Server) overwrites(bucket, dst string, req composeRequest) bool {
+	for _, src := range req.SourceObjects {
+		if src.Name == dst {
+			return false
+		}
+	}
+	_, err := s.Generation(bucket, dst)
+	return err == nil
+}
+
+// resetComposedAttrs gives the composed dst the content type and encoding
+// of req (the fake kept the replaced object's), in place, and returns
+// the fake's answer body with them.
+func (s *Server) resetComposedAttrs(bucket, dst string, req composeRequest, body []byte) []byte {
+	o, err := s.Object(bucket, dst)
+	if err != nil {
+		return body
+	}
+	o.ContentType, o.ContentEncoding = req.Destination.ContentType, req.Destination.ContentEncoding
+	s.patchMu.Lock()
+	err = s.fake.CreateObjectStreaming(o.StreamingObject()) // same generation: in place
+	s.patchMu.Unlock()
+	if err != nil {
+		return body
+	}
+	var m map[string]any
+	if json.Unmarshal(body, &m) != nil {
+		return body
+	}
+	for k, v := range map[string]string{"contentType": o.ContentType, "contentEncoding": o.ContentEncoding} {
+		if v == "" {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+	}
+	if out, err := json.Marshal(m); err == nil {
+		return out
+	}
+	return body
 }
 
 // composeCRCMismatch returns why req's destination CRC32C is refused, or

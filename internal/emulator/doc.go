@@ -27,7 +27,10 @@
 //     takes any length (namelimit.go);
 //   - compose: a destination CRC32C (the client's Composer.SendCRC32C)
 //     that is not the sources' is answered 400 before anything is written,
-//     as GCS does; the fake ignores it (compose.go);
+//     as GCS does; deleteSourceObjects deletes the sources; a compose over
+//     an existing object gets the request's content type and encoding,
+//     not the old object's (the fake ignores the first two and keeps the
+//     old attributes; compose.go);
 //   - hierarchical namespace: SetHierarchical makes a bucket say it has
 //     one, and the emulator answers folders.rename and operations.get for
 //     it (folder.go; written from GCS's documentation).
