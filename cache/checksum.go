@@ -479,10 +479,12 @@ type fileSums struct {
 }
 
 // put adds the file's checksum to o, so that the bucket refuses bytes
-// that are not the ones read here.
+// that are not the ones read here, and its chunks' (a parallel upload's
+// parts take theirs from them, without reading the file again).
 func (s fileSums) put(o transfer.PutOptions) transfer.PutOptions {
 	if s.ok {
 		o.CRC32C, o.SendCRC32C = s.whole, true
+		o.Chunks = transfer.ChunkSums{Chunk: s.chunk, Sums: s.sums}
 	}
 	return o
 }

@@ -455,3 +455,48 @@ func TestFsckChecksSums(t *testing.T) {
 	}
 	t.Logf("bad: %v; held: %v", rep.BadCopies, rep.Held)
 }
+
+// A gzip-encoded object changed in place keeps its encoding when the
+// change goes up in parts (a parallel upload), as it does in one
+// request: the compose into place carries it.
+func TestGzipObjectChangedInPartsKeepsEncoding(t *testing.T) {
+	e := newEnv(t)
+	var zb bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&zb, gzip.NoCompression) // stays larger than LargeThreshold
+	zw.Write(pattern(64*chunk, 49))
+	zw.Close()
+	stored := zb.Bytes()
+	e.emu.Fake().CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: bucketName, Name: "z", ContentEncoding: "gzip"}, Content: stored})
+	a, err := e.b.Stat(e.ctx, "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := e.opts(64 << 20)
+	o.Large = transfer.NewParallel(e.b, transfer.ParallelOptions{PartSize: 4 << 10, RetryBase: time.Millisecond})
+	o.LargeThreshold = 16 << 10
+	c, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	var composes atomic.Int64
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if isCompose(r) {
+			composes.Add(1)
+		}
+		return 0, false
+	})
+	e.cacheAll(c, a, stored)
+	e.write(c, a, false, int64(len(stored)), []byte("tail"))
+	e.flush(c)
+	got, err := e.b.Stat(e.ctx, "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if composes.Load() == 0 {
+		t.Errorf("the change was not sent in parts")
+	}
+	if got.Generation == a.Generation || got.ContentEncoding != "gzip" || got.Size != int64(len(stored))+4 {
+		t.Errorf("after a change sent in parts the object has encoding %q and %d bytes (generation %d, was %d); want gzip and %d", got.ContentEncoding, got.Size, got.Generation, a.Generation, len(stored)+4)
+	}
+}

@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/storage"
 	"github.com/bucketfs/bucketfs/internal/testutil"
 	"github.com/bucketfs/bucketfs/transfer"
 	bolt "go.etcd.io/bbolt"
@@ -56,7 +58,8 @@ func TestCleanUnmountLeavesNoStagedParts(t *testing.T) {
 	})
 	m2 := mount(t, emu, mountOpts{cacheDir: cacheDir, dir: m.dir, args: args})
 	m2.logs.waitFor(t, "cleaning up the parts of an interrupted upload failed", time.Minute)
-	m2.logs.waitFor(t, "cleaning up the parts of an upload failed", 2*time.Minute)
+	// The restart's own upload of big.bin leaves nothing to delete: its
+	// composes delete their sources themselves.
 	emu.SetHook(nil)
 	m2.unmount(t)
 
@@ -95,4 +98,74 @@ func stagingRecordsIn(t *testing.T, cacheDir string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// A large file's upload leaves nothing staged to delete: each compose
+// deletes its sources itself (deleteSourceObjects), so no staged part is
+// kept by soft delete (and billed) after a later deletion.
+func TestLargeUploadDeletesNothingAfter(t *testing.T) {
+	emu := startEmulator(t, nil)
+	var deletes atomic.Int64
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if r.Method == http.MethodDelete && strings.Contains(r.URL.Path, transfer.StagingPrefix) {
+			deletes.Add(1)
+		}
+		return 0, false
+	})
+	m := mount(t, emu, mountOpts{args: []string{"--parallel-upload-threshold", "8MiB", "--part-size", "5MiB", "--write-back-delay", "0"}})
+	data := testutil.RandomBytes(23<<20, 8)
+	if err := os.WriteFile(m.path("big.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.unmount(t)
+	if got := object(t, emu, "big.bin"); !bytes.Equal(got, data) {
+		t.Errorf("the bucket has %d bytes of big.bin, want the %d written", len(got), len(data))
+	}
+	if left := listObjects(t, emu, transfer.StagingPrefix); len(left) != 0 {
+		t.Errorf("staged parts left in the bucket: %v", left)
+	}
+	if n := deletes.Load(); n != 0 {
+		t.Errorf("%d deletions of staged parts sent, want none", n)
+	}
+}
+
+// A bucket whose default event-based hold would keep every staged part
+// is said so once at start, and a large file goes up as one resumable
+// upload, nothing staged.
+func TestHeldBucketUploadsWithoutStaging(t *testing.T) {
+	emu := startEmulator(t, nil)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	client, err := storage.NewClient(ctx, emu.ClientOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := client.Bucket(testBucket).Update(ctx, storage.BucketAttrsToUpdate{DefaultEventBasedHold: true}); err != nil {
+		t.Fatalf("setting the bucket's default event-based hold: %v", err)
+	}
+	var staged, composes atomic.Int64
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if strings.Contains(r.URL.Query().Get("name"), transfer.StagingPrefix) {
+			staged.Add(1)
+		}
+		if strings.HasSuffix(r.URL.Path, "/compose") {
+			composes.Add(1)
+		}
+		return 0, false
+	})
+	m := mount(t, emu, mountOpts{args: []string{"--parallel-upload-threshold", "8MiB", "--part-size", "5MiB", "--write-back-delay", "0"}})
+	data := testutil.RandomBytes(23<<20, 9)
+	if err := os.WriteFile(m.path("big.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.unmount(t)
+	if got := object(t, emu, "big.bin"); !bytes.Equal(got, data) {
+		t.Errorf("the bucket has %d bytes of big.bin, want the %d written", len(got), len(data))
+	}
+	if n := strings.Count(m.logs.String(), "keeps objects from being deleted"); n != 1 {
+		t.Errorf("the bucket's hold was said %d times, want once", n)
+	}
+	if staged.Load() != 0 || composes.Load() != 0 {
+		t.Errorf("%d staged parts and %d composes sent, want none", staged.Load(), composes.Load())
+	}
 }

@@ -83,6 +83,21 @@ type PutOptions struct {
 	// while it was read, never becomes the object.
 	CRC32C     uint32
 	SendCRC32C bool
+	// Chunks, where the caller knows them, are the body's CRC32C chunk
+	// by chunk, from the read that gave CRC32C: a parallel upload takes
+	// its parts' checksums from them. Single-request uploads ignore it.
+	Chunks ChunkSums
+	// DeleteSources (Compose only) has the store delete the sources in
+	// the same call, once the compose succeeded (GCS:
+	// deleteSourceObjects). Sources deleted so are kept neither by soft
+	// delete nor by versioning, and pay no early-deletion fee; deleted
+	// by a later Delete, each would be kept, and billed, for the soft
+	// delete's retention.
+	DeleteSources bool
+	// Resumable (Put only) sends the object as one resumable upload
+	// session (GCS), in chunks each retried on its own, instead of one
+	// request.
+	Resumable bool
 }
 
 // Bucket is one bucket of an object store, as bucketfs uses it.

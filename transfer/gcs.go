@@ -345,6 +345,11 @@ func (g *GCS) Put(ctx context.Context, name string, r io.Reader, po PutOptions) 
 func (g *GCS) put(ctx context.Context, name string, r io.Reader, po PutOptions) (ObjectAttrs, error) {
 	w := conditional(g.h.Object(name), po).NewWriter(ctx)
 	w.ChunkSize = 0 // one request
+	if po.Resumable {
+		// A resumable upload session, sent in chunks of this size: the
+		// client retries a failed chunk, not the whole object.
+		w.ChunkSize = resumableChunk
+	}
 	w.ContentType = po.ContentType
 	w.ContentEncoding = po.ContentEncoding
 	w.Metadata = po.Metadata
@@ -403,7 +408,12 @@ func (g *GCS) Compose(ctx context.Context, dst string, srcs []string, po PutOpti
 	}
 	c := conditional(g.h.Object(dst), po).ComposerFrom(hs...)
 	c.ContentType = po.ContentType
+	c.ContentEncoding = po.ContentEncoding
 	c.Metadata = po.Metadata
+	// The store refuses an assembly whose bytes are not these before
+	// it is live (a mismatch found after would already be the object).
+	c.CRC32C, c.SendCRC32C = po.CRC32C, po.SendCRC32C
+	c.DeleteSourceObjects = po.DeleteSources
 	a, err := c.Run(ctx)
 	if err != nil {
 		return ObjectAttrs{}, g.wrap("compose", dst, err)

@@ -223,9 +223,9 @@ func (mm *MeteredMultipart) Initiate(ctx context.Context, name string) (string, 
 
 // UploadPart implements MultipartAPI; size bytes are counted when it
 // succeeds.
-func (mm *MeteredMultipart) UploadPart(ctx context.Context, name, uploadID string, n int, r io.ReaderAt, size int64) (string, error) {
+func (mm *MeteredMultipart) UploadPart(ctx context.Context, name, uploadID string, n int, r io.ReaderAt, size int64, sum uint32) (string, error) {
 	ctx, t := mm.b.begin(ctx, "multipart_upload_part")
-	etag, err := mm.m.UploadPart(ctx, name, uploadID, n, r, size)
+	etag, err := mm.m.UploadPart(ctx, name, uploadID, n, r, size, sum)
 	var sent int64
 	if err == nil {
 		sent = size

@@ -3,8 +3,8 @@ package transfer
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -46,6 +46,10 @@ type MultipartOptions struct {
 	// StallTimeout: a part whose body the server stops taking for this
 	// long is cancelled with ErrStalled (stall.go); <= 0 never.
 	StallTimeout time.Duration
+	// S3 says the endpoint is an S3-compatible server, not GCS: a part's
+	// CRC32C goes as x-amz-checksum-crc32c (S3's header) instead of
+	// x-goog-hash (GCS's), which S3 servers ignore.
+	S3 bool
 }
 
 // Multipart is a client of the S3-style XML multipart upload API, as GCS
@@ -71,6 +75,7 @@ type Multipart struct {
 	bucket string
 	client *http.Client
 	stall  time.Duration // see MultipartOptions.StallTimeout
+	s3     bool          // see MultipartOptions.S3
 }
 
 // NewMultipart makes a client. It does not talk to the server: the first
@@ -90,7 +95,7 @@ func NewMultipart(o MultipartOptions) (*Multipart, error) {
 	if c == nil {
 		c = http.DefaultClient
 	}
-	return &Multipart{base: u, bucket: o.Bucket, client: c, stall: o.StallTimeout}, nil
+	return &Multipart{base: u, bucket: o.Bucket, client: c, stall: o.StallTimeout, s3: o.S3}, nil
 }
 
 // Initiate starts a multipart upload of object name and returns its upload
@@ -115,17 +120,21 @@ func (m *Multipart) Initiate(ctx context.Context, name string) (uploadID string,
 }
 
 // UploadPart sends part number n (1 to MaxParts) of the upload: size bytes
-// of r from offset 0. It reads r once for the Content-MD5 that the server
-// checks the part against, then again to send it (and again if the
-// transport resends). The reads may come from another goroutine, never two
-// at a time, and none after UploadPart returns: the caller keeps r and may
-// reuse or close it then. A source shorter than size is an error.
+// of r from offset 0, whose CRC32C is sum. The server checks the part
+// against sum (GCS: x-goog-hash; S3: x-amz-checksum-crc32c) and refuses it
+// with ErrChecksum if the bytes it got differ: so the caller passes the
+// sum of the bytes it means to send (as it read them before), and a part
+// changed or damaged since is refused, not stored. r is read only to send
+// it (again if the transport resends); the reads may come from another
+// goroutine, never two at a time, and none after UploadPart returns: the
+// caller keeps r and may reuse or close it then. A source shorter than
+// size is an error.
 //
 // UploadPart returns the ETag as the server sent it, quotes included.
 // Sending a part number again replaces that part: Complete then wants the
 // new ETag (the old one is refused, as InvalidPart on S3). A part of an
 // upload that was completed or aborted gives ErrNotExist.
-func (m *Multipart) UploadPart(ctx context.Context, name, uploadID string, n int, r io.ReaderAt, size int64) (etag string, err error) {
+func (m *Multipart) UploadPart(ctx context.Context, name, uploadID string, n int, r io.ReaderAt, size int64, sum uint32) (etag string, err error) {
 	const op = "upload-part"
 	if n < 1 || n > MaxParts {
 		return "", m.opErr(op, name, fmt.Errorf("part number %d out of range 1..%d", n, MaxParts))
@@ -136,18 +145,13 @@ func (m *Multipart) UploadPart(ctx context.Context, name, uploadID string, n int
 	if uploadID == "" {
 		return "", m.opErr(op, name, errors.New("empty upload ID"))
 	}
-	sum, err := md5Section(ctx, r, size)
-	if err != nil {
-		return "", m.opErr(op, name, err)
-	}
-
 	// The fence stops every body made here from reading r once this
 	// function returns, since the transport may still be reading a body
 	// from its own goroutine after RoundTrip has returned.
 	f := &partFence{}
 	defer f.close()
 	outer := ctx
-	ctx, watch := watchStalls(ctx, m.stall) // after the sum: only the stream is watched
+	ctx, watch := watchStalls(ctx, m.stall)
 	defer watch.stop()
 	body := func() io.ReadCloser {
 		if size == 0 {
@@ -164,7 +168,13 @@ func (m *Multipart) UploadPart(ctx context.Context, name, uploadID string, n int
 	req.Body = body()
 	req.GetBody = func() (io.ReadCloser, error) { return body(), nil }
 	req.ContentLength = size
-	req.Header.Set("Content-MD5", base64.StdEncoding.EncodeToString(sum))
+	var be [4]byte
+	binary.BigEndian.PutUint32(be[:], sum)
+	if m.s3 {
+		req.Header.Set("x-amz-checksum-crc32c", base64.StdEncoding.EncodeToString(be[:]))
+	} else {
+		req.Header.Set("x-goog-hash", "crc32c="+base64.StdEncoding.EncodeToString(be[:]))
+	}
 
 	resp, err := m.send(op, name, req)
 	if err != nil {
@@ -432,6 +442,9 @@ func classifyXMLError(op string, status int, body []byte) error {
 		kind = ErrBucketNotExist
 	case code == "NoSuchUpload":
 		kind = ErrNotExist
+	case code == "BadDigest" || code == "InvalidDigest":
+		// The body's checksum is not the one sent with it.
+		kind = ErrChecksum
 	case status == http.StatusPreconditionFailed:
 		kind = ErrPrecondition
 	case status == http.StatusMethodNotAllowed, status == http.StatusNotImplemented:
@@ -484,29 +497,6 @@ func readLimited(rc io.ReadCloser, limit int64) ([]byte, error) {
 func drain(rc io.ReadCloser) {
 	io.Copy(io.Discard, io.LimitReader(rc, maxErrorBody))
 	rc.Close()
-}
-
-// md5Section returns the MD5 of the first size bytes of r, stopping early
-// if ctx ends.
-func md5Section(ctx context.Context, r io.ReaderAt, size int64) ([]byte, error) {
-	h := md5.New()
-	buf := make([]byte, 256<<10)
-	sr := io.NewSectionReader(r, 0, size)
-	for off := int64(0); off < size; {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		n, err := sr.Read(buf)
-		h.Write(buf[:n])
-		off += int64(n)
-		if err == io.EOF && off < size {
-			return nil, fmt.Errorf("part source ended after %d of %d bytes", off, size)
-		}
-		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("reading the part: %w", err)
-		}
-	}
-	return h.Sum(nil), nil
 }
 
 // errPartFenced is what a part body returns when the transport reads it

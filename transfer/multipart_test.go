@@ -33,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/crc32c"
 	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
@@ -195,7 +196,7 @@ func (s *s3Server) createBucket(bucket string) error {
 // multipart returns a client of bucket on s signing with secret.
 func (s *s3Server) multipart(t *testing.T, bucket, secret string) *Multipart {
 	t.Helper()
-	m, err := NewMultipart(MultipartOptions{Endpoint: s.url, Bucket: bucket, Client: s.client(secret)})
+	m, err := NewMultipart(MultipartOptions{Endpoint: s.url, Bucket: bucket, Client: s.client(secret), S3: true})
 	if err != nil {
 		t.Fatalf("NewMultipart: %v", err)
 	}
@@ -268,7 +269,7 @@ func uploadParts(ctx context.Context, t *testing.T, m *Multipart, name, id strin
 	var wg sync.WaitGroup
 	for i := len(parts) - 1; i >= 0; i-- {
 		wg.Go(func() {
-			etag, err := m.UploadPart(ctx, name, id, i+1, bytes.NewReader(parts[i]), int64(len(parts[i])))
+			etag, err := m.UploadPart(ctx, name, id, i+1, bytes.NewReader(parts[i]), int64(len(parts[i])), crc32c.Checksum(parts[i]))
 			done[i], errs[i] = CompletedPart{Number: i + 1, ETag: etag}, err
 		})
 	}
@@ -325,18 +326,18 @@ func TestMultipartRetriedPart(t *testing.T) {
 		t.Fatalf("Initiate: %v", err)
 	}
 	first, second, last := randomBytes(t, 5<<20), randomBytes(t, 5<<20), randomBytes(t, 1000)
-	etag1, err := m.UploadPart(ctx, name, id, 1, bytes.NewReader(first), int64(len(first)))
+	etag1, err := m.UploadPart(ctx, name, id, 1, bytes.NewReader(first), int64(len(first)), crc32c.Checksum(first))
 	if err != nil {
 		t.Fatalf("UploadPart 1 (first try): %v", err)
 	}
-	etag1b, err := m.UploadPart(ctx, name, id, 1, bytes.NewReader(second), int64(len(second)))
+	etag1b, err := m.UploadPart(ctx, name, id, 1, bytes.NewReader(second), int64(len(second)), crc32c.Checksum(second))
 	if err != nil {
 		t.Fatalf("UploadPart 1 (second try): %v", err)
 	}
 	if etag1 == etag1b {
 		t.Fatalf("both tries of part 1 have ETag %s", etag1)
 	}
-	etag2, err := m.UploadPart(ctx, name, id, 2, bytes.NewReader(last), int64(len(last)))
+	etag2, err := m.UploadPart(ctx, name, id, 2, bytes.NewReader(last), int64(len(last)), crc32c.Checksum(last))
 	if err != nil {
 		t.Fatalf("UploadPart 2: %v", err)
 	}
@@ -361,7 +362,7 @@ func TestMultipartAbort(t *testing.T) {
 		t.Fatalf("Initiate: %v", err)
 	}
 	data := randomBytes(t, 1000)
-	etag, err := m.UploadPart(ctx, name, id, 1, bytes.NewReader(data), int64(len(data)))
+	etag, err := m.UploadPart(ctx, name, id, 1, bytes.NewReader(data), int64(len(data)), crc32c.Checksum(data))
 	if err != nil {
 		t.Fatalf("UploadPart: %v", err)
 	}
@@ -369,7 +370,7 @@ func TestMultipartAbort(t *testing.T) {
 		t.Fatalf("Abort: %v", err)
 	}
 
-	_, err = m.UploadPart(ctx, name, id, 2, bytes.NewReader(data), int64(len(data)))
+	_, err = m.UploadPart(ctx, name, id, 2, bytes.NewReader(data), int64(len(data)), crc32c.Checksum(data))
 	assertOpErr(t, err, "upload-part", ErrNotExist)
 	_, err = m.Complete(ctx, name, id, []CompletedPart{{1, etag}})
 	assertOpErr(t, err, "complete", ErrNotExist)
@@ -534,7 +535,7 @@ func TestMultipartSpecialName(t *testing.T) {
 }
 
 // cancelAfterReader serves data and cancels a context once a read of the
-// second pass (UploadPart's body, after its MD5 pass) reaches the middle.
+// body reaches the middle.
 // It reports reads after UploadPart has returned.
 type cancelAfterReader struct {
 	t        *testing.T
@@ -551,7 +552,7 @@ func (r *cancelAfterReader) ReadAt(p []byte, off int64) (int, error) {
 	if off == 0 {
 		r.passes.Add(1)
 	}
-	if r.passes.Load() >= 2 && off >= int64(len(r.data)/2) {
+	if r.passes.Load() >= 1 && off >= int64(len(r.data)/2) {
 		r.cancel()
 	}
 	n := copy(p, r.data[min(off, int64(len(r.data))):])
@@ -580,7 +581,7 @@ func TestMultipartCancel(t *testing.T) {
 		defer cancel()
 		r := &cancelAfterReader{t: t, data: randomBytes(t, 32<<20), cancel: cancel}
 		start := time.Now()
-		_, err = m.UploadPart(pctx, name, id, 1, r, int64(len(r.data)))
+		_, err = m.UploadPart(pctx, name, id, 1, r, int64(len(r.data)), crc32c.Checksum(r.data))
 		r.returned.Store(true)
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("UploadPart cancelled mid-body: %v, want context.Canceled", err)
@@ -602,7 +603,7 @@ func TestMultipartCancel(t *testing.T) {
 			t.Errorf("Initiate: %v, want context.Canceled", err)
 		}
 		data := randomBytes(t, 1000)
-		if _, err := m.UploadPart(ctx, "x", "id", 1, bytes.NewReader(data), 1000); !errors.Is(err, context.Canceled) {
+		if _, err := m.UploadPart(ctx, "x", "id", 1, bytes.NewReader(data), 1000, 0); !errors.Is(err, context.Canceled) {
 			t.Errorf("UploadPart: %v, want context.Canceled", err)
 		}
 	})
@@ -776,8 +777,13 @@ func TestMultipartWire(t *testing.T) {
 		case r.Method == http.MethodPost && r.URL.Query().Has("uploads"):
 			io.WriteString(w, `<InitiateMultipartUploadResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><UploadId>id/+=1</UploadId></InitiateMultipartUploadResult>`)
 		case r.Method == http.MethodPut:
-			if got, want := r.Header.Get("Content-MD5"), "9Mk4XxkC9zNLALm07NFk3g=="; got != want { // MD5 of "part"
-				t.Errorf("Content-MD5 %q, want %q", got, want)
+			// GCS's header, with the CRC32C of "part" (0x70fe7f5e) big-endian
+			// in base64; no Content-MD5, which would cost a second read.
+			if got, want := r.Header.Get("x-goog-hash"), "crc32c=cP5/Xg=="; got != want {
+				t.Errorf("x-goog-hash %q, want %q", got, want)
+			}
+			if got := r.Header.Get("Content-MD5") + r.Header.Get("x-amz-checksum-crc32c"); got != "" {
+				t.Errorf("other checksum headers sent to GCS: %q", got)
 			}
 			w.Header().Set("ETag", `"etag-`+r.URL.Query().Get("partNumber")+`"`)
 		case r.Method == http.MethodPost:
@@ -794,7 +800,7 @@ func TestMultipartWire(t *testing.T) {
 	if err != nil || id != "id/+=1" {
 		t.Fatalf("Initiate = %q, %v", id, err)
 	}
-	etag, err := m.UploadPart(ctx, name, id, 7, strings.NewReader("part"), 4)
+	etag, err := m.UploadPart(ctx, name, id, 7, strings.NewReader("part"), 4, crc32c.Checksum([]byte("part")))
 	if err != nil || etag != `"etag-7"` {
 		t.Fatalf("UploadPart = %q, %v; want the ETag with its quotes", etag, err)
 	}
@@ -883,13 +889,13 @@ func TestMultipartOptions(t *testing.T) {
 	}
 	m, _ := NewMultipart(MultipartOptions{Endpoint: "http://127.0.0.1:1", Bucket: "bkt"})
 	ctx := testutil.Ctx(t, 10*time.Second)
-	if _, err := m.UploadPart(ctx, "x", "id", 0, strings.NewReader(""), 0); err == nil {
+	if _, err := m.UploadPart(ctx, "x", "id", 0, strings.NewReader(""), 0, 0); err == nil {
 		t.Error("UploadPart accepted part number 0")
 	}
-	if _, err := m.UploadPart(ctx, "x", "id", 10001, strings.NewReader(""), 0); err == nil {
+	if _, err := m.UploadPart(ctx, "x", "id", 10001, strings.NewReader(""), 0, 0); err == nil {
 		t.Error("UploadPart accepted part number 10001")
 	}
-	if _, err := m.UploadPart(ctx, "x", "id", 1, strings.NewReader("abc"), 4); err == nil {
+	if _, err := m.UploadPart(ctx, "x", "id", 1, strings.NewReader("abc"), 4, 0); err == nil {
 		t.Error("UploadPart accepted a source shorter than size")
 	}
 	if _, err := m.Complete(ctx, "x", "id", []CompletedPart{{1, "a"}, {1, "b"}}); err == nil {

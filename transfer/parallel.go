@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,7 +39,7 @@ const (
 // it; the contracts are on *Multipart's methods.
 type MultipartAPI interface {
 	Initiate(ctx context.Context, name string) (uploadID string, err error)
-	UploadPart(ctx context.Context, name, uploadID string, n int, r io.ReaderAt, size int64) (etag string, err error)
+	UploadPart(ctx context.Context, name, uploadID string, n int, r io.ReaderAt, size int64, sum uint32) (etag string, err error)
 	Complete(ctx context.Context, name, uploadID string, parts []CompletedPart) (ObjectAttrs, error)
 	Abort(ctx context.Context, name, uploadID string) error
 	ListUploads(ctx context.Context, prefix string) ([]PendingUpload, error)
@@ -61,6 +62,11 @@ type ParallelOptions struct {
 	// RetryBase is the first wait before a part is sent again (500ms if
 	// 0); each further try waits twice as long.
 	RetryBase time.Duration
+	// NoStaging makes Put send the object as one resumable upload
+	// (PutOptions.Resumable), nothing staged: for a bucket whose
+	// retention policy or default event-based hold would keep (and bill)
+	// every staged part (DeletionRules.HoldsDeletes).
+	NoStaging bool
 }
 
 // Parallel uploads large objects as parts sent in parallel, then puts the
@@ -78,9 +84,12 @@ type ParallelOptions struct {
 //     last into place with the caller's precondition.
 //
 // Everything staged lives under one staging prefix per upload attempt
-// (NewStaging). Put does not clean it up: the caller records the prefix
-// durably before Put, so that a crash cannot leak it, and calls Clean
-// after Put, whatever the outcome.
+// (NewStaging). Every compose deletes its sources itself
+// (PutOptions.DeleteSources), so a Put that succeeds leaves nothing
+// staged, and nothing for soft delete to keep. What a failed Put leaves,
+// Put does not clean up: the caller records the prefix durably before
+// Put, so that a crash cannot leak it, and calls Clean after Put,
+// whatever the outcome.
 //
 // Parts are retried one by one with backoff; a refusal (permission,
 // precondition, missing bucket or upload) is not retried. Methods are safe
@@ -142,6 +151,20 @@ func (p *Parallel) Put(ctx context.Context, name string, r io.ReaderAt, size int
 	if !validStaging(staging) {
 		return ObjectAttrs{}, fmt.Errorf("parallel upload of %s: staging prefix %q is not one of NewStaging's", name, staging)
 	}
+	if p.o.NoStaging {
+		o.Resumable = true
+		return p.b.Put(ctx, name, io.NewSectionReader(r, 0, size), o)
+	}
+	if o.ContentType == "" {
+		// A compose has no body to sniff: the type a single Put would
+		// get, found the same way, so that the object is the same
+		// whatever its size.
+		ct, err := sniffContentType(r, size)
+		if err != nil {
+			return ObjectAttrs{}, fmt.Errorf("parallel upload of %s: %w", name, err)
+		}
+		o.ContentType = ct
+	}
 	if p.o.Multipart != nil && !p.noXML.Load() {
 		a, err := p.putXML(ctx, name, r, size, o, staging)
 		if !errors.Is(err, ErrMultipartUnsupported) && !refusedInitiate(err) {
@@ -173,9 +196,14 @@ func (p *Parallel) markNoXML(err error) {
 type part struct{ off, n int64 }
 
 // split cuts size bytes into parts of at least least bytes (but the last),
-// of the configured size, and no more than MaxParts.
-func (p *Parallel) split(size, least int64) []part {
+// of the configured size, and no more than MaxParts. With chunk > 0 (the
+// caller's ChunkSums), a part is a whole number of chunks, so that its
+// checksum is known without reading it.
+func (p *Parallel) split(size, least, chunk int64) []part {
 	ps := max(p.o.PartSize, least, (size+MaxParts-1)/MaxParts)
+	if chunk > 0 && ps%chunk != 0 {
+		ps += chunk - ps%chunk
+	}
 	var parts []part
 	for off := int64(0); off < size; off += ps {
 		parts = append(parts, part{off, min(ps, size-off)})
@@ -196,11 +224,15 @@ func (p *Parallel) putXML(ctx context.Context, name string, r io.ReaderAt, size 
 	if err != nil {
 		return ObjectAttrs{}, err
 	}
-	parts := p.split(size, MinPartSize)
+	parts := p.split(size, MinPartSize, o.Chunks.Chunk)
 	done := make([]CompletedPart, len(parts))
 	err = p.inParallel(ctx, len(parts), func(ctx context.Context, i int) error {
+		sum, err := partSum(ctx, r, size, parts[i], o)
+		if err != nil {
+			return err
+		}
 		return p.retry(ctx, func() error {
-			etag, err := mp.UploadPart(ctx, obj, id, i+1, io.NewSectionReader(r, parts[i].off, parts[i].n), parts[i].n)
+			etag, err := mp.UploadPart(ctx, obj, id, i+1, io.NewSectionReader(r, parts[i].off, parts[i].n), parts[i].n, sum)
 			done[i] = CompletedPart{Number: i + 1, ETag: etag}
 			return err
 		})
@@ -223,6 +255,7 @@ func (p *Parallel) putXML(ctx context.Context, name string, r io.ReaderAt, size 
 	if err := p.checkStaged(ctx, obj, size, o); err != nil {
 		return ObjectAttrs{}, err
 	}
+	o.DeleteSources = true // nothing staged is left to delete (and bill)
 	return p.b.Compose(ctx, name, []string{obj}, o)
 }
 
@@ -235,23 +268,24 @@ func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, 
 	// Parts grow (up to maxComposedPart) so that one compose can join
 	// them: every tier of composes rewrites the whole object on servers
 	// that copy bytes to compose (emulators do).
-	parts := p.split(size, min((size+MaxComposeSources-1)/MaxComposeSources, p.maxComposedPart))
+	parts := p.split(size, min((size+MaxComposeSources-1)/MaxComposeSources, p.maxComposedPart), o.Chunks.Chunk)
 	if len(parts) <= 1 {
 		return p.b.Put(ctx, name, io.NewSectionReader(r, 0, size), o)
 	}
 	start := time.Now()
 	srcs := make([]string, len(parts))
+	sums := make([]uint32, len(parts))
 	err := p.inParallel(ctx, len(parts), func(ctx context.Context, i int) error {
 		srcs[i] = fmt.Sprintf("%spart-%05d", staging, i+1)
 		po := PutOptions{Unconditional: true}
 		if o.SendCRC32C {
 			// Each part is checked by the store as it lands: the object
 			// composed of them is then what was read, whole.
-			sum, err := crc32cSection(ctx, r, parts[i].off, parts[i].n)
+			sum, err := partSum(ctx, r, size, parts[i], o)
 			if err != nil {
 				return err
 			}
-			po.CRC32C, po.SendCRC32C = sum, true
+			po.CRC32C, po.SendCRC32C, sums[i] = sum, true, sum
 		}
 		return p.retry(ctx, func() error {
 			a, err := p.b.Put(ctx, srcs[i], io.NewSectionReader(r, parts[i].off, parts[i].n), po)
@@ -265,22 +299,22 @@ func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, 
 		return ObjectAttrs{}, err
 	}
 	p.o.Logger.Debug("parts staged", "object", name, "parts", len(parts), "bytes", size, "took", time.Since(start))
-	start = time.Now()
-	for level := 1; len(srcs) > MaxComposeSources; level++ {
-		next := make([]string, (len(srcs)+MaxComposeSources-1)/MaxComposeSources)
-		err := p.inParallel(ctx, len(next), func(ctx context.Context, i int) error {
-			group := srcs[i*MaxComposeSources : min(len(srcs), (i+1)*MaxComposeSources)]
-			next[i] = fmt.Sprintf("%stier%d-%05d", staging, level, i+1)
-			return p.retry(ctx, func() error {
-				_, err := p.b.Compose(ctx, next[i], group, PutOptions{Unconditional: true})
-				return err
-			})
-		})
-		if err != nil {
-			return ObjectAttrs{}, err
+	if o.SendCRC32C {
+		var whole uint32
+		for i, sum := range sums {
+			whole = crc32c.Combine(whole, sum, parts[i].n)
 		}
-		srcs = next
+		if whole != o.CRC32C {
+			// Parts read after the caller's sum: the file changed meanwhile.
+			return ObjectAttrs{}, fmt.Errorf("parallel upload of %s: the parts sent have CRC32C %08x, the file %08x: %w", name, whole, o.CRC32C, ErrChecksum)
+		}
 	}
+	start = time.Now()
+	srcs, err = p.composeTiers(ctx, srcs, staging)
+	if err != nil {
+		return ObjectAttrs{}, err
+	}
+	o.DeleteSources = true
 	a, err := p.b.Compose(ctx, name, srcs, o)
 	p.o.Logger.Debug("parts composed", "object", name, "took", time.Since(start), "err", err)
 	if err == nil && a.Size != size {
@@ -291,6 +325,37 @@ func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, 
 		err = fmt.Errorf("parallel upload of %s: the composed object has CRC32C %08x, the file %08x: %w", name, a.CRC32C, o.CRC32C, ErrChecksum)
 	}
 	return a, err
+}
+
+// composeTiers joins srcs, 32 at a time, into intermediate staging
+// objects until one compose can take them all, and returns those. Each
+// compose deletes its sources.
+func (p *Parallel) composeTiers(ctx context.Context, srcs []string, staging string) ([]string, error) {
+	for level := 1; len(srcs) > MaxComposeSources; level++ {
+		next := make([]string, (len(srcs)+MaxComposeSources-1)/MaxComposeSources)
+		err := p.inParallel(ctx, len(next), func(ctx context.Context, i int) error {
+			group := srcs[i*MaxComposeSources : min(len(srcs), (i+1)*MaxComposeSources)]
+			next[i] = fmt.Sprintf("%stier%d-%05d", staging, level, i+1)
+			tries := 0
+			return p.retry(ctx, func() error {
+				tries++
+				_, err := p.b.Compose(ctx, next[i], group, PutOptions{Unconditional: true, DeleteSources: true})
+				if tries > 1 && errors.Is(err, ErrNotExist) {
+					// An earlier try composed it unseen, and deleted the
+					// sources: only that compose deletes them.
+					if _, serr := p.b.Stat(ctx, next[i]); serr == nil {
+						return nil
+					}
+				}
+				return err
+			})
+		})
+		if err != nil {
+			return nil, err
+		}
+		srcs = next
+	}
+	return srcs, nil
 }
 
 // checkStaged makes sure the staged object holds size bytes, and the
@@ -313,6 +378,26 @@ func (p *Parallel) checkStaged(ctx context.Context, obj string, size int64, o Pu
 // behind the XML API may give none; 0 is also the CRC32C of no bytes).
 func reportsCRC(a ObjectAttrs) bool { return a.CRC32C != 0 || a.Size == 0 }
 
+// sniffContentType returns the content type a single-request upload
+// without one gets: the client sniffs the first 512 bytes
+// (http.DetectContentType, through gax's DetermineContentType).
+func sniffContentType(r io.ReaderAt, size int64) (string, error) {
+	buf := make([]byte, min(size, 512))
+	if n, err := r.ReadAt(buf, 0); n < len(buf) {
+		return "", fmt.Errorf("reading the start of the file for its content type: %w", err)
+	}
+	return http.DetectContentType(buf), nil
+}
+
+// partSum returns the CRC32C of part pt of the size bytes of r: from
+// o.Chunks where they cover it (no read), else read from r.
+func partSum(ctx context.Context, r io.ReaderAt, size int64, pt part, o PutOptions) (uint32, error) {
+	if sum, ok := o.Chunks.Range(pt.off, pt.n, size); ok {
+		return sum, nil
+	}
+	return crc32cSection(ctx, r, pt.off, pt.n)
+}
+
 // crc32cSection returns the CRC-32C of n bytes of r at off.
 func crc32cSection(ctx context.Context, r io.ReaderAt, off, n int64) (uint32, error) {
 	buf := make([]byte, 1<<20)
@@ -332,7 +417,7 @@ func crc32cSection(ctx context.Context, r io.ReaderAt, off, n int64) (uint32, er
 }
 
 // Clean aborts the multipart uploads and deletes the objects under
-// staging. It may be called any number of times, also for a prefix left by
+// staging, and its folder in a bucket with a hierarchical namespace. It may be called any number of times, also for a prefix left by
 // a crash; nil means nothing is left.
 func (p *Parallel) Clean(ctx context.Context, staging string) error {
 	if !validStaging(staging) {
@@ -378,13 +463,23 @@ func (p *Parallel) Clean(ctx context.Context, staging string) error {
 		}
 		q.PageToken = page.NextPageToken
 	}
-	return p.inParallel(ctx, len(names), func(ctx context.Context, i int) error {
+	err := p.inParallel(ctx, len(names), func(ctx context.Context, i int) error {
 		err := p.b.Delete(ctx, names[i], 0)
 		if errors.Is(err, ErrNotExist) {
 			err = nil
 		}
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	// In a bucket with a hierarchical namespace the folder stays when its
+	// last object goes. The shared StagingPrefix folder is left: another
+	// upload may be staging under it.
+	if err := p.b.DeleteEmptyFolders(ctx, staging); err != nil && !errors.Is(err, ErrNotSupported) {
+		return err
+	}
+	return nil
 }
 
 // inParallel runs f(ctx, i) for i in [0, n), as many at once as the

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/crc32c"
 	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
@@ -55,10 +56,13 @@ func TestParallelComposed(t *testing.T) {
 	// 70 parts of 1 KiB: two tiers of compose (70 -> 3 -> the object).
 	p := newParallel(t, b, ParallelOptions{PartSize: 1 << 10, Parallelism: 8})
 	p.maxComposedPart = 1 << 10
-	var composes atomic.Int64
+	var composes, deletes atomic.Int64
 	emu.SetHook(func(r *http.Request) (int, bool) {
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/compose") {
 			composes.Add(1)
+		}
+		if r.Method == http.MethodDelete {
+			deletes.Add(1)
 		}
 		return 0, false
 	})
@@ -74,8 +78,10 @@ func TestParallelComposed(t *testing.T) {
 	if got, err := readAll(ctx, b, "big"); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("the object holds %d bytes (err %v), want the %d bytes sent", len(got), err, len(data))
 	}
-	if left := stagedNames(t, ctx, b); len(left) != 70+3 {
-		t.Errorf("%d objects staged under %s, want 70 parts and 3 tier-1 composes", len(left), StagingPrefix)
+	// The composes deleted their sources (deleteSourceObjects): nothing
+	// is left for a Delete, which soft delete would keep and bill.
+	if left := stagedNames(t, ctx, b); len(left) != 0 {
+		t.Errorf("%d objects left staged under %s after Put, want none: %v", len(left), StagingPrefix, left)
 	}
 	if n := composes.Load(); n != 3+1 {
 		t.Errorf("%d composes, want 3 tier-1 composes and the final one", n)
@@ -83,8 +89,8 @@ func TestParallelComposed(t *testing.T) {
 	if err := p.Clean(ctx, staging); err != nil {
 		t.Fatalf("Clean: %v", err)
 	}
-	if left := stagedNames(t, ctx, b); len(left) != 0 {
-		t.Errorf("after Clean, staged objects are left: %v", left)
+	if n := deletes.Load(); n != 0 {
+		t.Errorf("%d deletions sent, want none: the composes deleted their sources", n)
 	}
 
 	// The precondition guards the object as it guards a single Put.
@@ -112,6 +118,13 @@ func TestParallelComposedOneTier(t *testing.T) {
 	b := newTestGCS(t, emu)
 	ctx := testutil.Ctx(t, 60*time.Second)
 	p := newParallel(t, b, ParallelOptions{PartSize: 1 << 10})
+	var composes atomic.Int64
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/compose") {
+			composes.Add(1)
+		}
+		return 0, false
+	})
 	data := testutil.Pattern(100<<10, 8)
 	staging := NewStaging()
 	if _, err := p.Put(ctx, "obj", bytes.NewReader(data), int64(len(data)), PutOptions{IfGenerationMatch: 0}, staging); err != nil {
@@ -120,8 +133,11 @@ func TestParallelComposedOneTier(t *testing.T) {
 	if got, err := readAll(ctx, b, "obj"); err != nil || !bytes.Equal(got, data) {
 		t.Errorf("the object holds %d bytes (err %v), want the %d bytes sent", len(got), err, len(data))
 	}
-	if left := stagedNames(t, ctx, b); len(left) != MaxComposeSources {
-		t.Errorf("%d objects staged, want %d parts and no tier", len(left), MaxComposeSources)
+	if left := stagedNames(t, ctx, b); len(left) != 0 {
+		t.Errorf("%d objects left staged, want none (the compose deleted its %d parts)", len(left), MaxComposeSources)
+	}
+	if n := composes.Load(); n != 1 {
+		t.Errorf("%d composes, want one (no tier)", n)
 	}
 }
 
@@ -258,10 +274,13 @@ func (m *memMultipart) Initiate(ctx context.Context, name string) (string, error
 	return id, nil
 }
 
-func (m *memMultipart) UploadPart(ctx context.Context, name, id string, n int, r io.ReaderAt, size int64) (string, error) {
+func (m *memMultipart) UploadPart(ctx context.Context, name, id string, n int, r io.ReaderAt, size int64, sum uint32) (string, error) {
 	buf := make([]byte, size)
 	if _, err := r.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
 		return "", err
+	}
+	if got := crc32c.Checksum(buf); got != sum {
+		return "", fmt.Errorf("stand-in: part %d has CRC32C %08x, %08x was sent with it: %w", n, got, sum, ErrChecksum)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -354,6 +373,9 @@ func TestParallelXML(t *testing.T) {
 	}
 	if a.Size != int64(len(data)) {
 		t.Errorf("Put returned size %d, want %d", a.Size, len(data))
+	}
+	if left := stagedNames(t, ctx, b); len(left) != 0 {
+		t.Errorf("after Put, before Clean, staged objects are left: %v (the compose into place deletes its source)", left)
 	}
 	if err := p.Clean(ctx, staging); err != nil {
 		t.Fatalf("Clean: %v", err)

@@ -166,7 +166,7 @@ func TestUploadPartStallFails(t *testing.T) {
 	const size = 32 << 20 // more than the loopback socket buffers hold
 	part := bytes.NewReader(testutil.Pattern(size, 33))
 	start := time.Now()
-	if _, err := api.UploadPart(ctx, "obj", "upload-1", 1, part, size); !errors.Is(err, ErrStalled) {
+	if _, err := api.UploadPart(ctx, "obj", "upload-1", 1, part, size, 0); !errors.Is(err, ErrStalled) {
 		t.Fatalf("UploadPart: err = %v, want ErrStalled", err)
 	}
 	if took := time.Since(start); took > 10*time.Second {
@@ -175,7 +175,7 @@ func TestUploadPartStallFails(t *testing.T) {
 	if obs.get("upload") != 1 {
 		t.Errorf("upload stalls counted = %d, want 1", obs.get("upload"))
 	}
-	if _, err := api.UploadPart(ctx, "obj", "upload-1", 1, part, size); err != nil {
+	if _, err := api.UploadPart(ctx, "obj", "upload-1", 1, part, size, 0); err != nil {
 		t.Fatalf("UploadPart again: %v", err)
 	}
 }

@@ -382,10 +382,13 @@ func prepareMountpoint(c *mountConfig, log *slog.Logger) (string, error) {
 func openBucket(ctx context.Context, c *mountConfig, gcs *transfer.GCS, ops *operations, log *slog.Logger) (transfer.Bucket, *transfer.Parallel, error) {
 	bucket := transfer.NewLimited(ops.meter(gcs), c.maxRequests)
 	ops.breaker = gcs.Breaker()
+	held := false
 	if cause, err := checkBucket(ctx, bucket, c); err != nil {
 		if err := startOffline(c, gcs, cause, err, log); err != nil {
 			return nil, nil, err
 		}
+	} else {
+		held = holdsDeletes(ctx, gcs, c, log)
 	}
 	mp, err := gcs.Multipart(c.multipartEndpoint)
 	if err != nil {
@@ -396,6 +399,7 @@ func openBucket(ctx context.Context, c *mountConfig, gcs *transfer.GCS, ops *ope
 		Parallelism: c.partParallelism,
 		Multipart:   ops.meterMultipart(mp),
 		Logger:      log,
+		NoStaging:   held,
 	})
 	return bucket, large, nil
 }
@@ -594,6 +598,27 @@ func checkBucket(ctx context.Context, b transfer.Bucket, c *mountConfig) (error,
 	defer cancel()
 	err := b.CheckAccess(ctx)
 	return err, checkMessage(err, c)
+}
+
+// holdsDeletes reads the bucket's retention policy and default
+// event-based hold, and says once, at start, what they change: large
+// files go up as one resumable upload, since every staged part would be
+// kept (and billed) for the retention or until its hold is released.
+// A bucket whose attributes cannot be read is taken as holding nothing.
+func holdsDeletes(ctx context.Context, gcs *transfer.GCS, c *mountConfig, log *slog.Logger) bool {
+	ctx, cancel := context.WithTimeout(ctx, c.checkTimeout)
+	defer cancel()
+	r, err := gcs.DeletionRules(ctx)
+	if err != nil {
+		log.Debug("the bucket's retention policy and holds could not be read; large files go up in parts", "err", err)
+		return false
+	}
+	if !r.HoldsDeletes() {
+		return false
+	}
+	log.Warn("the bucket keeps objects from being deleted (retention policy or default event-based hold): large files are uploaded as one resumable upload each, not in parallel parts, so that no staged copy is held and billed",
+		"bucket", c.bucket, "retention", r.Retention, "retention_locked", r.RetentionLocked, "default_event_based_hold", r.DefaultEventBasedHold)
+	return true
 }
 
 // checkMessage says what a failed start-up check means.

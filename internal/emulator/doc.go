@@ -33,12 +33,19 @@
 //   - object names: a call that would make an object whose name is over
 //     MaxObjectName (1024) bytes is answered 400, as GCS does; the fake
 //     takes any length (namelimit.go);
+//   - compose: a destination CRC32C (the client's Composer.SendCRC32C)
+//     that is not the sources' is answered 400 before anything is written,
+//     as GCS does; deleteSourceObjects deletes the sources; a compose over
+//     an existing object gets the request's content type and encoding,
+//     not the old object's (the fake ignores the first two and keeps the
+//     old attributes; compose.go);
 //   - hierarchical namespace: SetHierarchical makes a bucket say it has
 //     one, and the emulator answers folders.rename and operations.get for
 //     it (folder.go; written from GCS's documentation).
 //
 // Middleware order, outermost first: counting, WAN shaping, hook and fault
-// injection, the object-name limit, folders, precondition checks, metadata patches run alone, the fake. Counters therefore see every request, including
+// injection, the object-name limit, folders, precondition checks, compose checks, metadata patches run alone,
+// the fake. Counters therefore see every request, including
 // shaped, hooked and faulted ones.
 //
 // # Using the official client

@@ -178,7 +178,7 @@ func Start(opts Options) (*Server, error) {
 	}
 
 	s.http = &http.Server{
-		Handler:           s.countMiddleware(s.wanMiddleware(s.faultMiddleware(s.nameLimitMiddleware(s.folderMiddleware(s.preconditionMiddleware(s.patchMiddleware(fake.HTTPHandler()))))))),
+		Handler:           s.countMiddleware(s.wanMiddleware(s.faultMiddleware(s.nameLimitMiddleware(s.folderMiddleware(s.preconditionMiddleware(s.composeMiddleware(s.patchMiddleware(fake.HTTPHandler())))))))),
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
