@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,6 +105,37 @@ func (e *env) lostFound() []string {
 	return names
 }
 
+// holdUploads holds every upload request at the emulator until release
+// is called (at the latest when the test ends). started is closed when
+// the first one arrives. A cache opened on changes left by a crash sends
+// them at once (index re-queues them with no delay), so a test that asks
+// whether a recovered change is still local must hold its upload: else
+// the answer depends on how fast the upload is.
+func (e *env) holdUploads() (started <-chan struct{}, release func()) {
+	first, gate := make(chan struct{}), make(chan struct{})
+	var arrived, released sync.Once
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		if !isUpload(r) {
+			return 0, false
+		}
+		arrived.Do(func() { close(first) })
+		select {
+		case <-gate:
+			return 0, false // on to the bucket
+		case <-r.Context().Done():
+			return http.StatusServiceUnavailable, true
+		}
+	})
+	release = func() {
+		released.Do(func() {
+			e.emu.SetHook(nil)
+			close(gate)
+		})
+	}
+	e.t.Cleanup(release)
+	return first, release
+}
+
 // TestLostIndexRebuilt: with index.db and the journal deleted after a
 // crash, every change not yet uploaded comes back from the data files'
 // descriptions and reaches the bucket; nothing goes to lost+found.
@@ -115,10 +147,12 @@ func TestLostIndexRebuilt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	_, release := e.holdUploads()
 	c := e.openWB(time.Hour)
 	if _, ok := c.Local("dir/new"); !ok {
 		t.Error("dir/new is not a local change after the rebuild")
 	}
+	release()
 	e.checkBucket(c, want)
 	if lf := e.lostFound(); len(lf) != 0 {
 		t.Errorf("lost+found = %v, want empty", lf)
@@ -462,7 +496,8 @@ func TestOpenErrorNamesFsck(t *testing.T) {
 
 // TestOversizedDescription: custom metadata too big for an extended
 // attribute is left out of the description (Partial), and the changed
-// file is still recovered after the index is lost.
+// file is still recovered after the index is lost: a local change while
+// its upload is in flight, then in the bucket, whole.
 func TestOversizedDescription(t *testing.T) {
 	e := newEnv(t)
 	c := e.openWB(time.Hour)
@@ -482,8 +517,26 @@ func TestOversizedDescription(t *testing.T) {
 	c.crash()
 	os.Remove(filepath.Join(e.dir, "index.db"))
 	os.Remove(filepath.Join(e.dir, journalName))
+	// The reopened cache sends the recovered change at once; hold it in
+	// flight, so that Local is asked before the upload ends, every time.
+	started, release := e.holdUploads()
 	c2 := e.openWB(time.Hour)
+	select {
+	case <-started:
+	case <-e.ctx.Done():
+		t.Fatal("the recovered change was never sent")
+	}
 	if la, ok := c2.Local("big-meta"); !ok || la.Size != int64(len(data)) {
 		t.Errorf("after the rebuild: %+v, %v; want the changed file", la, ok)
+	}
+	// Then the order the test used to meet by chance: the upload done
+	// before Local is asked. The change is in the bucket, no longer local.
+	release()
+	e.flush(c2)
+	if got := e.object("big-meta"); !bytes.Equal(got, data) {
+		t.Errorf("the bucket has %d bytes of big-meta, want the %d written", len(got), len(data))
+	}
+	if la, ok := c2.Local("big-meta"); ok {
+		t.Errorf("after the upload: %+v is still a local change", la)
 	}
 }
