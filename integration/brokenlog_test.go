@@ -72,20 +72,7 @@ func TestBrokenLogPipeStillFlushes(t *testing.T) {
 	if out, err := exec.Command("fusermount3", "-u", dir).CombinedOutput(); err != nil {
 		t.Fatalf("fusermount3 -u: %v: %s", err, out)
 	}
-	select {
-	case <-m.exited:
-	case <-time.After(60 * time.Second):
-		t.Fatal("bucketfs did not exit within 60s of the unmount")
-	}
-	var ee *exec.ExitError
-	if errors.As(m.waitErr, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			t.Errorf("bucketfs was killed by %v after its log reader went away", ws.Signal())
-		}
-	}
-	if m.waitErr != nil {
-		t.Errorf("bucketfs exited with %v, want 0 (its change was flushed)", m.waitErr)
-	}
+	wantCleanExit(t, m, "the unmount")
 	if got := object(t, emu, "f1"); !bytes.Equal(got, data) {
 		t.Errorf("f1 in the bucket after the unmount: %q, want %q", got, data)
 	}
@@ -106,24 +93,32 @@ func TestHangupUnmountsAndFlushes(t *testing.T) {
 	if err := m.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-m.exited:
-	case <-time.After(60 * time.Second):
-		t.Fatal("bucketfs did not exit within 60s of SIGHUP")
-	}
-	var ee *exec.ExitError
-	if errors.As(m.waitErr, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			t.Fatalf("bucketfs was killed by %v", ws.Signal())
-		}
-	}
-	if m.waitErr != nil {
-		t.Errorf("bucketfs exited with %v, want 0 (its change was flushed)", m.waitErr)
-	}
+	wantCleanExit(t, m, "SIGHUP")
 	if mounted(m.dir) {
 		t.Errorf("%s is still mounted after SIGHUP", m.dir)
 	}
 	if got := object(t, emu, "f1"); !bytes.Equal(got, data) {
 		t.Errorf("f1 in the bucket after SIGHUP: %q, want %q", got, data)
+	}
+}
+
+// wantCleanExit waits up to 60 s for m's process to exit after what (the
+// unmount, a signal), and fails the test unless it exited 0: not killed
+// by a signal, its changes flushed.
+func wantCleanExit(t *testing.T, m *mountProc, what string) {
+	t.Helper()
+	select {
+	case <-m.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("bucketfs did not exit within 60s of %s", what)
+	}
+	var ee *exec.ExitError
+	if errors.As(m.waitErr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			t.Fatalf("bucketfs was killed by %v after %s", ws.Signal(), what)
+		}
+	}
+	if m.waitErr != nil {
+		t.Errorf("bucketfs exited with %v after %s, want 0 (its changes were flushed)", m.waitErr, what)
 	}
 }
