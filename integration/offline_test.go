@@ -121,6 +121,12 @@ func testOutage(t *testing.T, fault faultproxy.Mode) {
 			t.Fatalf("reading an uncached file while offline: %v, want EIO", err)
 		}
 	}
+	// The daemon logs before it answers, but its log reaches m.logs
+	// through a pipe the harness reads: wait for the lines to arrive.
+	pollUntil(t, 10*time.Second, "the outage's log lines", func() bool {
+		l := m.logs.String()
+		return strings.Contains(l, "object=dir/uncached.bin") && strings.Contains(l, "working offline")
+	})
 	if n := strings.Count(m.logs.String(), "object=dir/uncached.bin"); n != 1 {
 		t.Errorf("%d log lines name dir/uncached.bin, want 1:\n%s", n, m.logs)
 	}
@@ -167,9 +173,9 @@ func testOutage(t *testing.T, fault faultproxy.Mode) {
 	if string(object(t, emu, sib[0])) != "mine" {
 		t.Errorf("conflict copy holds %q, want the local version", object(t, emu, sib[0]))
 	}
-	if !strings.Contains(m.logs.String(), "back online") {
-		t.Error("the log does not say the bucket is back")
-	}
+	pollUntil(t, 10*time.Second, "the log saying the bucket is back", func() bool {
+		return strings.Contains(m.logs.String(), "back online")
+	})
 	if statusOf(t, m).Offline {
 		t.Error("status says offline after the outage")
 	}
