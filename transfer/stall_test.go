@@ -87,13 +87,15 @@ func TestReadRangeStallRetried(t *testing.T) {
 	if took > 10*time.Second {
 		t.Errorf("the read took %v: the stall was waited out", took)
 	}
-	if stalled.Load() != 1 || obs.get("read") != 1 {
-		t.Errorf("stalled answers = %d, stalls counted = %d; want 1 and 1", stalled.Load(), obs.get("read"))
+	// At least: on a loaded machine the retry itself may pause for the
+	// 300 ms of the timeout, and is then retried as well.
+	if stalled.Load() != 1 || obs.get("read") < 1 {
+		t.Errorf("stalled answers = %d, stalls counted = %d; want 1 and at least 1", stalled.Load(), obs.get("read"))
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(starts) != 2 || starts[1] <= 0 {
-		t.Errorf("range reads started at %v; want 2, the second where the first stopped", starts)
+	if len(starts) < 2 || starts[1] <= 0 {
+		t.Errorf("range reads started at %v; want 2 or more, the second where the first stopped", starts)
 	}
 }
 
@@ -126,8 +128,11 @@ func TestPutStallFails(t *testing.T) {
 	if obs.get("upload") != 1 {
 		t.Errorf("upload stalls counted = %d, want 1", obs.get("upload"))
 	}
-	// Sent again, it goes through.
-	if _, err := b.Put(ctx, "up", bytes.NewReader(testutil.Pattern(size, 32)), PutOptions{IfGenerationMatch: 0}); err != nil {
+	// Sent again, it goes through: a client with a stall timeout that a
+	// loaded machine (race detector, other packages' tests beside it)
+	// cannot reach by accident, as 300 ms was reached in a CI run.
+	again := newStallGCS(t, emu.URL(), 30*time.Second, obs)
+	if _, err := again.Put(ctx, "up", bytes.NewReader(testutil.Pattern(size, 32)), PutOptions{IfGenerationMatch: 0}); err != nil {
 		t.Fatalf("Put again: %v", err)
 	}
 }
@@ -175,7 +180,13 @@ func TestUploadPartStallFails(t *testing.T) {
 	if obs.get("upload") != 1 {
 		t.Errorf("upload stalls counted = %d, want 1", obs.get("upload"))
 	}
-	if _, err := api.UploadPart(ctx, "obj", "upload-1", 1, part, size, 0); err != nil {
+	// Sent again through a client whose stall timeout a loaded machine
+	// cannot reach by accident.
+	mp2, err := NewMultipart(MultipartOptions{Endpoint: srv.URL, Bucket: bucketName, StallTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewMetered(nil, obs).Multipart(mp2).UploadPart(ctx, "obj", "upload-1", 1, part, size, 0); err != nil {
 		t.Fatalf("UploadPart again: %v", err)
 	}
 }
