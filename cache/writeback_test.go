@@ -68,7 +68,11 @@ func (e *env) flush(c *Cache) {
 	}
 }
 
-func isUpload(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/upload/") }
+// isUpload reports whether r starts an upload: a single request, or the
+// start of a resumable session (not the session's later requests).
+func isUpload(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, "/upload/") && !r.URL.Query().Has("upload_id")
+}
 
 func TestWriteNewAndExisting(t *testing.T) {
 	e := newEnv(t)

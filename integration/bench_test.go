@@ -119,6 +119,9 @@ func TestBench(t *testing.T) {
 	if cfg.runs("names") {
 		notes = append(notes, benchNames(t, cfg, tbl)...)
 	}
+	if cfg.runs("resumable") {
+		notes = append(notes, benchResumable(t, cfg, tbl)...) // bench_resumable_test.go
+	}
 
 	report := tbl.String()
 	seen := map[string]bool{}
@@ -281,7 +284,7 @@ type benchConfig struct {
 
 // benchSections are the names BENCH_ONLY takes; "read" stands for the
 // two read sections, "write" for the three write sections.
-var benchSections = []string{"read", "cached-read", "cold", "write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names"}
+var benchSections = []string{"read", "cached-read", "cold", "write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable"}
 
 // runs says whether section (one of benchSections) is to run.
 func (c benchConfig) runs(section string) bool {

@@ -49,6 +49,12 @@ type GCSOptions struct {
 	// StallTimeout: a read or upload with no progress for this long is
 	// cancelled (stall.go); 0 means DefaultStallTimeout, < 0 never.
 	StallTimeout time.Duration
+	// ResumableThreshold: a Put of a body Put can read again (an
+	// *io.SectionReader) this big or bigger is a resumable upload,
+	// resumed after a break (resumable.go); 0 means
+	// DefaultResumableThreshold, < 0 never (PutOptions.Resumable still
+	// asks for one).
+	ResumableThreshold int64
 }
 
 // GCS is a Bucket in Google Cloud Storage, reached through the official
@@ -57,12 +63,16 @@ type GCS struct {
 	name   string
 	client *storage.Client
 	h      *storage.BucketHandle
-	http   *http.Client        // the client's transport, with credentials
-	xmlURL string              // base URL of the XML API, for Multipart
-	raw    *rawstorage.Service // the JSON API itself, for folders (folder.go)
-	hns    hnsState
-	br     *Breaker      // nil without GCSOptions.Breaker
-	stall  time.Duration // see GCSOptions.StallTimeout; <= 0: not watched
+	http   *http.Client // the client's transport, with credentials
+	xmlURL string       // base URL of the XML API, for Multipart
+	// uploadURL is the base of the JSON API's uploads, ending in
+	// "/upload/storage/v1/" (resumable.go).
+	uploadURL   string
+	resumableAt int64               // see GCSOptions.ResumableThreshold; <= 0: only when asked
+	raw         *rawstorage.Service // the JSON API itself, for folders (folder.go)
+	hns         hnsState
+	br          *Breaker      // nil without GCSOptions.Breaker
+	stall       time.Duration // see GCSOptions.StallTimeout; <= 0: not watched
 }
 
 var _ Bucket = (*GCS)(nil)
@@ -98,6 +108,7 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 	}
 	hc := &http.Client{Transport: &AttemptCounter{Base: inner}}
 	xmlURL := "https://storage.googleapis.com"
+	uploadURL := xmlURL + "/upload/storage/v1/"
 	opts := []option.ClientOption{
 		option.WithHTTPClient(hc),
 		storage.WithJSONReads(),
@@ -111,6 +122,7 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 		opts = append(opts, option.WithEndpoint(ep))
 		u, _ := url.Parse(ep)
 		xmlURL = u.Scheme + "://" + u.Host
+		uploadURL = xmlURL + "/upload" + u.Path
 	}
 	if o.UserAgent != "" {
 		opts = append(opts, option.WithUserAgent(o.UserAgent))
@@ -136,7 +148,12 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 	if stall == 0 {
 		stall = DefaultStallTimeout
 	}
-	g := &GCS{name: bucket, client: c, h: c.Bucket(bucket), http: hc, xmlURL: xmlURL, raw: raw, br: br, stall: stall}
+	resumableAt := o.ResumableThreshold
+	if resumableAt == 0 {
+		resumableAt = DefaultResumableThreshold
+	}
+	g := &GCS{name: bucket, client: c, h: c.Bucket(bucket), http: hc, xmlURL: xmlURL, uploadURL: uploadURL,
+		resumableAt: resumableAt, raw: raw, br: br, stall: stall}
 	if br != nil {
 		br.start(g.probe)
 	}
@@ -330,9 +347,15 @@ func conditional(o *storage.ObjectHandle, po PutOptions) *storage.ObjectHandle {
 	}
 }
 
-// Put implements Bucket. A body the server stops taking fails with
+// Put implements Bucket. A body Put can read again (an
+// *io.SectionReader) of GCSOptions.ResumableThreshold bytes or more is
+// sent as a resumable upload, resumed after a break or a stall
+// (resumable.go). Another body the server stops taking fails with
 // ErrStalled (stall.go): the caller sends it again.
 func (g *GCS) Put(ctx context.Context, name string, r io.Reader, po PutOptions) (ObjectAttrs, error) {
+	if ra, ok := g.resumable(r, po); ok {
+		return g.putResumable(ctx, name, ra, po)
+	}
 	wctx, watch := watchStalls(ctx, g.stall)
 	a, err := g.put(wctx, name, stallReader{r, watch}, po)
 	if watch.stop() && ctx.Err() == nil {

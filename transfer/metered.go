@@ -125,7 +125,13 @@ func (m *Metered) ReadRange(ctx context.Context, name string, gen, off, length i
 func (m *Metered) Put(ctx context.Context, name string, r io.Reader, o PutOptions) (ObjectAttrs, error) {
 	ctx, t := m.begin(ctx, "put")
 	cr := &countingReader{r: r}
-	a, err := m.b.Put(ctx, name, cr, o)
+	var body io.Reader = cr
+	if ra, ok := r.(sizedReaderAt); ok {
+		// Still a body that can be read again (a resumable upload
+		// resumes from it): its bytes are counted as they are read.
+		body = &meteredBody{countingReader: cr, ra: ra}
+	}
+	a, err := m.b.Put(ctx, name, body, o)
 	m.end("put", t, cr.n, err)
 	return a, err
 }
@@ -198,6 +204,22 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	return n, err
 }
+
+// meteredBody is a countingReader of a body that can be read
+// again: bytes read at an offset count too (each time they are read,
+// as each time they are sent). Not for concurrent use.
+type meteredBody struct {
+	*countingReader
+	ra sizedReaderAt
+}
+
+func (c *meteredBody) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.ra.ReadAt(p, off)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *meteredBody) Size() int64 { return c.ra.Size() }
 
 // MeteredMultipart reports every call to the wrapped XML multipart API to
 // an Observer, as Metered does for a Bucket.

@@ -39,10 +39,11 @@ func (s *stallCounter) get(dir string) int {
 	return s.stalls[dir]
 }
 
-// newStallGCS is newTestGCS with a short stall timeout, metered by o.
+// newStallGCS is newTestGCS with a short stall timeout, metered by o. Its
+// uploads are single requests (resumable_test.go has the sessions').
 func newStallGCS(t *testing.T, url string, timeout time.Duration, o Observer) Bucket {
 	t.Helper()
-	g, err := NewGCS(testutil.Ctx(t, 30*time.Second), bucketName, GCSOptions{Endpoint: url, Anonymous: true, StallTimeout: timeout})
+	g, err := NewGCS(testutil.Ctx(t, 30*time.Second), bucketName, GCSOptions{Endpoint: url, Anonymous: true, StallTimeout: timeout, ResumableThreshold: -1})
 	if err != nil {
 		t.Fatalf("NewGCS: %v", err)
 	}

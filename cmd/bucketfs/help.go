@@ -17,7 +17,7 @@ var flagGroups = []struct {
 	{"Cache", []string{"cache-dir", "cache-max-size", "cache-min-free", "cache-full-wait", "metadata-ttl",
 		"metadata-strict", "metadata-max-names"}},
 	{"Prefetch (reads)", []string{"prefetch-chunk-size", "prefetch-parallelism", "prefetch", "prefetch-files", "prefetch-max-size", "prefetch-window"}},
-	{"Write-back", []string{"write-back-delay", "upload-parallelism", "parallel-upload-threshold",
+	{"Write-back", []string{"write-back-delay", "upload-parallelism", "parallel-upload-threshold", "resumable-threshold",
 		"part-size", "part-parallelism", "multipart-endpoint", "fsync", "flush-timeout"}},
 	{"FUSE and permissions", []string{"uid", "gid", "file-mode", "dir-mode", "read-only", "noexec",
 		"allow-other", "passthrough", "passthrough-writes", "debug-fuse"}},

@@ -63,6 +63,7 @@ type mountConfig struct {
 	uploadParallelism int
 	fsyncMode         string
 	largeThreshold    Size
+	resumableAt       Size
 	partSize          Size
 	partParallelism   int
 	multipartEndpoint string
@@ -80,6 +81,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	c.cacheMinFree = -1
 	c.chunkSize = 8 << 20
 	c.largeThreshold = 32 << 20
+	c.resumableAt = transfer.DefaultResumableThreshold
 	c.partSize = transfer.DefaultPartSize
 	c.fileMode = 0o644
 	c.dirMode = 0o755
@@ -115,6 +117,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.DurationVar(&c.flushTimeout, "flush-timeout", 10*time.Minute, "at unmount, how long to wait for changes to reach the bucket; what is left stays in the cache and goes up at the next mount")
 	fl.IntVar(&c.uploadParallelism, "upload-parallelism", 8, "uploads in flight")
 	fl.Var(&c.largeThreshold, "parallel-upload-threshold", "files this big or bigger are uploaded in parts sent in parallel")
+	fl.Var(&c.resumableAt, "resumable-threshold", "files this big or bigger that go up in one piece (and the parts of a parallel upload without the XML API) are sent as a resumable upload, resumed where it broke off after a broken connection or a stall; 0 never")
 	fl.Var(&c.partSize, "part-size", "bytes per part of a parallel upload (at least 5MiB)")
 	fl.IntVar(&c.partParallelism, "part-parallelism", transfer.DefaultPartParallelism, "parts in flight, over all parallel uploads")
 	fl.StringVar(&c.multipartEndpoint, "multipart-endpoint", "", "XML API `URL` for multipart uploads (default: https://storage.googleapis.com, or the host of --endpoint); without that API, parts are composed through the JSON API")
@@ -284,14 +287,15 @@ func runMount(args []string) error {
 	}
 
 	gcs, err := transfer.NewGCS(ctx, c.bucket, transfer.GCSOptions{
-		Endpoint:        c.endpoint,
-		Anonymous:       c.anonymous,
-		MaxConnsPerHost: c.maxRequests + c.partParallelism,
-		Protocol:        transfer.Protocol(c.clientProtocol),
-		CAFile:          c.caFile,
-		UserAgent:       "bucketfs/" + version,
-		Breaker:         breakerOptions(c, log),
-		StallTimeout:    stallTimeoutOption(c.stallTimeout),
+		Endpoint:           c.endpoint,
+		Anonymous:          c.anonymous,
+		MaxConnsPerHost:    c.maxRequests + c.partParallelism,
+		Protocol:           transfer.Protocol(c.clientProtocol),
+		CAFile:             c.caFile,
+		UserAgent:          "bucketfs/" + version,
+		Breaker:            breakerOptions(c, log),
+		StallTimeout:       stallTimeoutOption(c.stallTimeout),
+		ResumableThreshold: resumableOption(c.resumableAt),
 	})
 	if err != nil {
 		return err
@@ -641,6 +645,15 @@ func checkMessage(err error, c *mountConfig) error {
 	default:
 		return fmt.Errorf("cannot reach bucket %s: %w", where, err)
 	}
+}
+
+// resumableOption maps --resumable-threshold to transfer.GCSOptions: the
+// flag's 0 (never) is the option's negative.
+func resumableOption(s Size) int64 {
+	if s == 0 {
+		return -1
+	}
+	return int64(s)
 }
 
 // stallTimeoutOption maps --stall-timeout to transfer.GCSOptions: the

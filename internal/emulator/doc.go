@@ -39,12 +39,16 @@
 //     an existing object gets the request's content type and encoding,
 //     not the old object's (the fake ignores the first two and keeps the
 //     old attributes; compose.go);
+//   - resumable uploads: sessions are answered by the emulator, as GCS
+//     documents them (status queries, resuming where the session holds
+//     bytes to, bytes kept from a broken connection), and made into the
+//     object through the fake at the end (resumable.go);
 //   - hierarchical namespace: SetHierarchical makes a bucket say it has
 //     one, and the emulator answers folders.rename and operations.get for
 //     it (folder.go; written from GCS's documentation).
 //
 // Middleware order, outermost first: counting, WAN shaping, hook and fault
-// injection, the object-name limit, folders, precondition checks, compose checks, metadata patches run alone,
+// injection, the object-name limit, resumable sessions, folders, precondition checks, compose checks, metadata patches run alone,
 // the fake. Counters therefore see every request, including
 // shaped, hooked and faulted ones.
 //

@@ -80,10 +80,12 @@ type Server struct {
 	faultMu sync.RWMutex
 	faults  map[string]int
 
-	hook   atomic.Pointer[hookFunc]
-	after  atomic.Pointer[func(*http.Request)]
-	stall  atomic.Pointer[bodyStall] // stall.go
-	shaper atomic.Pointer[shaper]
+	hook  atomic.Pointer[hookFunc]
+	after atomic.Pointer[func(*http.Request)]
+	stall atomic.Pointer[bodyStall] // stall.go
+	// uploads are the resumable upload sessions (resumable.go).
+	uploads sessions
+	shaper  atomic.Pointer[shaper]
 
 	// arrived, if set, is called when a request arrives (a test seam).
 	arrived atomic.Pointer[func(*http.Request)]
@@ -178,7 +180,7 @@ func Start(opts Options) (*Server, error) {
 	}
 
 	s.http = &http.Server{
-		Handler:           s.countMiddleware(s.wanMiddleware(s.faultMiddleware(s.nameLimitMiddleware(s.folderMiddleware(s.preconditionMiddleware(s.composeMiddleware(s.patchMiddleware(fake.HTTPHandler())))))))),
+		Handler:           s.countMiddleware(s.wanMiddleware(s.faultMiddleware(s.nameLimitMiddleware(s.resumableMiddleware(s.folderMiddleware(s.preconditionMiddleware(s.composeMiddleware(s.patchMiddleware(fake.HTTPHandler()))))))))),
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
