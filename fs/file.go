@@ -428,6 +428,16 @@ func (n *fileNode) uncount(mode ioMode, w *cache.WriteHandle) {
 // metadata (attrs.go, times.go).
 func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	ctx = uninterrupted(ctx)
+	if _, ok := in.GetMode(); !ok && in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {
+		// A truncation or a chown that clears setuid and setgid
+		// (killpriv.go): the mode change goes with it.
+		var attr fuse.Attr
+		n.fill(&attr, n.currentAttrs())
+		if mode, kill := withoutSuidgid(attr.Mode); kill {
+			in.Valid |= fuse.FATTR_MODE
+			in.Mode = mode
+		}
+	}
 	if size, ok := in.GetSize(); ok && !n.fsys.opts.ReadOnly && int64(size) <= n.fsys.cache.MaxFileSize() {
 		// A lazy handle's writer opens before the metadata change, as an
 		// eager one was: an open writer holds back the upload that change

@@ -132,8 +132,10 @@ func (f *FS) MountOptions() *gofs.Options {
 		AllowOther:   f.opts.AllowOther,
 		MaxWrite:     1 << 20,
 		MaxReadAhead: 1 << 20,
-		// O_DIRECT reads run in parallel only with async DIO.
-		ExtraCapabilities: fuse.CAP_ASYNC_DIO,
+		// O_DIRECT reads run in parallel only with async DIO. Setuid
+		// and setgid are cleared here, not by a getxattr per write
+		// (killpriv.go).
+		ExtraCapabilities: fuse.CAP_ASYNC_DIO | fuse.CAP_HANDLE_KILLPRIV_V2,
 		Options:           []string{"default_permissions"},
 		Debug:             f.opts.Debug,
 	}

@@ -21,7 +21,7 @@ type OpObserver func(op string, d time.Duration, errno syscall.Errno)
 // Options.OpObserver (if set) told about every request.
 func (f *FS) Mount(dir string) (*fuse.Server, error) {
 	opts := f.MountOptions()
-	var raw fuse.RawFileSystem = gofs.NewNodeFS(f.Root(), opts)
+	var raw fuse.RawFileSystem = &killprivFS{gofs.NewNodeFS(f.Root(), opts)} // killpriv.go
 	if f.opts.OpObserver != nil {
 		raw = &observedFS{RawFileSystem: raw, obs: f.opts.OpObserver}
 	}

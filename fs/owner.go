@@ -25,11 +25,11 @@ import (
 // Permission checks are the kernel's: the mount uses default_permissions
 // (FS.MountOptions), so the kernel checks every access, chown, chgrp
 // (with the caller's supplementary groups), chmod, utimensat and sticky
-// directory against the mode and owner shown here, and clears setuid and
-// setgid on write, truncate and chown by sending the mode change it
-// wants. What it leaves to the file system is to keep what it is told:
-// owners at creation, and attribute changes of symbolic links
-// (symlinkattr.go).
+// directory against the mode and owner shown here. What it leaves to
+// the file system is to keep what it is told: owners at creation, and
+// attribute changes of symbolic links (symlinkattr.go); and to clear
+// setuid and setgid on write, truncate and chown when it says so
+// (killpriv.go).
 
 // newOwner is the metadata that gives a new name made in d by the
 // caller of ctx its owner (none where the mount's defaults say it), and
