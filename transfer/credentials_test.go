@@ -145,8 +145,16 @@ func TestCredentialsNoTokenAtStart(t *testing.T) {
 			t.Fatalf("breaker offline after refused tokens: %+v", st)
 		}
 	}
-	if n := ms.TokenRequests(); n < calls || n > 2*calls {
-		t.Errorf("the metadata server was asked %d times for %d calls: want one or two each, no retry loop", n, calls)
+	// The XML multipart API goes through the same credentials.
+	mp, err := g.Multipart("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mp.Initiate(testutil.Ctx(t, 30*time.Second), "big"); !errors.Is(err, ErrNoToken) {
+		t.Errorf("multipart Initiate with no token = %v, want ErrNoToken", err)
+	}
+	if n := ms.TokenRequests(); n < calls+1 || n > 2*(calls+1) {
+		t.Errorf("the metadata server was asked %d times for %d calls: want one or two each, no retry loop", n, calls+1)
 	}
 	if n := emu.Requests(); n != 0 {
 		t.Errorf("the bucket got %d requests without a token", n)
