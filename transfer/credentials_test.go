@@ -2,7 +2,9 @@ package transfer
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -200,5 +202,47 @@ func TestCredentialsRefusedByBucket(t *testing.T) {
 	}
 	if n := emu.Unauthorized(); n < 1 || n > 4 {
 		t.Errorf("the bucket refused %d requests of a download of 4 chunks: want 1 to 4, no retries", n)
+	}
+}
+
+// TestCredentialsRefusedDuringStall: a request stalls (the bucket sends
+// nothing) and the breaker's check probe, which would tell a black hole
+// from a slow answer, gets no token. That says nothing of the bucket:
+// the breaker stays online (before, it went offline, and reads on a
+// mount failed with EIO instead of EACCES). Tokens of 10 s are used for
+// no time (oauth2's 10 s margin), so every request asks for one.
+func TestCredentialsRefusedDuringStall(t *testing.T) {
+	ms := asVM(t, 10*time.Second)
+	emu := testemu.Start(t, emulator.Options{Buckets: []string{bucketName}, Tokens: ms})
+	gen := put(t, emu, "stall.bin", []byte("never sent"))
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if isMediaRead(r) {
+			ms.Refuse(http.StatusNotFound) // from now on, no token
+			<-r.Context().Done()           // and no answer
+		}
+		return 0, false
+	})
+	g := newVMGCS(t, emu, GCSOptions{Breaker: &BreakerOptions{Stall: 300 * time.Millisecond}, StallTimeout: -1})
+
+	ctx, cancel := context.WithCancel(testutil.Ctx(t, 30*time.Second))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = g.ReadRange(ctx, "stall.bin", gen, 0, 10, io.Discard)
+	}()
+	defer func() { cancel(); <-done }()
+
+	// The read asked for one token, the check probe for another.
+	for deadline := time.Now().Add(10 * time.Second); ms.TokenRequests() < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no check probe within 10 s of a stalled read (%d token requests)", ms.TokenRequests())
+		}
+	}
+	// Had the probe's refusal counted, the breaker would open as soon as
+	// the probe returned: watch it over half a second.
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if st := g.Breaker().State(); !st.Online {
+			t.Fatalf("breaker offline after a check probe got no token: %s", st.Cause)
+		}
 	}
 }
