@@ -3,6 +3,7 @@ module github.com/bucketfs/bucketfs
 go 1.26.8
 
 require (
+	cloud.google.com/go/compute/metadata v0.10.0
 	cloud.google.com/go/storage v1.70.0
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/fsouza/fake-gcs-server v1.56.1
@@ -23,7 +24,6 @@ require (
 	cloud.google.com/go v0.123.0 // indirect
 	cloud.google.com/go/auth v0.24.1 // indirect
 	cloud.google.com/go/auth/oauth2adapt v0.3.0 // indirect
-	cloud.google.com/go/compute/metadata v0.10.0 // indirect
 	cloud.google.com/go/iam v1.12.0 // indirect
 	cloud.google.com/go/monitoring v1.30.0 // indirect
 	cloud.google.com/go/pubsub/v2 v2.6.2 // indirect

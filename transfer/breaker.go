@@ -73,7 +73,10 @@ func (o *BreakerOptions) defaults() {
 //     answers in a row over Stall, or a request with no progress for
 //     BreakerOptions.Stall while nothing else succeeded (a black-holed
 //     bucket); each confirmed by a probe that gets no good answer
-//     within Stall either (at once when connections are refused).
+//     within Stall either (at once when connections are refused). The
+//     credentials' token requests are not the bucket's: the client's
+//     token transport is outside the breaker, and a probe that got no
+//     token (ErrNoToken) confirms nothing.
 //   - Once open ("offline"), every request fails at once with an error
 //     matching ErrOffline, which the client does not retry; requests in
 //     flight then are cancelled and fail the same way.
@@ -354,7 +357,9 @@ func (b *Breaker) suspectLocked(since time.Time, quiet bool, why string) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		b.checking = false
-		if err != nil && !b.lastOK.After(start) && ctx.Err() != context.Canceled {
+		// A probe that got no token was not sent: it says nothing of
+		// the bucket (credentials.go).
+		if err != nil && !errors.Is(err, ErrNoToken) && !b.lastOK.After(start) && ctx.Err() != context.Canceled {
 			b.openLocked(time.Now(), fmt.Errorf("%s, and a probe got no good answer: %w", why, err), quiet)
 		}
 	}()

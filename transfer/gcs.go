@@ -14,8 +14,6 @@ import (
 	"cloud.google.com/go/storage"
 	"github.com/bucketfs/bucketfs/internal/crc32c"
 	"github.com/googleapis/gax-go/v2"
-	"golang.org/x/oauth2"
-	"golang.org/x/oauth2/google"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
@@ -88,17 +86,7 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rt http.RoundTripper = base
-	if !o.Anonymous {
-		creds, err := google.FindDefaultCredentials(ctx, storage.ScopeFullControl)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v (set GOOGLE_APPLICATION_CREDENTIALS, run 'gcloud auth application-default login', or pass --anonymous for a public bucket or an emulator)", ErrUnauthenticated, err)
-		}
-		rt = &oauth2.Transport{Source: creds.TokenSource, Base: base}
-	}
-	// Outermost, so that it sees every request a call sends (retries
-	// included) and reports repeats to a Metered caller.
-	var inner http.RoundTripper = storedBytesTransport{rt}
+	var inner http.RoundTripper = storedBytesTransport{base}
 	var br *Breaker
 	if o.Breaker != nil {
 		// Inside the counter, so that it sees each request the library
@@ -106,6 +94,15 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 		br = newBreaker(*o.Breaker)
 		inner = br.Transport(inner)
 	}
+	if !o.Anonymous {
+		// Outside the breaker: a token the metadata server refuses says
+		// nothing of whether the bucket can be reached (credentials.go).
+		if inner, err = withCredentials(ctx, inner); err != nil {
+			return nil, err
+		}
+	}
+	// Outermost, so that it sees every request a call sends (retries
+	// included) and reports repeats to a Metered caller.
 	hc := &http.Client{Transport: &AttemptCounter{Base: inner}}
 	xmlURL := "https://storage.googleapis.com"
 	uploadURL := xmlURL + "/upload/storage/v1/"
@@ -530,9 +527,8 @@ func classify(err error) error {
 	case errors.Is(err, storage.ErrObjectNotExist):
 		return fmt.Errorf("%w: %v", ErrNotExist, err)
 	}
-	var re *oauth2.RetrieveError
-	if errors.As(err, &re) {
-		return fmt.Errorf("%w: %v", ErrUnauthenticated, err)
+	if r := tokenRefusal(err); r != nil {
+		return noToken(r)
 	}
 	var ge *googleapi.Error
 	if errors.As(err, &ge) {

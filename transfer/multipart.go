@@ -16,8 +16,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/oauth2"
 )
 
 // ErrMultipartUnsupported means the endpoint has no XML multipart upload API:
@@ -374,9 +372,8 @@ func (m *Multipart) newBucketRequest(ctx context.Context, method, sub, q string,
 func (m *Multipart) send(op, name string, req *http.Request) (*http.Response, error) {
 	resp, err := m.client.Do(req)
 	if err != nil {
-		var re *oauth2.RetrieveError
-		if errors.As(err, &re) {
-			err = fmt.Errorf("%w: %v", ErrUnauthenticated, err)
+		if r := tokenRefusal(err); r != nil {
+			err = noToken(r)
 		}
 		return nil, m.opErr(op, name, err)
 	}

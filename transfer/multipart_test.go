@@ -43,8 +43,10 @@ const (
 	s3Bucket    = "multipart-test"
 )
 
-// TestMain stops the versitygw server that the tests may have started.
+// TestMain stops the versitygw server that the tests may have started,
+// and makes the process one on a VM for the credential tests (asVM).
 func TestMain(m *testing.M) {
+	decideOnVM()
 	code := m.Run()
 	s3Shared.stop()
 	os.Exit(code)

@@ -6,6 +6,7 @@
 //
 //	bucketfs-emulator [--addr 127.0.0.1:4443] [--bucket demo] [--seed] [--wan]
 //	                  [--tls-addr 127.0.0.1:4444 --ca-out FILE]
+//	                  [--vm-credentials [--token-lifetime 1h]]
 //
 // When ready it prints one line to stdout,
 //
@@ -14,6 +15,10 @@
 // and, with --tls-addr, a second one,
 //
 //	emulator listening on https://ADDR ca=FILE
+//
+// and, with --vm-credentials, one more,
+//
+//	metadata server listening on ADDR: set GCE_METADATA_HOST=ADDR
 //
 // and it runs until SIGINT or SIGTERM. Logs go to stderr.
 package main
@@ -31,8 +36,10 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
+	"github.com/bucketfs/bucketfs/internal/metadataserver"
 )
 
 // usage is printed by -h and on flag errors.
@@ -42,6 +49,7 @@ foreground, for trying bucketfs without a real bucket.
 Usage:
   bucketfs-emulator [--addr 127.0.0.1:4443] [--bucket demo] [--seed] [--wan]
                     [--tls-addr 127.0.0.1:4444 --ca-out FILE]
+                    [--vm-credentials [--token-lifetime 1h]]
 
 When ready it prints "emulator listening on http://ADDR bucket=NAME" to stdout
 (and, with --tls-addr, "emulator listening on https://ADDR ca=FILE") and serves
@@ -51,6 +59,11 @@ Clients reach it with the JSON API endpoint http://ADDR/storage/v1/ and no
 authentication; over TLS at https://TLS-ADDR/storage/v1/, trusting the
 self-signed certificate written to --ca-out (bucketfs mount --ca-file FILE).
 It offers h2 and http/1.1 there, as GCS does.
+
+With --vm-credentials it checks credentials as GCS does (401 without a
+valid bearer token) and runs a stand-in for a VM's metadata server that
+hands out tokens: mount with GCE_METADATA_HOST=ADDR (printed) and without
+--anonymous, as on a Compute Engine VM.
 
 Flags:
 `
@@ -69,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	wan := fs.Bool("wan", false, "shape traffic like a WAN link (30ms before each response, 25 MiB/s\nper TCP connection, 200 MiB/s in total)")
 	tlsAddr := fs.String("tls-addr", "", "also serve HTTPS on this `address`, with a self-signed certificate\n(written to --ca-out) and h2 offered by ALPN")
 	caOut := fs.String("ca-out", "", "`file` to write the TLS certificate to (needed with --tls-addr)")
+	vm := fs.Bool("vm-credentials", false, "check bearer tokens, handed out by a metadata server stand-in\n(printed: set GCE_METADATA_HOST to its address), as on a VM")
+	lifetime := fs.Duration("token-lifetime", time.Hour, "how long the tokens of --vm-credentials last")
 	hns := fs.Bool("hierarchical", false, "give the bucket a hierarchical namespace: folders, and atomic\nfolder renames (as GCS documents them; see internal/emulator)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
@@ -98,6 +113,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		opts.WAN = &p
 		log.Info("WAN shaping on", "latency", p.Latency, "per_conn_bytes_per_s", p.PerConn, "total_bytes_per_s", p.Total)
 	}
+	var ms *metadataserver.Server
+	if *vm {
+		var err error
+		if ms, err = metadataserver.Start(metadataserver.Options{Lifetime: *lifetime}); err != nil {
+			log.Error("cannot start the metadata server", "err", err)
+			return 1
+		}
+		defer ms.Close()
+		opts.Tokens = ms
+	}
 	s, err := emulator.Start(opts)
 	if err != nil {
 		log.Error("cannot start the emulator", "err", err)
@@ -124,6 +149,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "emulator listening on %s bucket=%s\n", s.URL(), *bucket)
 	if opts.TLS {
 		fmt.Fprintf(stdout, "emulator listening on %s ca=%s\n", s.TLSURL(), *caOut)
+	}
+	if ms != nil {
+		fmt.Fprintf(stdout, "metadata server listening on %s: set GCE_METADATA_HOST=%s\n", ms.Addr(), ms.Addr())
 	}
 	<-ctx.Done()
 	log.Info("shutting down", "requests", s.Requests(), "media_reads", s.TotalMediaReads())

@@ -638,6 +638,8 @@ func checkMessage(err error, c *mountConfig) error {
 		return fmt.Errorf("bucket %s does not exist (check the name and the project)", where)
 	case errors.Is(err, transfer.ErrPermission):
 		return fmt.Errorf("access to bucket %s denied (HTTP 403): the credentials lack storage.objects.list on it: %v", where, err)
+	case errors.Is(err, transfer.ErrNoToken):
+		return fmt.Errorf("credentials for bucket %s gave no access token (on a VM: does it have a service account, with a storage scope? Else set GOOGLE_APPLICATION_CREDENTIALS, or pass --anonymous for a public bucket): %v", where, err)
 	case errors.Is(err, transfer.ErrUnauthenticated):
 		return fmt.Errorf("credentials for bucket %s missing or refused (HTTP 401): %v", where, err)
 	case errors.Is(err, context.DeadlineExceeded):

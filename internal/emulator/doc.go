@@ -45,10 +45,18 @@
 //     object through the fake at the end (resumable.go);
 //   - hierarchical namespace: SetHierarchical makes a bucket say it has
 //     one, and the emulator answers folders.rename and operations.get for
-//     it (folder.go; written from GCS's documentation).
+//     it (folder.go; written from GCS's documentation);
+//   - credentials: with Options.Tokens (a TokenChecker, such as the
+//     metadata server stand-in of internal/metadataserver) every request
+//     needs "Authorization: Bearer T" with a T it takes as valid, or is
+//     answered 401 with GCS's JSON error body, as GCS answers a missing,
+//     expired or revoked token (auth.go); Unauthorized counts them. A
+//     valid token without permission is GCS's 403: Fault plays that.
 //
-// Middleware order, outermost first: counting, WAN shaping, hook and fault
-// injection, the object-name limit, resumable sessions, folders, precondition checks, compose checks, metadata patches run alone,
+// Middleware order, outermost first: counting, WAN shaping, the token
+// check, hook and fault injection, the object-name limit, resumable
+// sessions, folders, precondition checks, compose checks, metadata
+// patches run alone,
 // the fake. Counters therefore see every request, including
 // shaped, hooked and faulted ones.
 //

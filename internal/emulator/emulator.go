@@ -46,6 +46,10 @@ type Options struct {
 	TLS bool
 	// TLSAddr is the TLS listener's address; "" means "127.0.0.1:0".
 	TLSAddr string
+	// Tokens, if not nil, makes the emulator check credentials as GCS
+	// does (auth.go): every request needs "Authorization: Bearer T"
+	// with a T that Tokens takes as valid, or is answered 401.
+	Tokens TokenChecker
 }
 
 // Server is a running emulator. All methods are safe for concurrent use.
@@ -71,6 +75,9 @@ type Server struct {
 	tlsAccepted   atomic.Int64
 	closeOnce     sync.Once
 	patchMu       sync.RWMutex // a PATCH or a folder rename runs alone (patchMiddleware, folder.go)
+
+	tokens       TokenChecker // Options.Tokens; nil: no check
+	unauthorized atomic.Int64 // requests answered 401 by the check
 
 	requests   atomic.Int64
 	mediaTotal atomic.Int64
@@ -171,6 +178,7 @@ func Start(opts Options) (*Server, error) {
 		hns:        make(map[string]bool),
 		kept:       make(map[string]map[string]bool),
 		ops:        make(map[string]folderOp),
+		tokens:     opts.Tokens,
 	}
 	if opts.WAN != nil {
 		s.SetWAN(opts.WAN)
@@ -180,7 +188,7 @@ func Start(opts Options) (*Server, error) {
 	}
 
 	s.http = &http.Server{
-		Handler:           s.countMiddleware(s.wanMiddleware(s.faultMiddleware(s.nameLimitMiddleware(s.resumableMiddleware(s.folderMiddleware(s.preconditionMiddleware(s.composeMiddleware(s.patchMiddleware(fake.HTTPHandler()))))))))),
+		Handler:           s.countMiddleware(s.wanMiddleware(s.authMiddleware(s.faultMiddleware(s.nameLimitMiddleware(s.resumableMiddleware(s.folderMiddleware(s.preconditionMiddleware(s.composeMiddleware(s.patchMiddleware(fake.HTTPHandler())))))))))),
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
@@ -364,6 +372,7 @@ func (s *Server) ResetCounters() {
 	s.mediaTotal.Store(0)
 	s.requests.Store(0)
 	s.mediaMu.Unlock()
+	s.unauthorized.Store(0)
 	s.plainAccepted.Store(0)
 	s.tlsAccepted.Store(0)
 }

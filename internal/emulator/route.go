@@ -124,6 +124,12 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	if reason == "" {
 		reason = "emulatorFault"
 	}
+	writeErrorReason(w, status, reason, msg)
+}
+
+// writeErrorReason answers with status and a GCS-style JSON error body
+// giving reason.
+func writeErrorReason(w http.ResponseWriter, status int, reason, msg string) {
 	body, _ := json.Marshal(gcsError{Error: gcsErrorDetail{
 		Code:    status,
 		Message: msg,
