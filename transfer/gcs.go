@@ -67,6 +67,7 @@ type GCS struct {
 	// "/upload/storage/v1/" (resumable.go).
 	uploadURL   string
 	resumableAt int64               // see GCSOptions.ResumableThreshold; <= 0: only when asked
+	resumeWait  time.Duration       // defaultResumeWait; shorter in tests
 	raw         *rawstorage.Service // the JSON API itself, for folders (folder.go)
 	hns         hnsState
 	br          *Breaker      // nil without GCSOptions.Breaker
@@ -150,7 +151,7 @@ func NewGCS(ctx context.Context, bucket string, o GCSOptions) (*GCS, error) {
 		resumableAt = DefaultResumableThreshold
 	}
 	g := &GCS{name: bucket, client: c, h: c.Bucket(bucket), http: hc, xmlURL: xmlURL, uploadURL: uploadURL,
-		resumableAt: resumableAt, raw: raw, br: br, stall: stall}
+		resumableAt: resumableAt, resumeWait: defaultResumeWait, raw: raw, br: br, stall: stall}
 	if br != nil {
 		br.start(g.probe)
 	}

@@ -50,6 +50,10 @@ const DefaultResumableThreshold = 8 << 20
 // object again from its start.
 var errSessionGone = errors.New("the upload session is gone")
 
+// defaultResumeWait is the first wait before a session is asked how far
+// it got; each further one waits twice as long, up to 5 s.
+const defaultResumeWait = 250 * time.Millisecond
+
 // maxIdleResumes bounds the resumes in a row that found the session no
 // further along: a store that keeps taking nothing is down, not slow.
 // A resume that made progress starts the count again.
@@ -98,7 +102,7 @@ func (g *GCS) putResumable(ctx context.Context, name string, r sizedReaderAt, po
 		return ObjectAttrs{}, err
 	}
 	var held int64
-	wait := 250 * time.Millisecond
+	wait := g.resumeWait
 	reopened := false
 	for idle := 0; ; {
 		a, got, done, err := s.send(ctx, held)
@@ -114,9 +118,15 @@ func (g *GCS) putResumable(ctx context.Context, name string, r sizedReaderAt, po
 		if done {
 			return a, err
 		}
-		if err == nil { // the store took part of it (308): go on from there
-			held = got
+		if err == nil && got > held { // the store took part of it (308): go on from there
+			held, idle = got, 0
 			continue
+		}
+		if err == nil {
+			// A 308 that holds no more than before: as a failure, so
+			// that a store that keeps answering so is not asked forever.
+			err = &OpError{Op: "put", Bucket: g.name, Object: name, Err: fmt.Errorf("the upload session holds %d of %d bytes and took none of the rest", got, s.size)}
+			held = got
 		}
 		if !resumable(ctx, err) || idle >= maxIdleResumes {
 			return ObjectAttrs{}, err

@@ -117,7 +117,7 @@ func TestResumableResumesAfterStall(t *testing.T) {
 	emu := startEmulator(t)
 	var log sessionLog
 	emu.SetHook(log.hook)
-	const size = 10 << 20
+	const size = 32 << 20 // more than the loopback socket buffers hold
 	var once atomic.Bool
 	emu.CutSessionBodies(func(r *http.Request) (emulator.SessionCut, bool) {
 		return emulator.SessionCut{After: 3 << 20, Stall: true}, once.CompareAndSwap(false, true)
@@ -140,7 +140,7 @@ func TestResumableResumesAfterStall(t *testing.T) {
 	if obs.get("upload") < 1 {
 		t.Errorf("upload stalls counted = %d, want at least 1", obs.get("upload"))
 	}
-	if _, puts, _ := log.get(); len(puts) < 3 || puts[len(puts)-1] != "bytes 3145728-10485759/10485760" {
+	if _, puts, _ := log.get(); len(puts) < 3 || puts[len(puts)-1] != "bytes 3145728-33554431/33554432" {
 		t.Errorf("requests to the session: %q; want the last to send from 3 MiB, what the session kept", puts)
 	}
 }
@@ -214,5 +214,31 @@ func TestResumableThreshold(t *testing.T) {
 	}
 	if starts, _, _ := log.get(); starts != 2 {
 		t.Errorf("sessions opened: %d, want 2 (the lost one, and one more)", starts)
+	}
+}
+
+// TestResumableStoreTakesNothing: a store that answers every request of
+// a session "resume incomplete" without taking a byte ends the upload
+// after a bounded number of requests, with an error, not a loop.
+func TestResumableStoreTakesNothing(t *testing.T) {
+	emu := startEmulator(t)
+	var log sessionLog
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		log.hook(r)
+		return http.StatusPermanentRedirect, r.URL.Query().Has("upload_id")
+	})
+	g := newTestGCS(t, emu)
+	g.resumeWait = time.Millisecond
+	ctx := testutil.Ctx(t, 60*time.Second)
+	data := testutil.Pattern(DefaultResumableThreshold, 46)
+	_, err := g.Put(ctx, "never", io.NewSectionReader(bytes.NewReader(data), 0, int64(len(data))), PutOptions{IfGenerationMatch: 0})
+	if err == nil {
+		t.Fatal("Put succeeded against a store that took nothing")
+	}
+	if _, puts, _ := log.get(); len(puts) > 4*maxIdleResumes {
+		t.Errorf("%d requests to the session before giving up, want at most %d", len(puts), 4*maxIdleResumes)
+	}
+	if _, err := emu.Object(bucketName, "never"); err == nil {
+		t.Error("an object was made")
 	}
 }

@@ -44,10 +44,18 @@ type StallObserver interface {
 	Stalled(dir string)
 }
 
+// answerWaits is how many stall timeouts a request whose body is all
+// sent waits for its answer: what follows the body is the server's work
+// (a large object made whole), not a stream, but a server that never
+// answers must not hold the upload for ever (one that stopped reading
+// after the client's socket buffers took the rest of the body looks
+// just so to the client).
+const answerWaits = 6
+
 // stallWatch cancels the context of one request once it has made no
 // progress for timeout. progress is called for every bit of the body that
-// moves; pause stops the watch (the body is all sent: what follows is the
-// server's work, not a stream).
+// moves; once the body is all sent (paused), the watch waits answerWaits
+// times as long for the answer.
 type stallWatch struct {
 	timeout time.Duration
 	cancel  context.CancelFunc
@@ -82,7 +90,11 @@ func watchStalls(ctx context.Context, timeout time.Duration) (context.Context, *
 				return
 			case now := <-t.C:
 				idle := now.Sub(time.Unix(0, w.last.Load()))
-				if !w.paused.Load() && idle >= timeout {
+				limit := timeout
+				if w.paused.Load() {
+					limit = timeout * answerWaits
+				}
+				if idle >= limit {
 					w.stalled.Store(true)
 					cancel()
 					return

@@ -191,3 +191,30 @@ func TestUploadPartStallFails(t *testing.T) {
 		t.Fatalf("UploadPart again: %v", err)
 	}
 }
+
+// TestPutNoAnswerFails: an upload whose whole body the server took but
+// which it never answers is cancelled after answerWaits stall timeouts
+// with ErrStalled, not waited for as long as the connection stays up
+// (before, the watch stopped once the body was sent).
+func TestPutNoAnswerFails(t *testing.T) {
+	emu := startEmulator(t)
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/upload/") {
+			return 0, false
+		}
+		io.Copy(io.Discard, r.Body) // all of it, then no answer
+		<-r.Context().Done()
+		return http.StatusServiceUnavailable, true
+	})
+	obs := &stallCounter{}
+	b := newStallGCS(t, emu.URL(), 300*time.Millisecond, obs)
+	ctx := testutil.Ctx(t, 60*time.Second)
+	start := time.Now()
+	_, err := b.Put(ctx, "quiet", bytes.NewReader([]byte("small body")), PutOptions{IfGenerationMatch: 0})
+	if !errors.Is(err, ErrStalled) {
+		t.Fatalf("Put: err = %v, want ErrStalled", err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("Put took %v to give up", took)
+	}
+}
