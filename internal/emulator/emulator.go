@@ -82,7 +82,8 @@ type Server struct {
 
 	hook   atomic.Pointer[hookFunc]
 	after  atomic.Pointer[func(*http.Request)]
-	stall  atomic.Pointer[bodyStall] // stall.go
+	stall  atomic.Pointer[bodyStall]  // stall.go
+	answer atomic.Pointer[answerFunc] // lostanswer.go
 	shaper atomic.Pointer[shaper]
 
 	// arrived, if set, is called when a request arrives (a test seam).
@@ -490,6 +491,9 @@ func (s *Server) faultMiddleware(next http.Handler) http.Handler {
 				writeError(w, status, fmt.Sprintf("emulator: injected fault for bucket %q", t.bucket))
 				return
 			}
+		}
+		if s.loseAnswer(w, r, next) {
+			return
 		}
 		next.ServeHTTP(s.stalling(w, r), r)
 		if f := s.after.Load(); f != nil {
