@@ -83,6 +83,10 @@ type ParallelOptions struct {
 //     joins them, 32 at a time, into intermediate staging objects and at
 //     last into place with the caller's precondition.
 //
+// A compose into place that took effect but whose answer was lost is
+// recognised by the caller's metadata (its upload ID) on the object in
+// place (place.go).
+//
 // Everything staged lives under one staging prefix per upload attempt
 // (NewStaging). Every compose deletes its sources itself
 // (PutOptions.DeleteSources), so a Put that succeeds leaves nothing
@@ -256,7 +260,7 @@ func (p *Parallel) putXML(ctx context.Context, name string, r io.ReaderAt, size 
 		return ObjectAttrs{}, err
 	}
 	o.DeleteSources = true // nothing staged is left to delete (and bill)
-	return p.b.Compose(ctx, name, []string{obj}, o)
+	return p.composeInPlace(ctx, name, []string{obj}, size, o)
 }
 
 // maxComposedPart bounds how far the compose path grows parts to save a
@@ -315,7 +319,7 @@ func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, 
 		return ObjectAttrs{}, err
 	}
 	o.DeleteSources = true
-	a, err := p.b.Compose(ctx, name, srcs, o)
+	a, err := p.composeInPlace(ctx, name, srcs, size, o)
 	p.o.Logger.Debug("parts composed", "object", name, "took", time.Since(start), "err", err)
 	if err == nil && a.Size != size {
 		err = fmt.Errorf("parallel upload of %s: the composed object has %d bytes, %d were sent", name, a.Size, size)
