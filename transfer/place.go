@@ -6,6 +6,7 @@ package transfer
 import (
 	"context"
 	"errors"
+	"io"
 	"maps"
 )
 
@@ -41,4 +42,33 @@ func (p *Parallel) composeInPlace(ctx context.Context, name string, srcs []strin
 // and the checksum where o sent one.
 func composedAs(a ObjectAttrs, size int64, o PutOptions) bool {
 	return a.Size == size && maps.Equal(a.Metadata, o.Metadata) && (!o.SendCRC32C || a.CRC32C == o.CRC32C)
+}
+
+// putInsteadOfXMLCompose puts the object in place when the one-source
+// compose of the XML path refused, as a request (refusal: ErrInvalid,
+// what GCS answers a request it will not carry out), the object a
+// completed XML multipart upload made, obj: GCS's documentation once
+// said such objects cannot be composed. The object is sent once more,
+// as one resumable upload under the same conditions, metadata and
+// checksum (the parts are inside obj, which no other call can use), and
+// obj is deleted. Unless that upload is refused as invalid too (then
+// the request, not its source, was at fault), later uploads skip the
+// XML path for good (noXMLCompose), said once. They compose parts made
+// by plain uploads, which compose takes in every version of the
+// documentation, and which keeps the parts parallel and the last step
+// conditional (one resumable stream each would be slower).
+func (p *Parallel) putInsteadOfXMLCompose(ctx context.Context, name string, r io.ReaderAt, size int64, o PutOptions, obj string, refusal error) (ObjectAttrs, error) {
+	if err := p.b.Delete(ctx, obj, 0); err != nil && !errors.Is(err, ErrNotExist) {
+		// Left for Clean, which the caller calls whatever the outcome.
+		p.o.Logger.Debug("deleting a staged object failed", "object", obj, "err", err)
+	}
+	o.DeleteSources, o.Resumable = false, true
+	a, err := p.b.Put(ctx, name, io.NewSectionReader(r, 0, size), o)
+	if !errors.Is(err, ErrInvalid) {
+		p.noXMLCompose.Store(true)
+		p.composeOnce.Do(func() {
+			p.o.Logger.Warn("the bucket refuses to compose an object made by an XML multipart upload: large files are uploaded as parallel parts composed into place from now on", "object", name, "reason", refusal)
+		})
+	}
+	return a, err
 }
