@@ -1,7 +1,10 @@
 package cache
 
 import (
+	"context"
+	"maps"
 	"slices"
+	"time"
 
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -24,4 +27,62 @@ func (c *Cache) OwnUpload(name string, a transfer.ObjectAttrs) (base int64, ok b
 		return 0, false
 	}
 	return e.rec.Generation, true
+}
+
+// earlierUpload settles, before u sends anything, an upload of local
+// content whose earlier tries went unconfirmed (their answers were lost:
+// a crash, an outage, a cut connection). If the bucket's live version is
+// one of those tries and holds exactly what u would send (sameUpload),
+// it is adopted as u's result, nothing is sent, and done is true. If it
+// is one of those tries with other bytes or metadata, u goes on, based
+// on its generation (returned as base): the bucket has it, so the
+// upload replaces it instead of failing its precondition and sending
+// everything a second time. Otherwise u goes on as it was. It costs one
+// Stat, and only when the record has unconfirmed tries.
+func (c *Cache) earlierUpload(ctx context.Context, u uploadJob, body fileSums, mtime time.Time) (base int64, done bool) {
+	c.mu.Lock()
+	unconfirmed := len(u.e.rec.Attempts) > 0
+	c.mu.Unlock()
+	if !unconfirmed || u.src.from != "" {
+		return u.base, false
+	}
+	live, err := c.b.Stat(ctx, u.name)
+	gen, ours := c.ownVersionOf(u.e, live, err)
+	if !ours {
+		return u.base, false
+	}
+	if c.sameUpload(u, body, mtime, live) {
+		c.adoptUpload(ctx, u, body, live)
+		return u.base, true
+	}
+	c.mu.Lock()
+	if u.e.rec.Generation == u.base {
+		u.e.rec.Generation = gen
+	}
+	c.mu.Unlock()
+	return gen, false
+}
+
+// sameUpload reports whether live, a version of u's name written by one
+// of its unconfirmed tries, is exactly what u sends: the same size and
+// CRC32C as the body scanned for it, the same custom metadata but the
+// upload ID, the same content encoding. Without the body's sum (a file
+// that could not be read) nothing is the same.
+func (c *Cache) sameUpload(u uploadJob, body fileSums, mtime time.Time, live transfer.ObjectAttrs) bool {
+	if !body.ok || live.Size != u.size || live.CRC32C != body.whole || live.ContentEncoding != u.encoding {
+		return false
+	}
+	return maps.Equal(ownMeta(live.Metadata), ownMeta(uploadMeta(u.meta, mtime, "")))
+}
+
+// adoptUpload settles u with live, its own earlier try that the bucket
+// holds, as if u had sent it.
+func (c *Cache) adoptUpload(ctx context.Context, u uploadJob, body fileSums, live transfer.ObjectAttrs) {
+	if c.supersededDuring(u.e, u.name, u.base, live, nil) {
+		return
+	}
+	c.log.Info("the bucket already holds this file from an upload whose answer was lost: confirmed without sending it again",
+		"object", u.name, "generation", live.Generation)
+	c.confirm(u.name, live, false) // before the change leaves the local overlay
+	c.uploadDone(ctx, u, body, live, nil)
 }

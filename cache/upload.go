@@ -123,6 +123,13 @@ func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
 			return
 		}
 	}
+	// An earlier try of this content may be in the bucket already,
+	// unconfirmed: then nothing, or nothing twice, is sent.
+	var adopted bool
+	if base, adopted = c.earlierUpload(ctx, u, body, mtime); adopted {
+		return
+	}
+	u.base = base
 	attempt, err := c.noteAttempt(e)
 	if err != nil {
 		c.mu.Lock()
@@ -152,7 +159,7 @@ func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
 		}
 	}
 	if errors.Is(err, transfer.ErrPrecondition) {
-		if err = c.refused(ctx, u, body); err == nil {
+		if err = c.refused(ctx, u, body, mtime); err == nil {
 			return
 		}
 	}
@@ -168,7 +175,7 @@ func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
 // is not the one u is based on. It returns nil once that is settled:
 // the upload is queued again (the bucket's version is an unconfirmed
 // upload of ours), or the local version was saved beside the bucket's.
-func (c *Cache) refused(ctx context.Context, u uploadJob, body fileSums) error {
+func (c *Cache) refused(ctx context.Context, u uploadJob, body fileSums, mtime time.Time) error {
 	e, name, base := u.e, u.name, u.base
 	live, serr := c.b.Stat(ctx, name)
 	if errors.Is(serr, transfer.ErrNotExist) && base > 0 {
@@ -189,6 +196,12 @@ func (c *Cache) refused(ctx context.Context, u uploadJob, body fileSums) error {
 		return nil
 	}
 	gen, ours := c.ownVersionOf(e, live, serr)
+	if ours && c.sameUpload(u, body, mtime, live) {
+		// What this upload sends is there already: sending it again
+		// would only make a new generation of the same bytes.
+		c.adoptUpload(ctx, u, body, live)
+		return nil
+	}
 	if ours {
 		// The bucket holds an upload of ours whose answer a crash
 		// (or a lost response) kept from us: not a conflict. Send

@@ -78,10 +78,16 @@ type ParallelOptions struct {
 //   - XML multipart (GCS): the parts go to a multipart upload of a staging
 //     object; once completed, a one-source Compose with the caller's
 //     precondition copies it into place inside the store.
-//   - Compose (endpoints without the XML API, such as emulators): every
-//     part is a staging object of its own (a single-request Put); Compose
-//     joins them, 32 at a time, into intermediate staging objects and at
-//     last into place with the caller's precondition.
+//   - Compose (endpoints without the XML API, such as emulators, and
+//     buckets that refuse to compose an object the XML API made, see
+//     place.go): every part is a staging object of its own (a
+//     single-request Put); Compose joins them, 32 at a time, into
+//     intermediate staging objects and at last into place with the
+//     caller's precondition.
+//
+// A compose into place that took effect but whose answer was lost is
+// recognised by the caller's metadata (its upload ID) on the object in
+// place (place.go).
 //
 // Everything staged lives under one staging prefix per upload attempt
 // (NewStaging). Every compose deletes its sources itself
@@ -102,6 +108,11 @@ type Parallel struct {
 	noXML    atomic.Bool // the endpoint answered ErrMultipartUnsupported
 	logOnce  sync.Once
 	listOnce sync.Once
+	// noXMLCompose: the bucket refused to compose an object made by the
+	// XML API (place.go). Unlike noXML, Clean still aborts multipart
+	// uploads (a crash may have left some).
+	noXMLCompose atomic.Bool
+	composeOnce  sync.Once
 
 	maxComposedPart int64 // maxComposedPart; smaller in tests
 }
@@ -165,7 +176,7 @@ func (p *Parallel) Put(ctx context.Context, name string, r io.ReaderAt, size int
 		}
 		o.ContentType = ct
 	}
-	if p.o.Multipart != nil && !p.noXML.Load() {
+	if p.o.Multipart != nil && !p.noXML.Load() && !p.noXMLCompose.Load() {
 		a, err := p.putXML(ctx, name, r, size, o, staging)
 		if !errors.Is(err, ErrMultipartUnsupported) && !refusedInitiate(err) {
 			return a, err
@@ -256,7 +267,11 @@ func (p *Parallel) putXML(ctx context.Context, name string, r io.ReaderAt, size 
 		return ObjectAttrs{}, err
 	}
 	o.DeleteSources = true // nothing staged is left to delete (and bill)
-	return p.b.Compose(ctx, name, []string{obj}, o)
+	a, err := p.composeInPlace(ctx, name, []string{obj}, size, o)
+	if errors.Is(err, ErrInvalid) {
+		return p.putInsteadOfXMLCompose(ctx, name, r, size, o, obj, err)
+	}
+	return a, err
 }
 
 // maxComposedPart bounds how far the compose path grows parts to save a
@@ -315,7 +330,7 @@ func (p *Parallel) putComposed(ctx context.Context, name string, r io.ReaderAt, 
 		return ObjectAttrs{}, err
 	}
 	o.DeleteSources = true
-	a, err := p.b.Compose(ctx, name, srcs, o)
+	a, err := p.composeInPlace(ctx, name, srcs, size, o)
 	p.o.Logger.Debug("parts composed", "object", name, "took", time.Since(start), "err", err)
 	if err == nil && a.Size != size {
 		err = fmt.Errorf("parallel upload of %s: the composed object has %d bytes, %d were sent", name, a.Size, size)

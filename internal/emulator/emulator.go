@@ -87,9 +87,10 @@ type Server struct {
 	faultMu sync.RWMutex
 	faults  map[string]int
 
-	hook  atomic.Pointer[hookFunc]
-	after atomic.Pointer[func(*http.Request)]
-	stall atomic.Pointer[bodyStall] // stall.go
+	hook   atomic.Pointer[hookFunc]
+	after  atomic.Pointer[func(*http.Request)]
+	stall  atomic.Pointer[bodyStall]  // stall.go
+	answer atomic.Pointer[answerFunc] // lostanswer.go
 	// uploads are the resumable upload sessions (resumable.go).
 	uploads sessions
 	shaper  atomic.Pointer[shaper]
@@ -501,6 +502,9 @@ func (s *Server) faultMiddleware(next http.Handler) http.Handler {
 				writeError(w, status, fmt.Sprintf("emulator: injected fault for bucket %q", t.bucket))
 				return
 			}
+		}
+		if s.loseAnswer(w, r, next) {
+			return
 		}
 		next.ServeHTTP(s.stalling(w, r), r)
 		if f := s.after.Load(); f != nil {
