@@ -108,6 +108,11 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 	if !e.rec.Dirty {
 		e.rec.Dirty, e.rec.MetaOnly = true, true
 		e.dirtiedLocked(time.Now())
+		// Indexed before c.mu is let go: the journal write below ends
+		// (persistMu released) before c.mu is taken again, and a dirty
+		// entry must never be outside the index with neither held. An
+		// undo leaves the name there; LocalNames drops clean names.
+		c.markLocalLocked(e.name)
 	}
 	e.version++
 	changed := e.version
@@ -128,7 +133,6 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 		c.releaseHoldLocked(e) // as persistEntry does: the journal no longer says copy
 	}
 	if !prevDirty {
-		c.markLocalLocked(e.name)
 		if e.dirtying == nil {
 			e.dirtying = make(chan struct{})
 			close(e.dirtying)
