@@ -26,8 +26,8 @@ package fs
 //     through a writing handle, O_WRONLY ones included. Every handle of
 //     a node writes into one copy (cache.WriteHandle), and writing
 //     handles read too (fileHandle.Read), so any handle will do; fsync
-//     through a handle that sent no WRITE itself must sync the copy
-//     through another writer.
+//     through a handle that sent no WRITE itself syncs the copy through
+//     another writer (fileHandle.syncWriter).
 //   - A failed WRITE (no room, the cap, a file past the largest size) is
 //     not seen by write(2): the kernel keeps the error on the file's
 //     mapping and fsync(2) or close(2) returns it, as a local disk does
@@ -39,7 +39,10 @@ package fs
 //     PassthroughWrites off (withWriteback): cached reads go through the
 //     daemon and the page cache, not straight to the cache file.
 
-import "github.com/hanwen/go-fuse/v2/fuse"
+import (
+	"github.com/bucketfs/bucketfs/cache"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
 
 // withWriteback returns o as the mount runs it: passthrough off if the
 // writeback cache is on (see above).
@@ -57,4 +60,30 @@ func (f *FS) writebackOptions(mo *fuse.MountOptions) {
 		return
 	}
 	mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
+}
+
+// syncWriter returns the WriteHandle an fsync through h syncs: h's own,
+// or, if h wrote nothing through the daemon itself (a lazy handle never
+// used, a handle open for reading), another writer of the same node.
+// With the writeback cache the kernel sends the dirty pages of a file
+// through any of its writing handles, and then the fsync through the
+// one fsync(2) was called on; without it, a descriptor open for reading
+// syncs what others wrote, as on a local disk. nil: nothing is open for
+// writing, so nothing was written that is not synced already (a writer's
+// close leaves its changes recorded; cache.WriteHandle.Close).
+func (h *fileHandle) syncWriter() *cache.WriteHandle {
+	w := h.w
+	if h.lazy != nil {
+		w = h.lazy.opened()
+	}
+	if w != nil {
+		return w
+	}
+	n := h.node
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for w = range n.writers {
+		return w // they all share one copy
+	}
+	return nil
 }
