@@ -153,24 +153,37 @@ func checkAppended(t *testing.T, data []byte, lines int) {
 	}
 }
 
-// Write errors the kernel meets when it sends its pages (here the cap on
-// changed bytes, with uploads refused so no room can be made) reach the
-// application at the latest at fsync(2) and close(2), and what was
-// acknowledged (a close that succeeded) is in the bucket after the
-// flush. What a failed file left goes up as far as bucketfs took it: a
-// prefix of what was written, nothing else.
+// Write errors the kernel meets when it sends its pages reach the
+// application at the latest at fsync(2) and close(2): the cap on changed
+// bytes full, or the cache's disk down to its free-space floor, with
+// uploads refused so no room can be made. What was acknowledged (a
+// close that succeeded) is in the bucket after the flush; what a failed
+// file left goes up as far as bucketfs took it: a prefix of what was
+// written, nothing else.
 func TestWritebackErrorsAtFsyncAndClose(t *testing.T) {
+	t.Run("cap", func(t *testing.T) {
+		wbErrors(t, "", []string{"--cache-max-size", "8MiB"}, 5*mib)
+	})
+	t.Run("disk", func(t *testing.T) {
+		wbErrors(t, smallDisk(t, "24m"), []string{"--cache-min-free", "4MiB"}, 12*mib)
+	})
+}
+
+// wbErrors writes a file of size bytes, then two more that cannot fit,
+// one ended by fsync and close, one by close alone, on a mount with
+// args and uploads refused.
+func wbErrors(t *testing.T, cacheDir string, args []string, size int) {
 	emu := startEmulator(t, nil)
 	emu.SetHook(func(r *http.Request) (int, bool) { return 503, isUploadReq(r) })
-	args := append([]string{"--cache-max-size", "8MiB", "--cache-full-wait", "1s"}, wbArgs...)
-	m := mount(t, emu, mountOpts{args: args})
-	acked := testutil.RandomBytes(5*mib, 242)
+	args = append(append(args, "--cache-full-wait", "1s"), wbArgs...)
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
+	acked := testutil.RandomBytes(size, 242)
 	if err := os.WriteFile(m.path("acked"), acked, 0o644); err != nil {
-		t.Fatalf("5 MiB under an 8 MiB cap: %v", err)
+		t.Fatalf("the first %d bytes: %v", size, err)
 	}
 	written := map[string][]byte{}
 	for _, how := range []string{"fsync", "close"} {
-		data := testutil.RandomBytes(5*mib, 243)
+		data := testutil.RandomBytes(size, 243)
 		written[how] = data
 		f, err := os.Create(m.path(how))
 		if err != nil {
@@ -185,9 +198,9 @@ func TestWritebackErrorsAtFsyncAndClose(t *testing.T) {
 		t.Logf("%s: write %v, fsync %v, close %v", how, werr, serr, cerr)
 		switch {
 		case how == "fsync" && werr == nil && serr == nil:
-			t.Errorf("5 MiB more past an 8 MiB cap full of changes: write and fsync succeeded")
+			t.Errorf("%d bytes more than fit: write and fsync succeeded", size)
 		case how == "close" && werr == nil && cerr == nil:
-			t.Errorf("5 MiB more past an 8 MiB cap full of changes: write and close succeeded")
+			t.Errorf("%d bytes more than fit: write and close succeeded", size)
 		}
 	}
 	emu.SetHook(nil)
