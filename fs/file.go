@@ -567,10 +567,7 @@ func (h *fileHandle) Flush(ctx context.Context) syscall.Errno { return 0 }
 // --fsync=remote, in the bucket.
 func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	ctx = uninterrupted(ctx)
-	w := h.w
-	if h.lazy != nil {
-		w = h.lazy.opened() // nil: nothing was written through it
-	}
+	w := h.syncWriter()
 	if w == nil {
 		return 0
 	}

@@ -42,7 +42,10 @@ type Options struct {
 	// directly too. Those writes escape the cache's limits (see
 	// writeModeLocked); without it writers go through the daemon.
 	PassthroughWrites bool
-	Logger            *slog.Logger
+	// WritebackCache lets the kernel keep written pages and send them
+	// later, in large WRITEs (FUSE writeback cache; writeback.go).
+	WritebackCache bool
+	Logger         *slog.Logger
 	// Debug logs every FUSE request.
 	Debug bool
 	// OpObserver, if set, is told about every FUSE request (see Mount).
@@ -90,6 +93,7 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o = withWriteback(o)
 	f := &FS{
 		opts: o, bucket: bucket, cache: c, log: o.Logger, start: time.Now(),
 		names: names.Open(bucket, c, names.Options{TTL: o.MetadataTTL, Strict: o.MetadataStrict,
@@ -148,6 +152,7 @@ func (f *FS) MountOptions() *gofs.Options {
 	if !f.opts.Passthrough {
 		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
 	}
+	f.writebackOptions(&mo)
 	return &gofs.Options{
 		MountOptions:    mo,
 		EntryTimeout:    &ttl,

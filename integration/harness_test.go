@@ -218,6 +218,9 @@ func spawnMount(t testing.TB, emu *emulator.Server, o mountOpts) (*mountProc, er
 	if o.tls {
 		args = append(args, tlsArgs(t, emu)...) // the later --endpoint wins
 	}
+	// BUCKETFS_MOUNT_ARGS: flags for every mount of the run, before the
+	// test's own (which win), e.g. --writeback-cache to run suites with it.
+	args = append(args, strings.Fields(os.Getenv("BUCKETFS_MOUNT_ARGS"))...)
 	args = append(args, o.args...)
 	m.cmd = exec.Command(binPath, args...)
 	m.cmd.Env = append(os.Environ(), o.env...)

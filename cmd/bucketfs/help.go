@@ -20,7 +20,7 @@ var flagGroups = []struct {
 	{"Write-back", []string{"write-back-delay", "upload-parallelism", "parallel-upload-threshold", "resumable-threshold",
 		"part-size", "part-parallelism", "multipart-endpoint", "fsync", "flush-timeout"}},
 	{"FUSE and permissions", []string{"uid", "gid", "file-mode", "dir-mode", "read-only", "noexec",
-		"allow-other", "passthrough", "passthrough-writes", "debug-fuse"}},
+		"allow-other", "passthrough", "passthrough-writes", "writeback-cache", "debug-fuse"}},
 	{"Logging", []string{"log-level", "log-format"}},
 	{"Operations", []string{"config", "metrics-addr"}},
 }

@@ -50,6 +50,7 @@ type mountConfig struct {
 	allowOther   bool
 	passthrough  bool
 	ptWrites     bool
+	wbCache      bool
 	logLevel     string
 	logFormat    string
 	configFile   string
@@ -105,6 +106,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.BoolVar(&c.allowOther, "allow-other", false, "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root)")
 	fl.BoolVar(&c.passthrough, "passthrough", true, "let the kernel read fully cached files directly (FUSE passthrough, Linux >= 6.9, root)")
 	fl.BoolVar(&c.ptWrites, "passthrough-writes", false, "let the kernel write fully cached files directly too (faster; such writes escape the file size limit and the cap on changed bytes)")
+	fl.BoolVar(&c.wbCache, "writeback-cache", false, "let the kernel keep written pages and send them to bucketfs later, in large writes (FUSE writeback cache): buffered writes at page-cache speed; write errors, the cap and the file size limit show at fsync and close, not at write; a crash loses what was not yet closed or fsynced; passthrough is off")
 	fl.StringVar(&c.logLevel, "log-level", "info", "least important messages logged: debug, info, warn or error")
 	fl.StringVar(&c.logFormat, "log-format", "text", "text (key=value lines) or json (one object a line)")
 	fl.StringVar(&c.configFile, "config", "", "YAML `FILE` of settings: keys are the flag names, plus bucket and mountpoint; flags win over it")
@@ -433,6 +435,9 @@ func openCache(c *mountConfig, bucket transfer.Bucket, large *transfer.Parallel,
 
 // newFS builds the FUSE tree with the mount's settings.
 func newFS(c *mountConfig, bucket transfer.Bucket, ch *cache.Cache, ops *operations, log *slog.Logger) *bfs.FS {
+	if c.wbCache && c.passthrough && c.ptWrites {
+		log.Warn("--passthrough-writes is ignored with --writeback-cache: the kernel refuses FUSE passthrough with its writeback cache")
+	}
 	return bfs.New(bucket, ch, bfs.Options{
 		UID: uint32(c.uid), GID: uint32(c.gid),
 		FileMode: uint32(c.fileMode), DirMode: uint32(c.dirMode),
@@ -446,6 +451,7 @@ func newFS(c *mountConfig, bucket transfer.Bucket, ch *cache.Cache, ops *operati
 		AllowOther:        c.allowOther,
 		Passthrough:       c.passthrough,
 		PassthroughWrites: c.passthrough && c.ptWrites,
+		WritebackCache:    c.wbCache,
 		Logger:            log,
 		Debug:             c.debugFUSE,
 		OpObserver:        ops.fuseObserver(),
