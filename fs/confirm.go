@@ -46,3 +46,26 @@ func (n *fileNode) adopt(a transfer.ObjectAttrs, base int64) {
 		n.fsys.releaseFileIno(old) // that version, if any, is another file's
 	}
 }
+
+// takeOwn makes a, the name's version that a lookup found the node holds
+// (holds: its own, or this cache's upload of its content), the node's
+// version. adopt does so when the upload is confirmed, but only for a
+// node holding the upload's base; a node whose generation fell behind
+// the cache's record (an upload of the content it replaced landed after
+// the rename that moved it, supersededDuring) kept the old one, so every
+// open of it found that version gone and answered ESTALE, and the
+// kernel's lookup after it found the same node again: the second ESTALE
+// reached the application (the model tester, seed 1795802702956144187).
+func (n *fileNode) takeOwn(a transfer.ObjectAttrs) {
+	n.mu.Lock()
+	old := n.attrs
+	if n.unlinked || n.name != a.Name || old.Generation > a.Generation {
+		n.mu.Unlock()
+		return
+	}
+	n.attrs = a
+	n.mu.Unlock()
+	if old.Generation != a.Generation {
+		n.fsys.releaseFileIno(old) // that version, if any, is another file's
+	}
+}

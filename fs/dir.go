@@ -126,13 +126,14 @@ func (d *dirNode) child(ctx context.Context, name string, c names.Entry, out *fu
 			return d.symlinkChild(ctx, name, c.Attrs, out), 0
 		}
 		var ino uint64
+		var held *fileNode
 		for _, n := range f.nodesNamed(full) {
 			if n.holds(c.Attrs.Generation) {
 				// The kernel has a node for this very file already (a
 				// lookup made again, as for a rename's target, or after
 				// this cache's own upload): the same inode, not a second
 				// one that go-fuse's tree would take for it.
-				ino = n.ino
+				ino, held = n.ino, n
 				break
 			}
 		}
@@ -144,6 +145,12 @@ func (d *dirNode) child(ctx context.Context, name string, c names.Entry, out *fu
 		n := in.Operations().(*fileNode)
 		f.track(n)
 		n.setAttrs(c.Attrs)
+		if held != nil {
+			// go-fuse answers the kernel with held's inode, which has the
+			// same stable attributes, and drops n: held must hold c, not
+			// the version this cache's upload of its content replaced.
+			held.takeOwn(c.Attrs)
+		}
 		f.fillFile(&out.Attr, n.currentAttrs(), n.ino)
 		return in, 0
 	default:
