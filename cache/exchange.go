@@ -22,30 +22,36 @@ import (
 // and shares the old one's bytes (a hard link), so a write of an old
 // record that was on its way (an upload ending) no longer applies to
 // the name (persistEntry writes only over the record of its own ID).
-func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) error {
+//
+// It returns the generations the new records of a.Name and b.Name are
+// based on: each name's record's at the swap, which may be newer than
+// a's or b's (an upload confirmed since the caller looked). A file node
+// that follows its content to the other name must hold that one (see
+// Rename).
+func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) (baseA, baseB int64, err error) {
 	if a.Name == b.Name {
-		return nil
+		return a.Generation, b.Generation, nil
 	}
 	ha, err := c.OpenWrite(ctx, a, false, false)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	defer ha.Close()
 	hb, err := c.OpenWrite(ctx, b, false, false)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	defer hb.Close()
 	sizes := map[*WriteHandle]int64{}
 	for _, h := range []*WriteHandle{ha, hb} {
 		if err := h.f.Sync(); err != nil {
-			return fmt.Errorf("syncing %s before exchanging it: %w", h.e.name, err)
+			return 0, 0, fmt.Errorf("syncing %s before exchanging it: %w", h.e.name, err)
 		}
 		// The file says how big it is (writes through passthrough
 		// handles still open count only when they close).
 		st, err := h.f.Stat()
 		if err != nil {
-			return fmt.Errorf("exchanging %s: %w", h.e.name, err)
+			return 0, 0, fmt.Errorf("exchanging %s: %w", h.e.name, err)
 		}
 		sizes[h] = st.Size()
 	}
@@ -59,7 +65,7 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) error {
 	}
 	if err != nil {
 		c.mu.Unlock()
-		return err
+		return 0, 0, err
 	}
 	now := time.Now()
 	// Each name's new record: the other's content, based on the bucket
@@ -83,6 +89,7 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) error {
 	}
 	na := made(a.Name, idA, ea, eb, sizes[hb])
 	nb := made(b.Name, idB, eb, ea, sizes[ha])
+	baseA, baseB = na.rec.Generation, nb.rec.Generation
 	c.mu.Unlock()
 
 	err = os.Link(c.dataPath(eb.rec.ID), c.dataPath(idA))
@@ -115,7 +122,7 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) error {
 		}
 		c.mu.Unlock()
 		c.removeAll(victims)
-		return fmt.Errorf("exchanging %s and %s in the cache index: %w", a.Name, b.Name, err)
+		return 0, 0, fmt.Errorf("exchanging %s and %s in the cache index: %w", a.Name, b.Name, err)
 	}
 	for _, p := range [][2]*entry{{ea, nb}, {eb, na}} {
 		old, ne := p[0], p[1] // old's file is ne's now
@@ -134,5 +141,5 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) error {
 	c.notifyLocked()
 	c.mu.Unlock()
 	c.removeAll(victims)
-	return nil
+	return baseA, baseB, nil
 }

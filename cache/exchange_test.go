@@ -34,7 +34,7 @@ func TestExchange(t *testing.T) {
 	c := e.openWB(time.Hour)
 	e.write(c, transfer.ObjectAttrs{Name: "n"}, true, 0, []byte("new, not uploaded"))
 	n, _ := c.Local("n")
-	if err := c.Exchange(e.ctx, a, n); err != nil {
+	if _, _, err := c.Exchange(e.ctx, a, n); err != nil {
 		t.Fatal(err)
 	}
 	c.crash()
@@ -79,7 +79,7 @@ func TestExchangeDuringUpload(t *testing.T) {
 	e.write(c, transfer.ObjectAttrs{Name: "a"}, true, 0, []byte("a, uploading"))
 	<-arrived
 	la, _ := c.Local("a")
-	err := c.Exchange(e.ctx, la, b) // while the upload's answer waits
+	_, _, err := c.Exchange(e.ctx, la, b) // while the upload's answer waits
 	close(release)
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,26 @@ func (c *Cache) OwnUpload(name string, a transfer.ObjectAttrs) (base int64, ok b
 	return e.rec.Generation, true
 }
 
+// Rebased reports whether a, a version of name this cache confirms, is
+// the upload of content that a rename replaced, which landed after the
+// rename: the name's record, the renamed content not yet uploaded, is
+// now based on a (supersededDuring), and from is the generation it was
+// based on before. A file node that follows that content holds from
+// (what Rename returned) and must hold a's generation now, or the
+// content's upload, based on a, is not recognised as the node's
+// (OnConfirmed's function, OwnUpload) and the node opens a version gone.
+func (c *Cache) Rebased(name string, a transfer.ObjectAttrs) (from int64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[name]
+	// Once the content is uploaded, its record holds a newer generation:
+	// generations only grow, so rebasedTo never matches again.
+	if e == nil || e.dropped || e.rebasedFrom == 0 || e.rebasedTo != a.Generation || e.rec.Generation != a.Generation {
+		return 0, false
+	}
+	return e.rebasedFrom, true
+}
+
 // earlierUpload settles, before u sends anything, an upload of local
 // content whose earlier tries went unconfirmed (their answers were lost:
 // a crash, an outage, a cut connection). If the bucket's live version is

@@ -43,14 +43,14 @@ func (e *env) damageCase() map[string][]byte {
 	want["gone"] = nil
 
 	src := e.put("src", pattern(objSize, 5))
-	if err := c.Rename(e.ctx, src, "dst", 0); err != nil {
+	if _, err := c.Rename(e.ctx, src, "dst", 0); err != nil {
 		e.t.Fatal(err)
 	}
 	want["src"], want["dst"] = nil, pattern(objSize, 5)
 
 	moved := pattern(2*chunk, 6)
 	e.write(c, transfer.ObjectAttrs{Name: "a"}, true, 0, moved)
-	if err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "a"}, "b", 0); err != nil {
+	if _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "a"}, "b", 0); err != nil {
 		e.t.Fatal(err)
 	}
 	want["a"], want["b"] = nil, moved

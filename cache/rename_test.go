@@ -274,7 +274,7 @@ func TestRenamePendingCopy(t *testing.T) {
 	if !ok {
 		t.Fatal("e/big is not a local change after the directory rename")
 	}
-	if err := c.Rename(e.ctx, a, "f/big", 0); err != nil {
+	if _, err := c.Rename(e.ctx, a, "f/big", 0); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.mediaReads("d/big"); n != 0 {
@@ -376,5 +376,59 @@ func TestRenameDirWhileAnUploadWaitsForASlot(t *testing.T) {
 	}
 	if _, err := e.b.Stat(e.ctx, "d/f"); !errors.Is(err, transfer.ErrNotExist) {
 		t.Errorf("d/f after the flush: %v, want gone", err)
+	}
+}
+
+// TestRenameAndExchangeReturnTheirBase: the target of a rename, and a
+// name of an exchange, changed here and uploaded since the caller looked
+// it up (the file system resolves names before it asks the cache, and an
+// upload may be confirmed in between). Rename and Exchange return the
+// generation the new record is based on, the upload's, not the caller's
+// older one: the file system gives it to the nodes that follow the
+// content, and the content's own upload, when confirmed, is matched to
+// them by that base (fs/confirm.go). With the caller's generation, the
+// model tester's node kept a version gone from the bucket and its next
+// open answered ESTALE (seed 1795802702956144187).
+func TestRenameAndExchangeReturnTheirBase(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour)
+	uploaded := func(name string) (before, after transfer.ObjectAttrs) {
+		before = e.put(name, []byte("in the bucket"))
+		e.write(c, before, true, 0, []byte("changed here"))
+		e.flush(c)
+		after, err := e.b.Stat(e.ctx, name)
+		if err != nil || after.Generation == before.Generation {
+			t.Fatalf("%s after the flush: %+v, %v", name, after, err)
+		}
+		return before, after
+	}
+	to, toNow := uploaded("to")
+	e.write(c, transfer.ObjectAttrs{Name: "from"}, true, 0, []byte("renamed"))
+	base, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "from"}, "to", to.Generation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base != toNow.Generation {
+		t.Errorf("Rename's base %d, want the upload's %d (the caller said %d)", base, toNow.Generation, to.Generation)
+	}
+
+	x, xNow := uploaded("x")
+	y := e.put("y", []byte("y"))
+	baseX, baseY, err := c.Exchange(e.ctx, x, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if baseX != xNow.Generation || baseY != y.Generation {
+		t.Errorf("Exchange's bases %d and %d, want %d (the upload's; the caller said %d) and %d",
+			baseX, baseY, xNow.Generation, x.Generation, y.Generation)
+	}
+	e.flush(c)
+	for name, want := range map[string]string{"to": "renamed", "x": "y", "y": "changed here"} {
+		if got := string(e.object(name)); got != want {
+			t.Errorf("%s in the bucket: %q, want %q", name, got, want)
+		}
+	}
+	if names := strings.Join(e.bucketNames(), ","); names != "to,x,y" {
+		t.Errorf("the bucket holds %s, want to, x and y (no conflict copy, from deleted)", names)
 	}
 }

@@ -40,34 +40,41 @@ func (c *Cache) replaceTargetLocked(to string, toBase int64) (base int64, attemp
 // locally is fetched first, unless it is a pending copy nothing uses
 // (renamePendingCopy): that one moves as it is. Handles open on from for writing follow the
 // file to its new name; handles open on to are orphaned (see WriteHandle).
-func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string, toBase int64) error {
+//
+// It returns the generation of to that the new record is based on: toBase,
+// or a newer one this cache knows of (to's record changed or uploaded
+// since the caller learnt toBase). The version the bucket will get from
+// the rename replaces that one, so a file node that follows the content
+// to its new name must hold it, not toBase (OnConfirmed's function tells
+// this cache's upload of the content by that base).
+func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string, toBase int64) (int64, error) {
 	if from.Name == to {
-		return nil
+		return toBase, nil
 	}
-	if done, err := c.renamePendingCopy(from, to, toBase); done {
-		return err
+	if base, done, err := c.renamePendingCopy(from, to, toBase); done {
+		return base, err
 	}
 	src, err := c.OpenWrite(ctx, from, false, false)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer src.Close()
 	e := src.e
 	if err := src.f.Sync(); err != nil {
-		return fmt.Errorf("syncing %s before renaming it: %w", from.Name, err)
+		return 0, fmt.Errorf("syncing %s before renaming it: %w", from.Name, err)
 	}
 	// The file says how big it is: writes through passthrough handles
 	// still open are counted only when they close.
 	st, err := src.f.Stat()
 	if err != nil {
-		return fmt.Errorf("renaming %s: %w", from.Name, err)
+		return 0, fmt.Errorf("renaming %s: %w", from.Name, err)
 	}
 
 	newID := c.j.newID() // before the entry is visible: an upload must never see ID 0
 	c.mu.Lock()
 	if err := c.waitThawedLocked(ctx, to); err != nil {
 		c.mu.Unlock()
-		return err
+		return 0, err
 	}
 	toBase, attempts, victims := c.replaceTargetLocked(to, toBase)
 	size := st.Size()
@@ -126,7 +133,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 		c.mu.Unlock()
 		e.persistMu.Unlock()
 		c.removeAll(append(victims, replaced...))
-		return fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
+		return 0, fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
 	}
 	close(ne.ready)
 	e.rec.Deleted, e.rec.Dirty, e.rec.MetaOnly = true, true, false
@@ -150,7 +157,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	c.settleDeletion(e, tomb)
 	e.persistMu.Unlock()
 	c.removeAll(replaced)
-	return nil
+	return toBase, nil
 }
 
 // renamePendingCopy is Rename for a file whose content is still a pending
@@ -158,8 +165,9 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 // nothing uses: the new name takes the pending copy over (same source,
 // same cached chunks), so nothing is downloaded; the old name becomes a
 // deletion. done is false if the file is not such a copy (or its source
-// is to itself): Rename then completes the local copy first.
-func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase int64) (done bool, err error) {
+// is to itself): Rename then completes the local copy first. base is as
+// Rename's.
+func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase int64) (base int64, done bool, err error) {
 	newID := c.j.newID()
 	c.mu.Lock()
 	e := c.entries[from.Name]
@@ -167,7 +175,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.dl != nil || e.uploading || c.inFlight[from.Name] ||
 		c.frozen.covers(from.Name) || c.frozen.covers(to) {
 		c.mu.Unlock()
-		return false, nil
+		return 0, false, nil
 	}
 	// Until the journal has the rename, no transfer of the old name
 	// starts (its copy would be made under the old name).
@@ -215,7 +223,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 		c.mu.Unlock()
 		e.persistMu.Unlock()
 		c.removeAll(append(victims, replaced...))
-		return true, fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
+		return 0, true, fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
 	}
 	close(ne.ready)
 	oldID := e.rec.ID
@@ -236,5 +244,5 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	if derr := c.detachData(oldID, from.Name, tomb); derr != nil {
 		c.log.Warn("giving a renamed file's old name a file of its own failed", "object", from.Name, "err", derr)
 	}
-	return true, nil
+	return toBase, true, nil
 }

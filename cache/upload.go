@@ -443,7 +443,7 @@ func (c *Cache) supersededDuring(e *entry, name string, base int64, a transfer.O
 	}
 	e.uploading = false
 	if next := c.entries[name]; err == nil && next != nil && next != e && next.rec.Generation == base {
-		next.rec.Generation = a.Generation
+		next.rec.Generation, next.rebasedFrom, next.rebasedTo = a.Generation, base, a.Generation
 	}
 	c.notifyLocked()
 	c.mu.Unlock()

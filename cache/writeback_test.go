@@ -390,7 +390,7 @@ func TestRenameSurvivesCrash(t *testing.T) {
 	e := newEnv(t)
 	a := e.put("src", pattern(objSize, 8))
 	c := e.openWB(time.Hour)
-	if err := c.Rename(e.ctx, a, "dst", 0); err != nil {
+	if _, err := c.Rename(e.ctx, a, "dst", 0); err != nil {
 		t.Fatal(err)
 	}
 	c.crash()
@@ -690,7 +690,7 @@ func TestRewriteAfterRenameOrUnlinkKeepsOtherBytes(t *testing.T) {
 
 	e.write(c, transfer.ObjectAttrs{Name: "a"}, true, 0, first)
 	a, _ := c.Local("a")
-	if err := c.Rename(e.ctx, a, "b", 0); err != nil {
+	if _, err := c.Rename(e.ctx, a, "b", 0); err != nil {
 		t.Fatalf("Rename: %v", err)
 	}
 	e.write(c, transfer.ObjectAttrs{Name: "a"}, true, 0, second)
@@ -729,7 +729,7 @@ func TestWriteHandlesFollowRenameAndSurviveDelete(t *testing.T) {
 	if _, err := w.WriteAt([]byte("one,"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "a"}, "b", 0); err != nil {
+	if _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "a"}, "b", 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.WriteAt([]byte("two"), 4); err != nil {
@@ -829,7 +829,7 @@ func TestRecreatedNameStartsWithoutOldMetadata(t *testing.T) {
 			if err := c.Remove(e.ctx, name, 0); err != nil {
 				t.Fatal(err)
 			}
-		} else if err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: name}, name+"-moved", 0); err != nil {
+		} else if _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: name}, name+"-moved", 0); err != nil {
 			t.Fatal(err)
 		}
 		e.write(c, transfer.ObjectAttrs{Name: name}, true, 0, []byte("regular"))

@@ -19,6 +19,12 @@ func (f *FS) confirmed(name string, a transfer.ObjectAttrs, deleted bool) {
 	if deleted || a.Generation <= 0 {
 		return
 	}
+	if from, ok := f.cache.Rebased(name, a); ok {
+		for _, n := range f.nodesNamed(name) {
+			n.followRebase(from, a)
+		}
+		return
+	}
 	base, own := f.cache.OwnUpload(name, a)
 	if !own {
 		return
@@ -37,6 +43,47 @@ func (n *fileNode) adopt(a transfer.ObjectAttrs, base int64) {
 	n.mu.Lock()
 	old := n.attrs
 	if n.unlinked || n.name != a.Name || (old.Generation > 0 && old.Generation != base) {
+		n.mu.Unlock()
+		return
+	}
+	n.attrs = a
+	n.mu.Unlock()
+	if old.Generation != a.Generation {
+		n.fsys.releaseFileIno(old) // that version, if any, is another file's
+	}
+}
+
+// followRebase makes a the version the node's content replaces, in place
+// of from: the content a rename moved to the node's name replaces the
+// version that the name's earlier content's upload made, landed after
+// the rename (cache.Rebased). The node's content is the local change: its
+// size and time come from the cache until its upload, which adopt then
+// gives the node, now that its base matches.
+func (n *fileNode) followRebase(from int64, a transfer.ObjectAttrs) {
+	n.mu.Lock()
+	old := n.attrs
+	if n.unlinked || n.name != a.Name || old.Generation != from {
+		n.mu.Unlock()
+		return
+	}
+	n.attrs.Generation = a.Generation
+	n.mu.Unlock()
+	n.fsys.releaseFileIno(old) // that version is another file's
+}
+
+// takeOwn makes a, the name's version that a lookup found the node holds
+// (holds: its own, or this cache's upload of its content), the node's
+// version. adopt does so when the upload is confirmed, but only for a
+// node holding the upload's base; a node whose generation fell behind
+// the cache's record (an upload of the content it replaced landed after
+// the rename that moved it, supersededDuring) kept the old one, so every
+// open of it found that version gone and answered ESTALE, and the
+// kernel's lookup after it found the same node again: the second ESTALE
+// reached the application (the model tester, seed 1795802702956144187).
+func (n *fileNode) takeOwn(a transfer.ObjectAttrs) {
+	n.mu.Lock()
+	old := n.attrs
+	if n.unlinked || n.name != a.Name || old.Generation > a.Generation {
 		n.mu.Unlock()
 		return
 	}

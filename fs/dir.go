@@ -126,13 +126,14 @@ func (d *dirNode) child(ctx context.Context, name string, c names.Entry, out *fu
 			return d.symlinkChild(ctx, name, c.Attrs, out), 0
 		}
 		var ino uint64
+		var held *fileNode
 		for _, n := range f.nodesNamed(full) {
 			if n.holds(c.Attrs.Generation) {
 				// The kernel has a node for this very file already (a
 				// lookup made again, as for a rename's target, or after
 				// this cache's own upload): the same inode, not a second
 				// one that go-fuse's tree would take for it.
-				ino = n.ino
+				ino, held = n.ino, n
 				break
 			}
 		}
@@ -144,6 +145,12 @@ func (d *dirNode) child(ctx context.Context, name string, c names.Entry, out *fu
 		n := in.Operations().(*fileNode)
 		f.track(n)
 		n.setAttrs(c.Attrs)
+		if held != nil {
+			// go-fuse answers the kernel with held's inode, which has the
+			// same stable attributes, and drops n: held must hold c, not
+			// the version this cache's upload of its content replaced.
+			held.takeOwn(c.Attrs)
+		}
 		f.fillFile(&out.Attr, n.currentAttrs(), n.ino)
 		return in, 0
 	default:
@@ -517,7 +524,12 @@ func (d *dirNode) rename(ctx context.Context, name string, newParent gofs.InodeE
 	defer f.nameLeaving(ctx, to)() // their content goes with the name (lazywrite.go)
 	victims := f.fileNodes(to)     // the file replaced, if the kernel knows it
 	moving := f.nodesNamed(from)
-	if err := f.cache.Rename(ctx, src.Attrs, to, dst.Attrs.Generation); err != nil {
+	// The base is the cache's, not dst's: an upload of to may have been
+	// confirmed since it was resolved, and the node's generation must be
+	// the one its content's upload replaces, or it never takes that
+	// upload's version (confirm.go) and opens it at a version gone.
+	base, err := f.cache.Rename(ctx, src.Attrs, to, dst.Attrs.Generation)
+	if err != nil {
 		return f.errno(ctx, "rename", from, err)
 	}
 	f.names.Forget(from)
@@ -530,7 +542,7 @@ func (d *dirNode) rename(ctx context.Context, name string, newParent gofs.InodeE
 	victims.unlinked()
 	// The kernel moves the inode to the new name: so does the node.
 	for _, n := range moving {
-		n.renamed(to, dst.Attrs.Generation)
+		n.renamed(to, base)
 	}
 	return 0
 }
@@ -552,7 +564,8 @@ func (f *FS) exchange(ctx context.Context, from string, src names.Entry, to stri
 		return syscall.EINVAL
 	}
 	movingFrom, movingTo := f.nodesNamed(from), f.nodesNamed(to)
-	if err := f.cache.Exchange(ctx, src.Attrs, dst.Attrs); err != nil {
+	baseFrom, baseTo, err := f.cache.Exchange(ctx, src.Attrs, dst.Attrs) // the cache's bases, as in rename
+	if err != nil {
 		return f.errno(ctx, "rename", from, err)
 	}
 	f.names.Forget(from)
@@ -560,10 +573,10 @@ func (f *FS) exchange(ctx context.Context, from string, src names.Entry, to stri
 	f.releaseFileIno(src.Attrs) // as in Rename
 	f.releaseFileIno(dst.Attrs)
 	for _, n := range movingFrom {
-		n.renamed(to, dst.Attrs.Generation)
+		n.renamed(to, baseTo)
 	}
 	for _, n := range movingTo {
-		n.renamed(from, src.Attrs.Generation)
+		n.renamed(from, baseFrom)
 	}
 	return 0
 }
