@@ -525,20 +525,25 @@ const retryAttempts = 5
 // retry runs f until it succeeds, fails for good, or retryAttempts tries
 // have failed, waiting RetryBase, 2*RetryBase, ... in between.
 func (p *Parallel) retry(ctx context.Context, f func() error) error {
-	wait := p.o.RetryBase
+	return withBackoff(ctx, p.o.RetryBase, 0, retryable, f)
+}
+
+// withBackoff runs f until it succeeds, fails with an error again
+// refuses, ctx ends, or retryAttempts tries have failed, waiting wait,
+// 2*wait, ... (at most maxWait, if above 0) in between.
+func withBackoff(ctx context.Context, wait, maxWait time.Duration, again func(error) bool, f func() error) error {
 	for try := 1; ; try++ {
 		err := f()
-		if err == nil || try == retryAttempts || !retryable(err) || ctx.Err() != nil {
+		if err == nil || try == retryAttempts || !again(err) || ctx.Err() != nil {
 			return err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, wait) {
 			return err
 		}
 		wait *= 2
+		if maxWait > 0 {
+			wait = min(wait, maxWait)
+		}
 	}
 }
 

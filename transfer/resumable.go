@@ -128,7 +128,7 @@ func (g *GCS) putResumable(ctx context.Context, name string, r sizedReaderAt, po
 			err = &OpError{Op: "put", Bucket: g.name, Object: name, Err: fmt.Errorf("the upload session holds %d of %d bytes and took none of the rest", got, s.size)}
 			held = got
 		}
-		if !resumable(ctx, err) || idle >= maxIdleResumes {
+		if !mayResume(ctx, err) || idle >= maxIdleResumes {
 			return ObjectAttrs{}, err
 		}
 		if !sleepCtx(ctx, wait) {
@@ -144,7 +144,7 @@ func (g *GCS) putResumable(ctx context.Context, name string, r sizedReaderAt, po
 			qerr = nil
 		}
 		if qerr != nil {
-			if !resumable(ctx, qerr) {
+			if !mayResume(ctx, qerr) {
 				return ObjectAttrs{}, qerr
 			}
 			idle++
@@ -159,8 +159,8 @@ func (g *GCS) putResumable(ctx context.Context, name string, r sizedReaderAt, po
 	}
 }
 
-// resumable reports whether an upload that failed with err may go on.
-func resumable(ctx context.Context, err error) bool {
+// mayResume reports whether an upload that failed with err may go on.
+func mayResume(ctx context.Context, err error) bool {
 	return ctx.Err() == nil && retryable(err)
 }
 
@@ -365,15 +365,6 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // client retries its idempotent calls (bounded; the breaker's refusal is
 // not retried).
 func (g *GCS) retryIdempotent(ctx context.Context, f func() error) error {
-	wait := 100 * time.Millisecond
-	for try := 1; ; try++ {
-		err := f()
-		if err == nil || try == retryAttempts || !(shouldRetry(err) || errors.Is(err, ErrStalled)) || ctx.Err() != nil {
-			return err
-		}
-		if !sleepCtx(ctx, wait) {
-			return err
-		}
-		wait = min(wait*2, 5*time.Second)
-	}
+	again := func(err error) bool { return shouldRetry(err) || errors.Is(err, ErrStalled) }
+	return withBackoff(ctx, 100*time.Millisecond, 5*time.Second, again, f)
 }
