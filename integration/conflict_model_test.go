@@ -346,7 +346,14 @@ func TestConflictThenAnotherVersion(t *testing.T) {
 			t.Fatal("the local version still shows 30s after the conflict")
 		}
 	}
-	if !strings.Contains(m.logs.String(), "superseded by a write conflict") {
+	// The superseded node answers ESTALE either because it is marked
+	// superseded (conflict.go), or, when the open checked that mark while
+	// the local copy still held the name and found the copy gone by the
+	// time it opened the cache, because its version is gone from the
+	// bucket (file.go's staleAtOpen). Both make the kernel look the name
+	// up again, which is what is tested here.
+	if logs := m.logs.String(); !strings.Contains(logs, "superseded by a write conflict") &&
+		!strings.Contains(logs, "the version a file was opened at is gone from the bucket") {
 		t.Error("no open reached the superseded node: the case was not tested")
 	}
 }
