@@ -222,17 +222,24 @@ func (n *fileNode) openLazies(ctx context.Context, trunc bool) error {
 // lazyOK reports whether an open for writing of n can be lazy: not with
 // O_TRUNC (which empties the copy at once), and only through the daemon
 // (see writeModeLocked: passthrough writers and those that must join
-// passthrough handles open eagerly).
+// passthrough handles open eagerly). With passthrough writes, a copy the
+// cache holds whole opens eagerly too, so that the kernel writes it
+// directly: nothing is fetched for it. A copy not held whole opens
+// lazily, through the daemon: fetching it at the open would make an
+// open that writes nothing cost a download.
 func (n *fileNode) lazyOK(trunc bool) bool {
-	if trunc || n.fsys.opts.PassthroughWrites {
+	if trunc {
 		return false
 	}
 	n.mu.Lock()
-	pt, name := n.ptOpen, n.name
+	pt, name, gen := n.ptOpen, n.name, n.attrs.Generation
 	n.mu.Unlock()
 	// A copy with local changes is whole already: opened at once, the
 	// writer holds back their upload (cache.HasLocalContent).
-	return pt == 0 && !n.fsys.cache.HasLocalContent(name)
+	if pt > 0 || n.fsys.cache.HasLocalContent(name) {
+		return false
+	}
+	return !n.fsys.opts.PassthroughWrites || gen <= 0 || !n.fsys.cache.HasCopy(name, gen)
 }
 
 // checkLazy makes sure that a lazy open for writing of version a of n

@@ -105,7 +105,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.BoolVar(&c.readOnly, "read-only", false, "mount read-only")
 	fl.BoolVar(&c.allowOther, "allow-other", false, "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root)")
 	fl.BoolVar(&c.passthrough, "passthrough", true, "let the kernel read fully cached files directly (FUSE passthrough, Linux >= 6.9, root)")
-	fl.BoolVar(&c.ptWrites, "passthrough-writes", false, "let the kernel write fully cached files directly too (faster; such writes escape the file size limit and the cap on changed bytes)")
+	fl.BoolVar(&c.ptWrites, "passthrough-writes", true, "let the kernel write new files and fully cached ones directly too, at local-disk speed (with --passthrough); such a file may pass --cache-max-size while it is written, up to what the cache's disk holds (ENOSPC), and a file past 5 TiB fails at fsync and close (EFBIG)")
 	fl.BoolVar(&c.wbCache, "writeback-cache", false, "let the kernel keep written pages and send them to bucketfs later, in large writes (FUSE writeback cache): buffered writes at page-cache speed; write errors, the cap and the file size limit show at fsync and close, not at write; a crash loses what was not yet closed or fsynced; passthrough is off")
 	fl.StringVar(&c.logLevel, "log-level", "info", "least important messages logged: debug, info, warn or error")
 	fl.StringVar(&c.logFormat, "log-format", "text", "text (key=value lines) or json (one object a line)")
