@@ -234,11 +234,16 @@ func (c *Cache) startCheckpointer() {
 		defer c.checkpointWG.Done()
 		t := time.NewTicker(checkpointEvery)
 		defer t.Stop()
+		hidden := time.NewTicker(hiddenEvery)
+		defer hidden.Stop()
 		warn := newRepeatLimit(time.Minute)
 		for {
 			select {
 			case <-c.stopCheckpoint:
 				return
+			case <-hidden.C:
+				c.countHidden() // passthrough writers' growth (space.go)
+				continue
 			case <-t.C:
 			}
 			if err := c.j.update(nil); err != nil {
@@ -246,7 +251,6 @@ func (c *Cache) startCheckpointer() {
 			} else {
 				warn.succeeded(c.log, "applying the cache journal to the index works again")
 			}
-			c.countHidden() // passthrough writers' growth (space.go)
 		}
 	}()
 }

@@ -53,6 +53,8 @@ type entryWriteBack struct {
 	writers      int                       // handles open for writing (len(handles))
 	handles      map[*WriteHandle]struct{} // those handles; a rename moves them, a deletion orphans them
 	version      uint64                    // bumped by every local change; not persisted
+	changes      uint64                    // content changes begun (WriteHandle.begin); not persisted
+	watch        *untouched                // a hidden open of the clean copy that has written nothing yet, as far as is known (untouched.go)
 	dirtying     chan struct{}             // closed once the dirty flag is durable
 	dirtyErr     error                     // why the dirty flag could not be recorded
 	dirtySince   time.Time                 // when it went from clean to dirty; zero if clean, or dirty since the start

@@ -143,7 +143,7 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 	}
 	c.mu.Unlock()
 	if v, ok := md[MtimeKey]; ok {
-		if t, ok := ParseMtime(v); ok {
+		if t, ok := ParseMtime(v); ok && !c.keepMark(e, c.dataPath(id)) {
 			if err := os.Chtimes(c.dataPath(id), t, t); err != nil {
 				return fmt.Errorf("setting the modification time of %s's cache file: %w", a.Name, err)
 			}

@@ -24,6 +24,7 @@ func (c *Cache) Local(name string) (transfer.ObjectAttrs, bool) {
 	}
 	a := transfer.ObjectAttrs{Name: name, Generation: e.rec.Generation, Size: e.rec.Size, Metadata: e.rec.Meta}
 	path, metaOnly := c.dataPath(e.rec.ID), e.rec.MetaOnly || e.rec.CopyFrom != ""
+	watch := e.watch
 	c.mu.Unlock()
 	if metaOnly {
 		// The content, and its size, are the bucket's; the time is what
@@ -33,6 +34,14 @@ func (c *Cache) Local(name string) (transfer.ObjectAttrs, bool) {
 	}
 	if st, err := os.Stat(path); err == nil {
 		a.Size, a.Updated = st.Size(), st.ModTime()
+		if watch != nil && watch.holds(st) {
+			// Open for writing, nothing written yet: the file's time is
+			// a mark (untouched.go).
+			c.mu.Lock()
+			a.Updated = watch.shownTimeLocked(a.Metadata)
+			c.mu.Unlock()
+			return a, true
+		}
 		if _, ok := a.Metadata[MtimeKey]; ok {
 			a.Metadata = maps.Clone(a.Metadata) // the file's time is newer than the object's
 			a.Metadata[MtimeKey] = FormatMtime(a.Updated)

@@ -11,8 +11,9 @@ package cache
 //     not uploaded, not removed, named by Status under Held, by Flush
 //     and by the held-files metric) until 'bucketfs resolve'. Its reads
 //     and writes go on: its bytes are not in doubt.
-//   - ErrPermission, ErrUnauthenticated, ErrBucketNotExist: a person can
-//     fix it (credentials, the bucket). The upload is tried again every
+//   - ErrPermission, ErrUnauthenticated, ErrBucketNotExist, and ErrTooBig
+//     found before sending (a file the kernel wrote past 5 TiB): a person
+//     can fix it (credentials, the bucket, the file). The upload is tried again every
 //     permanentRetry, and meanwhile the file is named loudly: an error in
 //     the log at each refusal, Status.Refused ('bucketfs status'), the
 //     refused-files metric; and a flush returns with it named instead of
@@ -50,7 +51,7 @@ func (r *record) heldWhy() string {
 
 // fixableRefusal reports whether err is a refusal a person can fix.
 func fixableRefusal(err error) bool {
-	return errors.Is(err, transfer.ErrPermission) || errors.Is(err, transfer.ErrUnauthenticated) || errors.Is(err, transfer.ErrBucketNotExist)
+	return errors.Is(err, ErrTooBig) || errors.Is(err, transfer.ErrPermission) || errors.Is(err, transfer.ErrUnauthenticated) || errors.Is(err, transfer.ErrBucketNotExist)
 }
 
 // invalidLocked counts an upload of u refused as invalid (err), and holds

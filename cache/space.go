@@ -34,10 +34,19 @@ import (
 //
 // Writes the kernel makes itself (a WriteHandle opened hidden, for FUSE
 // passthrough) never pass through here: nothing can hold them to these
-// limits while the handle is open. Their size is counted every
-// checkpointEvery (countHidden) and at Close. The fs package opens hidden
-// writers only when the operator asks for it, or when the kernel leaves
-// no choice (see fs/file.go writeModeLocked).
+// limits while the handle is open, as on a local disk: they end at the
+// disk's own ENOSPC. So hidden writers open only while the disk has
+// hiddenHeadroom free above its floor (RoomForHidden), and their size
+// is counted every hiddenEvery (countHidden) and at Close, which keeps
+// that headroom (evicts clean copies) and makes room for the cap (sends
+// changed files early) as for any growth. So a file written that
+// way may pass the cap, and take the disk under its floor, while it is
+// open; what the disk holds is its limit. Past MaxObjectSize it is
+// refused at fsync and close (WriteHandle.CheckSize: EFBIG), and never
+// sent (uploadContent: held as a refusal a person fixes). The fs
+// package opens hidden writers for new files and copies held whole when
+// passthrough writes are on (the default where passthrough works), and
+// whenever the kernel leaves no choice (see fs/file.go writeModeLocked).
 
 // ErrTooBig means a write, truncation or allocation would make a file
 // larger than the largest file the cache holds (MaxFileSize).
@@ -89,6 +98,13 @@ func diskCapFor(dir string, floor int64) int64 {
 		return 0
 	}
 	return max(int64(st.Blocks)*st.Bsize-floor, 1)
+}
+
+// objectTooBig is the error for a file of size bytes, past the largest
+// object the bucket stores: written by the kernel (passthrough), which
+// no limit of the cache holds back.
+func objectTooBig(name string, size int64) error {
+	return fmt.Errorf("%s: %w (%d bytes; a GCS object holds at most 5 TiB): truncate or delete it", name, ErrTooBig, size)
 }
 
 // tooBig is the error for a file that would reach end bytes.
@@ -280,10 +296,68 @@ func (h *WriteHandle) name() string {
 	return h.e.name
 }
 
+// hiddenHeadroom is the free space above its floor that the cache's disk
+// keeps while files are open for writing through passthrough (hidden
+// handles): what their writes may take between two counts (countHidden,
+// every hiddenEvery) without meeting the disk's ENOSPC while clean
+// copies could have been evicted for them. A disk that cannot keep it
+// (small, or full of changes) gets no new hidden writers: writes go
+// through the daemon, which holds each one to the floor and the cap.
+const hiddenHeadroom = 1 << 30
+
+// hiddenEvery is how often hidden handles are counted (countHidden).
+const hiddenEvery = 100 * time.Millisecond
+
+// RoomForHidden reports whether a writer the kernel serves itself
+// (passthrough) may open now: the disk has hiddenHeadroom free above its
+// floor, after evicting clean copies for it if need be. It does I/O
+// (statfs, removals): call it with no lock held.
+func (c *Cache) RoomForHidden() bool {
+	c.refreshFree()
+	c.mu.Lock()
+	victims, ok := c.diskRoomLocked(hiddenHeadroom, false)
+	c.mu.Unlock()
+	c.removeAll(victims)
+	return ok
+}
+
+// diskRoomLocked evicts clean copies, least recently used first, until
+// the disk has need bytes free above its floor (as last measured), and
+// reports whether it has. If it cannot have them, it evicts nothing,
+// unless partial asks for what can be had.
+func (c *Cache) diskRoomLocked(need int64, partial bool) ([]*entry, bool) {
+	if c.freeAt.IsZero() {
+		return nil, false // never measured
+	}
+	short := c.floor + need - (c.free + c.freeing)
+	if short <= 0 {
+		return nil, true
+	}
+	var pick []*entry
+	for el := c.lru.Back(); el != nil && short > 0; el = el.Prev() {
+		e := el.Value.(*entry)
+		if c.unevictableLocked(e) == "" && e.charged > 0 {
+			pick = append(pick, e)
+			short -= e.charged
+		}
+	}
+	if short > 0 && !partial {
+		return nil, false
+	}
+	var victims []*entry
+	for _, e := range pick {
+		victims = append(victims, c.dropLocked(e)...)
+		c.freeing += e.charged
+		c.chargeLocked(e, 0)
+		c.stats.Evictions++
+	}
+	return victims, short <= 0
+}
+
 // countHidden charges the files open for writing through passthrough
 // (hidden handles) their size now, so that the budget, the eviction of
 // clean copies and the early uploads follow them at least every
-// checkpointEvery instead of only at their Close. It stats files: call
+// hiddenEvery instead of only at their Close. It stats files: call
 // it with no lock held.
 func (c *Cache) countHidden() {
 	type open struct {
@@ -320,9 +394,10 @@ func (c *Cache) countHidden() {
 		}
 	}
 	victims, _ := c.makeRoomLocked(0)
+	more, _ := c.diskRoomLocked(hiddenHeadroom, true)
 	c.pressureLocked(time.Now())
 	c.mu.Unlock()
-	c.removeAll(victims)
+	c.removeAll(append(victims, more...))
 }
 
 // cost is what a record counts against the cache's size: its size, but

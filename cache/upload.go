@@ -111,6 +111,17 @@ func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
 	} else if st, err := os.Stat(c.dataPath(u.id)); err == nil {
 		u.size, mtime = st.Size(), st.ModTime()
 	}
+	if u.size > MaxObjectSize {
+		// Written by the kernel (passthrough), nothing held it to the
+		// largest object: the bucket would refuse it, after the bytes.
+		// It stays, dirty, until a person truncates or deletes it.
+		c.mu.Lock()
+		e.uploading = false
+		c.failedLocked(ctx, e, objectTooBig(name, u.size))
+		c.notifyLocked()
+		c.mu.Unlock()
+		return
+	}
 	var body fileSums
 	if src.from == "" {
 		var held bool
@@ -288,12 +299,16 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 	}
 	c.chargeSizeLocked(e) // a cached version like any other now
 	rec, recSeq := c.snapshotLocked(e)
+	// Changed files the kernel wrote may have passed the cap (space.go):
+	// clean now, copies can go until the cache is under it again.
+	over, _ := c.makeRoomLocked(0)
 	c.mu.Unlock()
 	if err := c.persistEntry(e, rec, recSeq); err != nil {
 		// Not a loss: the index still says dirty, so the next start sends
 		// the file again (as a conflict copy, since the bucket moved on).
 		c.log.Warn("recording an upload in the cache index failed; the next start uploads the file again", "object", name, "err", err)
 	}
+	c.removeAll(over)
 	c.mu.Lock()
 	c.notifyLocked()
 	c.mu.Unlock()

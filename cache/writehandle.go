@@ -26,7 +26,8 @@ import (
 type WriteHandle struct {
 	c         *Cache
 	f         *os.File
-	hidden    bool // writes bypass WriteAt (passthrough): one change from open to Close
+	hidden    bool       // writes bypass WriteAt (passthrough): one change from open to Close
+	untouched *untouched // a hidden open of a clean copy: undone at Close if nothing was written (untouched.go)
 	closeOnce sync.Once
 
 	// Guarded by Cache.mu.
@@ -153,13 +154,26 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	if e.dl != nil && !e.rec.localContent() {
 		c.absorbLocked(e, e.dl) // the sums of what it fetched, before a change makes the file the truth
 	}
+	if hidden && !trunc {
+		h.untouched = untouchedLocked(e)
+	}
 	e.rec.Complete, e.rec.Present = true, nil
 	c.mu.Unlock()
 	if hidden {
 		// The kernel writes the file directly: one change from now until
 		// Close, which ends it. The daemon cannot see which chunks change:
 		// their sums describe the file no longer.
-		if err := h.begin((*record).forgetSums); err != nil {
+		if h.untouched != nil && !h.untouched.start(f) {
+			h.untouched = nil
+		}
+		err := h.begin((*record).forgetSums)
+		if err == nil && h.untouched != nil {
+			c.mu.Lock()
+			h.untouched.changes = e.changes
+			e.watch = h.untouched
+			c.mu.Unlock()
+		}
+		if err != nil {
 			h.hidden = false
 			h.Close()
 			return nil, err
@@ -327,7 +341,27 @@ func (h *WriteHandle) Truncate(size int64) error {
 	return err
 }
 
-// Sync makes the local copy and its record durable against power loss.
+// CheckSize reports ErrTooBig if the kernel wrote the file (a hidden
+// handle) past MaxObjectSize, which the bucket does not store: such a
+// file is refused at fsync and close. Writes through WriteAt are held
+// to MaxFileSize as they come.
+func (h *WriteHandle) CheckSize() error {
+	if !h.hidden {
+		return nil
+	}
+	st, err := h.f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() > MaxObjectSize {
+		return objectTooBig(h.name(), st.Size())
+	}
+	return nil
+}
+
+// Sync makes the local copy and its record durable against power loss;
+// a file the kernel wrote past MaxObjectSize fails with ErrTooBig after
+// that (CheckSize).
 func (h *WriteHandle) Sync() error {
 	if err := h.f.Sync(); err != nil {
 		return err
@@ -344,7 +378,10 @@ func (h *WriteHandle) Sync() error {
 	if err := c.persistEntry(e, rec, seq); err != nil {
 		return err
 	}
-	return c.j.sync()
+	if err := c.j.sync(); err != nil {
+		return err
+	}
+	return h.CheckSize()
 }
 
 // Sync makes every change recorded so far (names made, deleted, renamed;
@@ -357,7 +394,7 @@ func (c *Cache) Sync() error { return c.j.sync() }
 func (h *WriteHandle) Close() error {
 	var err error
 	h.closeOnce.Do(func() {
-		if h.hidden {
+		if h.hidden && !h.closeUntouched() {
 			// The kernel wrote the file directly: take its size from it.
 			size := int64(-1)
 			if st, serr := h.f.Stat(); serr == nil {
@@ -471,6 +508,7 @@ func (h *WriteHandle) begin(mark func(*record) bool) error {
 	h.busy++
 	e.inflight++
 	e.version++
+	e.changes++
 	// The first change of the content is recorded before it is made:
 	// the first since the copy was clean, since a deletion (that it is
 	// undone), or since a change of metadata alone (that the content is

@@ -321,21 +321,23 @@ const (
 	ioPassthrough               // by the kernel, on the cache file (FUSE passthrough)
 )
 
-// writeModeLocked decides the io mode of a new writer and counts it.
-//
-// Writes the kernel makes itself (passthrough) escape every limit the
-// cache keeps (the largest file size, the cap on changed bytes, the
-// disk's free-space floor): the daemon never sees them, and nothing tells
-// the kernel a size limit for a passthrough file (RLIMIT_FSIZE is the
-// writing process's, not the daemon's). So a writer goes through the
-// daemon, unless Options.PassthroughWrites asks otherwise, or the kernel
+// writeModeLocked decides the io mode of a new writer and counts it:
+// passthrough if hidden (passthroughWriteOK said so), or if the kernel
 // leaves no choice: while passthrough handles are open on the inode, it
 // refuses (EINVAL) any open that is not passthrough, FOPEN_DIRECT_IO
-// included. That writer's growth is counted every second and when it
-// closes (cache.countHidden). writeHandle first waits briefly for the
-// releases of passthrough handles already closed.
-func (n *fileNode) writeModeLocked() ioMode {
-	if n.fsys.opts.PassthroughWrites || n.ptOpen > 0 {
+// included. writeHandle first waits briefly for the releases of
+// passthrough handles already closed.
+//
+// Writes the kernel makes itself (passthrough) run at local-disk speed
+// and escape every limit the cache keeps (the largest file size, the
+// cap, the disk's free-space floor): the daemon never sees them, and
+// nothing tells the kernel a size limit for a passthrough file
+// (RLIMIT_FSIZE is the writing process's, not the daemon's). Their
+// growth is counted every 100 ms and when they close
+// (cache.countHidden), and a file past the largest object fails at
+// fsync and close (see cache/space.go).
+func (n *fileNode) writeModeLocked(hidden bool) ioMode {
+	if hidden || n.ptOpen > 0 {
 		if n.passthroughLocked(true) { // the copy is complete once OpenWrite returns
 			n.ptWrote = true
 			return ioPassthrough
@@ -346,9 +348,29 @@ func (n *fileNode) writeModeLocked() ioMode {
 	return ioCached
 }
 
+// passthroughWriteOK reports whether a new writer of n may be one the
+// kernel serves itself (Options.PassthroughWrites): not for a file with
+// setuid or setgid set (the kernel leaves clearing them at a write to
+// the daemon, with CAP_HANDLE_KILLPRIV_V2, and a passthrough write never
+// reaches it: killpriv.go), nor while the cache's disk lacks the
+// headroom such writers need (cache.RoomForHidden). It does I/O: call it
+// with no lock held.
+func (n *fileNode) passthroughWriteOK() bool {
+	if !n.fsys.opts.PassthroughWrites {
+		return false
+	}
+	var attr fuse.Attr
+	n.fill(&attr, n.currentAttrs())
+	if _, kill := withoutSuidgid(attr.Mode); kill {
+		return false
+	}
+	return n.fsys.cache.RoomForHidden()
+}
+
 // writeHandle opens version a of the node's object for writing through
 // the cache, in the io mode writeModeLocked chooses.
 func (n *fileNode) writeHandle(ctx context.Context, a transfer.ObjectAttrs, trunc bool) (gofs.FileHandle, error) {
+	hidden := n.passthroughWriteOK()
 	n.mu.Lock()
 	if n.ptOpen > 0 && !n.fsys.opts.PassthroughWrites {
 		// The kernel sends releases after the close: a file read and
@@ -368,7 +390,7 @@ func (n *fileNode) writeHandle(ctx context.Context, a transfer.ObjectAttrs, trun
 		t.Stop()
 		n.mu.Lock()
 	}
-	mode := n.writeModeLocked()
+	mode := n.writeModeLocked(hidden)
 	n.mu.Unlock()
 	pt := mode == ioPassthrough
 	wh, err := n.fsys.cache.OpenWrite(ctx, a, trunc, pt)
@@ -561,7 +583,16 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 
 // Flush implements gofs.FileFlusher (close(2)): the data is in the cache
 // already; the upload follows the last close.
-func (h *fileHandle) Flush(ctx context.Context) syscall.Errno { return 0 }
+func (h *fileHandle) Flush(ctx context.Context) syscall.Errno {
+	// A file the kernel writes itself (passthrough) is held to no size
+	// as it grows: past the largest object, each close says so.
+	if h.w != nil {
+		if err := h.w.CheckSize(); err != nil {
+			return h.node.fsys.errno(ctx, "close", h.node.objName(), err)
+		}
+	}
+	return 0
+}
 
 // Fsync implements gofs.FileFsyncer: durable on local disk, and with
 // --fsync=remote, in the bucket.

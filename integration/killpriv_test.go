@@ -14,7 +14,9 @@ import (
 // users/setuid-cleared (TestPOSIXUsers).
 func TestWritesAskNoCapability(t *testing.T) {
 	emu := startEmulator(t, nil)
-	m := mount(t, emu, mountOpts{args: []string{"--metrics-addr", "127.0.0.1:0", "--write-back-delay", "1h"}})
+	// Writes through the daemon (by default the kernel writes a new file
+	// itself, and none of them is a FUSE request).
+	m := mount(t, emu, mountOpts{args: []string{"--metrics-addr", "127.0.0.1:0", "--write-back-delay", "1h", "--passthrough-writes=false"}})
 	url := m.metricsURL(t)
 	f, err := os.Create(m.path("f"))
 	if err != nil {

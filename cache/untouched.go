@@ -1,0 +1,174 @@
+package cache
+
+import (
+	"maps"
+	"os"
+	"slices"
+	"time"
+)
+
+// An open for writing that writes nothing, through passthrough.
+//
+// A hidden handle (the kernel writes the cache file itself) makes its
+// copy changed from the open, before the kernel may write it: the
+// daemon does not see the writes, and a crash must not leave a written
+// copy taken for the bucket's version. A program that opens a file read-
+// write and only reads it (an editor, a check of the size, touch) would
+// then make an upload of the same bytes, and a new generation, where
+// writes through the daemon fetch and change nothing until the first
+// one (fs/lazywrite.go). So an open of a clean copy that no other handle
+// writes marks the cache file: its modification time is set 1 ns back
+// (before the kernel has the descriptor). Every write the kernel makes
+// to the file (write, pwrite, a store through mmap) sets the time to the
+// clock's, which is never that mark; the daemon's own changes (a
+// truncation, fallocate) are counted (entry.changes). At the close, a
+// file with its size and its mark, in an entry no other change reached
+// (no other writer, no rename), is not changed: its record before the
+// open is restored (clean, with its checksums), with the attributes set
+// meanwhile, if any (then only they are sent: a metadata patch, as for
+// touch). If the mark is gone or in doubt, the file stays changed and is
+// sent: an upload of the same bytes costs a request, never data.
+//
+// A time set while the mark holds (touch's futimens, through SetMeta) is
+// kept in the record's metadata, not set on the file (that would wipe
+// the mark), and Local shows it. Set once the mark is gone, it goes on
+// the file as for any changed file. A kernel write racing with it ends
+// later, or shows later: either order is one the two calls could have
+// had.
+
+// untouched is what a hidden handle's open of a clean copy kept to undo
+// its change at the close. Its fields are set before the handle is
+// shared, except timed, guarded by Cache.mu.
+type untouched struct {
+	e       *entry
+	prev    record    // e's record before the open
+	changes uint64    // e.changes once the handle's change began
+	size    int64     // the file's size at the open
+	mtime   time.Time // the file's modification time at the open
+	mark    time.Time // the time set instead: mtime - 1 ns
+	timed   bool      // a time was set (SetMeta) while the mark held: it is in the record's metadata
+}
+
+// untouchedLocked returns the watch of a hidden handle about to begin
+// its change of e, if e is a clean copy of a version in the bucket that
+// no other handle writes, or nil. Its start marks the file.
+func untouchedLocked(e *entry) *untouched {
+	r := e.rec
+	if r.Dirty || e.dirtying != nil || r.Deleted || r.MetaOnly || r.CopyFrom != "" || r.Generation <= 0 || e.writers != 1 {
+		return nil
+	}
+	prev := r
+	prev.Meta = maps.Clone(r.Meta)
+	prev.Sums, prev.Written = slices.Clone(r.Sums), slices.Clone(r.Written)
+	prev.Present, prev.Attempts = slices.Clone(r.Present), slices.Clone(r.Attempts)
+	return &untouched{e: e, prev: prev}
+}
+
+// start sets u's mark on f, the handle's file, before the kernel has the
+// descriptor (so no write of the handle can come first). It reports
+// false if the file cannot be marked: then nothing is undone at the
+// close.
+func (u *untouched) start(f *os.File) bool {
+	st, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	u.size, u.mtime = st.Size(), st.ModTime()
+	u.mark = u.mtime.Add(-time.Nanosecond)
+	return os.Chtimes(f.Name(), time.Time{}, u.mark) == nil
+}
+
+// holds reports whether st, a stat of u's file, still has its mark.
+func (u *untouched) holds(st os.FileInfo) bool {
+	return st.Size() == u.size && st.ModTime().Equal(u.mark)
+}
+
+// shownTimeLocked is the modification time of u's file while its mark
+// holds: the time set since (in meta), or the file's before the mark.
+func (u *untouched) shownTimeLocked(meta map[string]string) time.Time {
+	if u.timed {
+		if t, ok := ParseMtime(meta[MtimeKey]); ok {
+			return t
+		}
+	}
+	return u.mtime
+}
+
+// keepMark is SetMeta's question before it sets the time of e's file
+// (path): if an open that has written nothing watches it, and the mark
+// still holds, the time stays in the metadata (true); else the watch
+// ends and the time goes on the file (false). Call it with no lock held.
+func (c *Cache) keepMark(e *entry, path string) bool {
+	c.mu.Lock()
+	u := e.watch
+	c.mu.Unlock()
+	if u == nil {
+		return false
+	}
+	st, err := os.Stat(path)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.watch != u {
+		return false
+	}
+	if err != nil || !u.holds(st) {
+		e.watch = nil
+		return false
+	}
+	u.timed = true
+	return true
+}
+
+// closeUntouched ends h's change, undoing it if nothing was written (see
+// the top of this file), and reports whether it did. It is called by
+// Close, instead of end, with no lock held.
+func (h *WriteHandle) closeUntouched() bool {
+	u := h.untouched
+	if u == nil {
+		return false
+	}
+	st, err := h.f.Stat()
+	c := h.c
+	c.mu.Lock()
+	if u.e.watch == u {
+		u.e.watch = nil
+	}
+	e := h.e
+	if err != nil || !u.holds(st) || h.orphan || e != u.e || e.dropped || h.busy != 1 || e.inflight != 1 ||
+		e.changes != u.changes || e.writers != 1 || !e.rec.Dirty || e.rec.MetaOnly || e.rec.Size != u.prev.Size {
+		c.mu.Unlock()
+		return false
+	}
+	h.busy--
+	e.inflight--
+	e.version++
+	meta := e.rec.Meta
+	e.rec = u.prev
+	fileTime := u.mtime
+	if maps.Equal(meta, u.prev.Meta) {
+		e.dirtying, e.dirtySince = nil, time.Time{}
+	} else {
+		// Attributes were set meanwhile (touch): they alone are sent.
+		e.rec.Meta, e.rec.Dirty, e.rec.MetaOnly = meta, true, true
+		e.dirtying = make(chan struct{})
+		close(e.dirtying)
+		fileTime = u.shownTimeLocked(meta)
+	}
+	c.settleChargeLocked(e)
+	rec, seq := c.snapshotLocked(e)
+	c.mu.Unlock()
+	if err := c.persistEntry(e, rec, seq); err != nil {
+		// The index still says the content changed: it is sent, the same
+		// bytes.
+		c.mu.Lock()
+		e.rec.Dirty, e.rec.MetaOnly = true, false
+		e.rec.Sums, e.rec.Written = nil, nil
+		e.dirtiedLocked(time.Now())
+		c.mu.Unlock()
+		c.log.Warn("recording that a file opened for writing was not changed failed; it is uploaded again", "object", e.name, "err", err)
+	}
+	if err := os.Chtimes(h.f.Name(), time.Time{}, fileTime); err != nil {
+		c.log.Debug("setting a cache file's modification time back failed", "object", e.name, "err", err)
+	}
+	return true
+}
