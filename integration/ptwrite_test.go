@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -345,4 +346,66 @@ func TestPassthroughWritesPassTheCap(t *testing.T) {
 		t.Fatalf("the bucket holds %d bytes, not the 24 MiB written", len(got))
 	}
 	m.unmount(t)
+}
+
+// A file the kernel writes itself until the cache's disk is full: the
+// write answers ENOSPC, as on a local disk, with every byte before it
+// kept (no WRITE reached the daemon); the file stays usable (truncated
+// back, it is sent as it is then).
+func TestPassthroughWriteFillsTheDisk(t *testing.T) {
+	cacheDir := smallDisk(t, "1100m") // the 1 GiB of headroom passthrough writers need, and a little
+	emu := startEmulator(t, nil)
+	m := mount(t, emu, mountOpts{cacheDir: cacheDir, args: []string{"--metrics-addr", "127.0.0.1:0",
+		"--cache-min-free", "8MiB", "--write-back-delay", "1h"}})
+	url := m.metricsURL(t)
+	before := writeRequests(t, url)
+	f, err := os.Create(m.path("fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	block := testutil.RandomBytes(mib, 350)
+	var written int64
+	for i := 0; ; i++ {
+		binary.BigEndian.PutUint64(block, uint64(i)) // every MiB its own
+		n, err := f.WriteAt(block, written)
+		written += int64(n)
+		if errors.Is(err, syscall.ENOSPC) {
+			break
+		}
+		if err != nil || i > 1200 {
+			t.Fatalf("after %d bytes: %v; want ENOSPC before 1200 MiB", written, err)
+		}
+	}
+	if d := writeRequests(t, url) - before; d != 0 {
+		t.Fatalf("%v WRITE requests reached the daemon: the file was not written by the kernel", d)
+	}
+	if written < 1<<30 {
+		t.Errorf("ENOSPC after %d bytes, before the 1 GiB of headroom", written)
+	}
+	// At least what was acknowledged: tmpfs itself keeps part of a write
+	// it answers ENOSPC (checked on Linux 6.18, 2026-11-27: a 20500k
+	// tmpfs filled by 1 MiB writes is 20992000 bytes after 20971520
+	// were acknowledged), and so does a cache file on it.
+	if st, err := f.Stat(); err != nil || st.Size() < written || st.Size() > written+mib {
+		t.Fatalf("fstat: %v, size %d; want the %d bytes acknowledged, and at most the refused MiB", err, st.Size(), written)
+	}
+	const keep = 3 * mib
+	if err := f.Truncate(keep); err != nil {
+		t.Fatalf("truncating the file on the full disk: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	m.unmount(t)
+	got := object(t, emu, "fill")
+	if len(got) != keep {
+		t.Fatalf("the bucket holds %d bytes, want %d", len(got), keep)
+	}
+	for i := 0; i < keep/mib; i++ {
+		binary.BigEndian.PutUint64(block, uint64(i))
+		if !bytes.Equal(got[i*mib:(i+1)*mib], block) {
+			t.Fatalf("MiB %d in the bucket is not what was written", i)
+		}
+	}
 }
