@@ -492,8 +492,27 @@ func TestUnprivilegedMount(t *testing.T) {
 			t.Errorf("round %d: checksum %s, want %s", round, got, sum(data))
 		}
 	}
+	// Writes too: without CAP_SYS_ADMIN there is no passthrough, so
+	// every write comes to the daemon, the new file's and the cached
+	// one's.
+	cmd := exec.Command("sh", "-c", `printf 'new file\n' >"$1" && printf 'XY' | dd of="$2" bs=1 seek=10 conv=notrunc status=none`, "sh", m.path("dir/new"), m.path("dir/f"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("writing as uid %d: %v: %s", nobody, err, out)
+	}
 	m.unmount(t)
 	if logs := m.logs.String(); strings.Contains(logs, "level=ERROR") {
 		t.Errorf("errors in the log of an unprivileged mount:\n%s", logs)
+	}
+	if !strings.Contains(m.logs.String(), "FUSE passthrough needs CAP_SYS_ADMIN") {
+		t.Error("the unprivileged mount did not say that passthrough is off")
+	}
+	want := append(bytes.Clone(data[:10]), 'X', 'Y')
+	want = append(want, data[12:]...)
+	if got := object(t, emu, "dir/f"); !bytes.Equal(got, want) {
+		t.Error("the bucket does not hold the cached file as written by the unprivileged user")
+	}
+	if got := object(t, emu, "dir/new"); string(got) != "new file\n" {
+		t.Errorf("the new file holds %q in the bucket", got)
 	}
 }

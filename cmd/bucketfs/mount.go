@@ -435,6 +435,10 @@ func openCache(c *mountConfig, bucket transfer.Bucket, large *transfer.Parallel,
 
 // newFS builds the FUSE tree with the mount's settings.
 func newFS(c *mountConfig, bucket transfer.Bucket, ch *cache.Cache, ops *operations, log *slog.Logger) *bfs.FS {
+	if c.passthrough && !passthroughAllowed() {
+		log.Info("FUSE passthrough needs CAP_SYS_ADMIN, which this process lacks (an unprivileged mount): reads and writes of cached files go through bucketfs")
+		c.passthrough = false
+	}
 	if c.wbCache && c.passthrough && c.ptWrites {
 		log.Warn("--passthrough-writes is ignored with --writeback-cache: the kernel refuses FUSE passthrough with its writeback cache")
 	}
