@@ -152,3 +152,23 @@ func TestMountUsageGroupsEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+// --pprof is refused unless the metrics listener is on a loopback
+// address: profiles show the process's memory.
+func TestPprofNeedsLoopbackMetrics(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"--pprof"}, false},
+		{[]string{"--pprof", "--metrics-addr", "0.0.0.0:9100"}, false},
+		{[]string{"--pprof", "--metrics-addr", "9100"}, true},
+		{[]string{"--pprof", "--metrics-addr", "127.0.0.1:9100"}, true},
+	} {
+		_, err := parseMountArgs(append(c.args, "bkt", "/m"))
+		var ue *usageError
+		if c.ok && err != nil || !c.ok && (err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), "--pprof")) {
+			t.Errorf("%v: %v", c.args, err)
+		}
+	}
+}

@@ -22,7 +22,7 @@ var flagGroups = []struct {
 	{"FUSE and permissions", []string{"uid", "gid", "file-mode", "dir-mode", "read-only", "noexec",
 		"allow-other", "passthrough", "passthrough-writes", "writeback-cache", "debug-fuse"}},
 	{"Logging", []string{"log-level", "log-format"}},
-	{"Operations", []string{"config", "metrics-addr"}},
+	{"Operations", []string{"config", "metrics-addr", "pprof"}},
 }
 
 const mountUsageHead = `Usage: bucketfs mount BUCKET MOUNTPOINT [flags]

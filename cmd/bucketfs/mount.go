@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/metrics"
 	"github.com/bucketfs/bucketfs/internal/mountinfo"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -72,6 +73,7 @@ type mountConfig struct {
 	caFile            string
 
 	metricsAddr string // see operate.go
+	pprof       bool   // Go's profiles on the metrics listener
 	prefetch    prefetchConfig
 }
 
@@ -126,6 +128,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.StringVar(&c.clientProtocol, "client-protocol", string(transfer.HTTP1), "HTTP version spoken to the bucket: http1 (a TCP connection per request in flight, so parallel reads and parts get parallel connections) or http2 (one multiplexed connection; measured slower for large transfers)")
 	fl.StringVar(&c.caFile, "ca-file", "", "PEM `FILE` of certificates trusted besides the system's, for an endpoint with a private CA (or an emulator over TLS)")
 	fl.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics; a bare port (9100 or :9100) listens on 127.0.0.1 only")
+	fl.BoolVar(&c.pprof, "pprof", false, "also serve Go's runtime profiles (heap, goroutines, CPU) at /debug/pprof/ on --metrics-addr, which must then be a loopback address")
 	fl.StringVar(&c.fsyncMode, "fsync", "local", "local: fsync makes a file durable on local disk; remote: fsync waits until it is in the bucket")
 	c.prefetch.addFlags(fl)
 	return fl
@@ -242,6 +245,9 @@ func (c *mountConfig) validate() error {
 	}
 	if err := validMetricsAddr(c.metricsAddr); err != nil {
 		return bad("--metrics-addr: %v", err)
+	}
+	if c.pprof && (c.metricsAddr == "" || !metrics.Loopback(c.metricsAddr)) {
+		return bad("--pprof needs --metrics-addr on a loopback address (such as 127.0.0.1:9100 or a bare port): profiles show the process's memory, got %q", c.metricsAddr)
 	}
 	if _, err := newLogger(io.Discard, c.logLevel, c.logFormat); err != nil {
 		return &usageError{err.Error()}

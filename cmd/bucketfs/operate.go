@@ -76,12 +76,15 @@ func (o *operations) start(c *mountConfig, mnt string, ch *cache.Cache) error {
 		o.m.WatchReachable(func() bool { return br.State().Online })
 	}
 	if c.metricsAddr != "" {
-		s, err := o.m.Serve(c.metricsAddr, o.log)
+		s, err := o.m.Serve(c.metricsAddr, c.pprof, o.log)
 		if err != nil {
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
 		o.metricsSrv = s
 		o.log.Info("serving metrics", "addr", s.Addr(), "url", "http://"+s.Addr()+"/metrics")
+		if c.pprof {
+			o.log.Info("serving Go's profiles", "url", "http://"+s.Addr()+"/debug/pprof/")
+		}
 	}
 	cacheDir, err := filepath.Abs(c.cacheDir)
 	if err != nil {

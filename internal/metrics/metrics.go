@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -233,9 +234,26 @@ type Server struct {
 	done chan struct{}
 }
 
+// Loopback reports whether addr (completed by ListenAddr) listens on a
+// loopback address only: the condition for serving profiles (Serve).
+func Loopback(addr string) bool {
+	full, err := ListenAddr(addr)
+	if err != nil {
+		return false
+	}
+	host, _, _ := net.SplitHostPort(full)
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // Serve listens on addr (completed by ListenAddr) and serves m at
-// /metrics until Close.
-func (m *Metrics) Serve(addr string, log *slog.Logger) (*Server, error) {
+// /metrics until Close; with profiles, also Go's runtime profiles at
+// /debug/pprof/ (heap, goroutines, CPU...), for an operator on the
+// machine: the caller checks that addr is a loopback one (Loopback).
+func (m *Metrics) Serve(addr string, profiles bool, log *slog.Logger) (*Server, error) {
 	full, err := ListenAddr(addr)
 	if err != nil {
 		return nil, err
@@ -246,6 +264,13 @@ func (m *Metrics) Serve(addr string, log *slog.Logger) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
+	if profiles {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)

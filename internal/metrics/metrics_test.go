@@ -59,7 +59,7 @@ func TestServe(t *testing.T) {
 	obs.Retried("stat")
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := m.Serve("127.0.0.1:0", log)
+	s, err := m.Serve("127.0.0.1:0", false, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +149,44 @@ func TestDashboardNamesExist(t *testing.T) {
 		}
 		if !known[base] {
 			t.Errorf("the dashboard queries %s, which is not exported", name)
+		}
+	}
+}
+
+// TestServeProfiles: with profiles, the heap profile is served beside
+// the metrics; without, that path is not found.
+func TestServeProfiles(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, profiles := range []bool{true, false} {
+		s, err := New("v").Serve("127.0.0.1:0", profiles, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.Addr()+"/debug/pprof/heap?debug=1", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			s.Close()
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		s.Close()
+		served := resp.StatusCode == http.StatusOK && strings.Contains(string(body), "heap profile")
+		if served != profiles {
+			t.Errorf("profiles %v: GET /debug/pprof/heap answered %d (%.40q)", profiles, resp.StatusCode, body)
+		}
+	}
+}
+
+func TestLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"9100": true, ":9100": true, "127.0.0.1:9100": true, "localhost:9100": true, "[::1]:9100": true,
+		"0.0.0.0:9100": false, "10.1.2.3:9100": false, "[::]:9100": false, "": false,
+	} {
+		if got := Loopback(addr); got != want {
+			t.Errorf("Loopback(%q) = %v, want %v", addr, got, want)
 		}
 	}
 }
