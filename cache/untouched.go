@@ -23,7 +23,7 @@ import (
 // clock's, which is never that mark; the daemon's own changes (a
 // truncation, fallocate) are counted (entry.changes). At the close, a
 // file with its size and its mark, in an entry no other change reached
-// (no other writer, no rename), is not changed: its record before the
+// (no other writer, no rename, no upload), is not changed: its record before the
 // open is restored (clean, with its checksums), with the attributes set
 // meanwhile, if any (then only they are sent: a metadata patch, as for
 // touch). If the mark is gone or in doubt, the file stays changed and is
@@ -43,6 +43,7 @@ type untouched struct {
 	e       *entry
 	prev    record    // e's record before the open
 	changes uint64    // e.changes once the handle's change began
+	uploads uint64    // e.uploadSeq then: an upload during the open (fsync with --fsync remote) made a new generation
 	size    int64     // the file's size at the open
 	mtime   time.Time // the file's modification time at the open
 	mark    time.Time // the time set instead: mtime - 1 ns
@@ -135,7 +136,7 @@ func (h *WriteHandle) closeUntouched() bool {
 	}
 	e := h.e
 	if err != nil || !u.holds(st) || h.orphan || e != u.e || e.dropped || h.busy != 1 || e.inflight != 1 ||
-		e.changes != u.changes || e.writers != 1 || !e.rec.Dirty || e.rec.MetaOnly || e.rec.Size != u.prev.Size {
+		e.changes != u.changes || e.uploadSeq != u.uploads || e.writers != 1 || !e.rec.Dirty || e.rec.MetaOnly || e.rec.Size != u.prev.Size {
 		c.mu.Unlock()
 		return false
 	}

@@ -169,7 +169,7 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 		err := h.begin((*record).forgetSums)
 		if err == nil && h.untouched != nil {
 			c.mu.Lock()
-			h.untouched.changes = e.changes
+			h.untouched.changes, h.untouched.uploads = e.changes, e.uploadSeq
 			e.watch = h.untouched
 			c.mu.Unlock()
 		}

@@ -409,3 +409,46 @@ func TestPassthroughWriteFillsTheDisk(t *testing.T) {
 		}
 	}
 }
+
+// An open for writing that writes nothing but fsyncs with --fsync remote
+// sends the file (it is changed from the open, as far as anyone can
+// tell), making a new generation; its close then keeps that generation,
+// so a later write is sent on top of it, not taken for a conflict.
+func TestFsyncRemoteOfAnOpenThatWritesNothing(t *testing.T) {
+	emu := startEmulator(t, nil)
+	orig := testutil.RandomBytes(64<<10, 360)
+	put(t, emu, "f", orig)
+	m := mount(t, emu, mountOpts{args: []string{"--fsync", "remote", "--write-back-delay", "0"}})
+	if got := readFile(t, m.path("f")); !bytes.Equal(got, orig) {
+		t.Fatal("first read differs")
+	}
+	f, err := os.OpenFile(m.path("f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatalf("fsync: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err = os.OpenFile(m.path("f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("later"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatalf("fsync after a write: %v", err)
+	}
+	f.Close()
+	m.unmount(t)
+	want := append([]byte("later"), orig[5:]...)
+	if got := object(t, emu, "f"); !bytes.Equal(got, want) {
+		t.Error("the bucket does not hold the later write")
+	}
+	if c := listObjects(t, emu, "f.bucketfs-conflict-"); len(c) != 0 {
+		t.Errorf("a conflict copy was made: %v", c)
+	}
+}
