@@ -57,9 +57,10 @@ test: deps-test
 	$(GO) test -race -timeout 26m -count=1 ./...
 
 # Benchmarks against a native directory on the same disk, with the
-# emulator behind a WAN profile. Needs fio.
+# emulator behind a WAN profile. Needs fio. The fio-write section alone
+# runs 21 minutes of fio jobs with the defaults (docs/testing.md).
 bench: deps-test build
-	BUCKETFS_BENCH=1 $(GO) test -run '^TestBench$$' -timeout 60m -count=1 -v ./integration/
+	BUCKETFS_BENCH=1 $(GO) test -run '^TestBench$$' -timeout 90m -count=1 -v ./integration/
 
 # Starts an emulated bucket with sample data and mounts it on ./mnt, from
 # a clean cache every run (see scripts/demo.sh). Ctrl-C unmounts and stops

@@ -45,9 +45,11 @@ import (
 //	BENCH_DRAIN_ARGS   more mount flags for the drain rows (say
 //	                   "--offline-after 30s")
 //	BENCH_ONLY         run only these sections, comma-separated: read
-//	                   (= cached-read, cold), write (= cached-write,
-//	                   small-files, drain), or one of those, xml-drain
-//	                   (default: all)
+//	                   (= cached-read, cold), write (= fio-write,
+//	                   small-files, drain), or one of those (cached-write
+//	                   is the old name of fio-write), xml-drain, warm,
+//	                   offline, small-read, names, resumable (default:
+//	                   all)
 //	BENCH_OUT          also write the table and the machine facts here
 //
 // Cases, all measured in the same run so that their ratios are meaningful
@@ -77,8 +79,8 @@ import (
 // cache file, usually from the host's page cache. That row therefore
 // measures the FUSE round trip, not the disk.
 //
-// The write cases (cached writes, small files, the drain of a large dirty
-// file) are described in bench_write_test.go, the xml-drain case (the XML
+// The write cases (fio writes, small files, the drain of a large dirty
+// file) are described in bench_write_test.go and bench_fiowrite_test.go, the xml-drain case (the XML
 // multipart upload path against versitygw) in bench_xml_test.go.
 func TestBench(t *testing.T) {
 	if os.Getenv("BUCKETFS_BENCH") != "1" {
@@ -283,8 +285,9 @@ type benchConfig struct {
 }
 
 // benchSections are the names BENCH_ONLY takes; "read" stands for the
-// two read sections, "write" for the three write sections.
-var benchSections = []string{"read", "cached-read", "cold", "write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable"}
+// two read sections, "write" for the three write sections, and
+// "cached-write" is the old name of "fio-write".
+var benchSections = []string{"read", "cached-read", "cold", "write", "fio-write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable"}
 
 // runs says whether section (one of benchSections) is to run.
 func (c benchConfig) runs(section string) bool {
@@ -297,8 +300,10 @@ func (c benchConfig) runs(section string) bool {
 	case "cached-read", "cold":
 		return c.only["read"]
 	case "write":
-		return c.only["cached-write"] || c.only["small-files"] || c.only["drain"]
-	case "cached-write", "small-files", "drain":
+		return c.only["fio-write"] || c.only["cached-write"] || c.only["small-files"] || c.only["drain"]
+	case "fio-write":
+		return c.only["write"] || c.only["cached-write"]
+	case "small-files", "drain":
 		return c.only["write"]
 	}
 	return false
@@ -376,6 +381,12 @@ type fioJobSpec struct {
 	target float64
 	// write: the job writes (and fio is not run --readonly).
 	write bool
+	// create: a write job whose file does not exist before it: fio
+	// creates it (else fio may not create or extend the file).
+	create bool
+	// ioMode: fio's engine and O_DIRECT flags; nil: --direct=1
+	// --ioengine=libaio --iodepth=16.
+	ioMode []string
 }
 
 // io is the direction of fj that the job measures.
@@ -427,25 +438,31 @@ func (r fioResult) summary(j fioJobSpec) string {
 	return s
 }
 
-// runFioJob runs one time-based job with O_DIRECT and libaio at depth 16
-// on tg, failing the test if fio fails or the job moved no data in its
-// direction. A write job works on the existing file: fio may not create
-// or extend it.
+// runFioJob runs one time-based job on tg (with O_DIRECT and libaio at
+// depth 16 unless job.ioMode says otherwise), failing the test if fio
+// fails or the job moved no data in its direction. A write job works on
+// the existing file (fio may not create or extend it) unless job.create
+// says fio creates it. No job fsyncs (no --end_fsync, no --fsync).
 func runFioJob(t *testing.T, fioPath string, job fioJobSpec, tg fioTarget, cfg benchConfig) fioResult {
 	t.Helper()
 	mode := []string{"--readonly"}
-	if job.write {
+	switch {
+	case job.write && job.create:
+		mode = []string{"--fallocate=none"}
+	case job.write:
 		mode = []string{"--allow_file_create=0", "--fallocate=none"}
+	}
+	ioMode := job.ioMode
+	if ioMode == nil {
+		ioMode = []string{"--direct=1", "--ioengine=libaio", "--iodepth=16"}
 	}
 	args := append([]string{
 		"--name=" + job.key,
 		"--filename=" + tg.path,
 		"--size=" + strconv.FormatInt(cfg.size, 10),
 	}, mode...)
+	args = append(args, ioMode...)
 	args = append(args,
-		"--direct=1",
-		"--ioengine=libaio",
-		"--iodepth=16",
 		"--numjobs=1",
 		"--time_based",
 		fmt.Sprintf("--runtime=%ds", int(cfg.runtime/time.Second)),

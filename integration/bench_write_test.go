@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,15 +26,9 @@ import (
 // The write half of 'make bench' (see TestBench for the knobs). Three
 // sections, each selectable with BENCH_ONLY:
 //
-//   - cached-write: fio 4k random writes and 1 MiB sequential writes, with
-//     O_DIRECT, on a file that exists in the bucket and was read once
-//     through the mount, against the native file; with the defaults
-//     (passthrough reads; writes through the daemon, which holds them to
-//     the cache's limits), with --passthrough-writes (the kernel writes
-//     the cache file itself) and with --passthrough=false. The mounts use a write-back
-//     delay of an hour, so no upload runs during the jobs; their unmount
-//     then uploads the changed file (without WAN), and the bucket must
-//     hold exactly what the mount showed.
+//   - fio-write (old name cached-write): fio writes on new and on cached
+//     files, buffered and O_DIRECT, against native buffered and native
+//     O_DIRECT writes; see bench_fiowrite_test.go.
 //   - small-files: an os.WriteFile loop creating many 4 KiB files in a new
 //     directory, on bucketfs and on a go-fuse loopback mount of a directory
 //     on the same disk (in-process, the same kernel timeouts as bucketfs);
@@ -49,10 +42,7 @@ import (
 //     in the bucket.
 
 const (
-	benchWriteDef  = "bench-write-def.bin"  // written with the defaults (passthrough reads, daemon writes)
-	benchWritePT   = "bench-write-pt.bin"   // written with --passthrough-writes
-	benchWriteNoPT = "bench-write-nopt.bin" // written with --passthrough=false
-	benchWriteBig  = "bench-write-drain.bin"
+	benchWriteBig = "bench-write-drain.bin"
 
 	// benchWriteBackDelay holds uploads back during the timed part of
 	// the write cases: nothing leaves before the unmount flushes.
@@ -65,8 +55,8 @@ const (
 func benchWrites(t *testing.T, emu *emulator.Server, fioPath string, cfg benchConfig, tbl *benchTable) []string {
 	t.Helper()
 	var notes []string
-	if cfg.runs("cached-write") {
-		notes = append(notes, benchCachedWrites(t, emu, fioPath, cfg, tbl)...)
+	if cfg.runs("fio-write") {
+		notes = append(notes, benchFioWrites(t, emu, fioPath, cfg, tbl)...)
 	}
 	if cfg.runs("small-files") {
 		notes = append(notes, benchSmallFiles(t, cfg, tbl)...)
@@ -75,152 +65,6 @@ func benchWrites(t *testing.T, emu *emulator.Server, fioPath string, cfg benchCo
 	if cfg.runs("drain") {
 		notes = append(notes, benchBigDrain(t, cfg, tbl)...)
 	}
-	return notes
-}
-
-func benchWriteJobs() []fioJobSpec {
-	return []fioJobSpec{
-		{
-			key: "randwrite", label: "4k randwrite", unit: "IOPS",
-			args:   []string{"--rw=randwrite", "--bs=4k", "--norandommap", "--randrepeat=0"},
-			value:  func(r fioResult) float64 { return r.job.Write.IOPS },
-			target: 0.90, write: true,
-		},
-		{
-			key: "seqwrite", label: "1M seq write", unit: "MiB/s",
-			args:   []string{"--rw=write", "--bs=1M"},
-			value:  func(r fioResult) float64 { return r.job.Write.MiBps() },
-			target: 0.90, write: true,
-		},
-	}
-}
-
-// benchCachedWrites is the cached-write section.
-func benchCachedWrites(t *testing.T, emu *emulator.Server, fioPath string, cfg benchConfig, tbl *benchTable) []string {
-	t.Helper()
-	var notes []string
-
-	// One object per mount flavour: each mount uploads its changed copy at
-	// unmount, conditional on the generation it read, so two mounts
-	// changing one object would end in a conflict.
-	nativeDir := t.TempDir()
-	nativeFile := filepath.Join(nativeDir, "native-write.bin")
-	wantSum := func() string {
-		data := testutil.RandomBytes(int(cfg.size), 404)
-		put(t, emu, benchWriteDef, data)
-		put(t, emu, benchWritePT, data)
-		put(t, emu, benchWriteNoPT, data)
-		writeSynced(t, nativeFile, data)
-		return sum(data)
-	}()
-	runtime.GC()
-
-	base := []string{"--cache-max-size", "4GiB"}
-	flavours := []struct {
-		label, object string
-		args          []string
-	}{
-		{"default", benchWriteDef, base},
-		{"passthrough writes", benchWritePT, append(slices.Clip(base), "--passthrough-writes")},
-		{"no passthrough", benchWriteNoPT, append(slices.Clip(base), "--passthrough=false")},
-	}
-	// Warm, unmount, mount again: see benchReads.
-	mounts := make([]*mountProc, len(flavours))
-	for i, fl := range flavours {
-		dir := t.TempDir()
-		warmCache(t, emu, dir, fl.args, fl.label, fl.object, cfg.size, wantSum)
-		mounts[i] = mount(t, emu, mountOpts{cacheDir: dir,
-			args: append(slices.Clip(fl.args), "--write-back-delay", benchWriteBackDelay)})
-	}
-	if fs := sameFilesystem(t, nativeDir, mounts[0].cacheDir); !cfg.runs("read") {
-		notes = append(notes, fs) // else the read rows said it
-	}
-	targets := []fioTarget{{label: "native", path: nativeFile}}
-	for i, fl := range flavours {
-		targets = append(targets, fioTarget{label: fl.label, path: mounts[i].path(fl.object), pid: mounts[i].cmd.Process.Pid})
-	}
-
-	jobs := benchWriteJobs()
-	results := map[[2]int][]fioResult{} // [job, target] -> one per repeat
-	for rep := range cfg.repeat {
-		for ji, job := range jobs {
-			for ti, tg := range targets {
-				// Writes through the page cache (the daemon's, without
-				// passthrough) leave dirty pages: write them out now, so
-				// that no job pays for its predecessor's.
-				syscall.Sync()
-				r := runFioJob(t, fioPath, job, tg, cfg)
-				t.Logf("repeat %d %-9s %-15s %s", rep+1, job.key, tg.label, r.summary(job))
-				results[[2]int{ji, ti}] = append(results[[2]int{ji, ti}], r)
-			}
-		}
-	}
-
-	// Each mount's unmount uploads its changed copy (no WAN here); the
-	// bucket must then hold exactly what the mount showed.
-	for i, fl := range flavours {
-		m := mounts[i]
-		got, n := hashFile(t, m.path(fl.object), 10*time.Minute)
-		if n != cfg.size {
-			t.Fatalf("after the write jobs (%s) the file has %d bytes, want %d", fl.label, n, cfg.size)
-		}
-		d := unmountTimed(t, m, 15*time.Minute)
-		obj := object(t, emu, fl.object)
-		if int64(len(obj)) != cfg.size || sum(obj) != got {
-			t.Fatalf("after the unmount (%s) the bucket holds %d bytes, sha256 %s; the mount showed %d bytes, sha256 %s",
-				fl.label, len(obj), sum(obj), n, got)
-		}
-		t.Logf("unmount (%s) uploaded the changed %s in %v (%.0f MiB/s, no WAN); the bucket matches the mount",
-			fl.label, sizeLabel(n), d.Round(time.Millisecond), mibps(n, d))
-	}
-
-	for ji, job := range jobs {
-		natives := results[[2]int{ji, 0}]
-		native := medianOf(natives, job.value)
-		var byFlavour []float64
-		for ti := 1; ti < len(targets); ti++ {
-			rs := results[[2]int{ji, ti}]
-			v := medianOf(rs, job.value)
-			byFlavour = append(byFlavour, v)
-			ratios := make([]float64, len(rs))
-			for i := range rs {
-				ratios[i] = job.value(rs[i]) / job.value(natives[i])
-			}
-			ratio := median(ratios)
-			daemon := medianOf(rs, func(r fioResult) float64 { return float64(r.daemonWrote) })
-			moved := medianOf(rs, func(r fioResult) float64 { return float64(r.job.Write.IOBytes) })
-			row := benchRow{
-				name:     fmt.Sprintf("cached %s (%s), %s", job.label, job.unit, targets[ti].label),
-				native:   fmtNum(native),
-				bucketfs: fmtNum(v),
-				ratio:    fmtRatio(ratio),
-				target:   "-",
-				met:      "-",
-				note:     fmt.Sprintf("daemon wrote %s (incl. ramp) for %s written by fio", sizeLabel(int64(daemon)), sizeLabel(int64(moved))),
-			}
-			if targets[ti].label == "default" {
-				// The default: writes go through the daemon, which holds
-				// them to the cache's limits (passthrough writes cannot be).
-				row.target, row.met = fmt.Sprintf(">= %.2f", job.target), metStr(ratio >= job.target)
-			}
-			if targets[ti].label == "passthrough writes" {
-				if daemon > 0.1*moved {
-					row.note += "; PASSTHROUGH NOT ENGAGED"
-					t.Logf("warning: the daemon wrote %s during the passthrough %s job: the kernel did not write the cache file directly", sizeLabel(int64(daemon)), job.key)
-				}
-			}
-			tbl.add(row)
-		}
-		if len(byFlavour) == 3 && byFlavour[1] > 0 {
-			notes = append(notes, fmt.Sprintf("default (daemon writes) / passthrough writes on cached %s: %.2fx (%s vs %s %s)",
-				job.label, byFlavour[0]/byFlavour[1], fmtNum(byFlavour[0]), fmtNum(byFlavour[1]), job.unit))
-		}
-	}
-	notes = append(notes,
-		fmt.Sprintf("cached write rows: the object was read once through the mount, then fio wrote it with --write-back-delay %s, so no upload ran during the jobs; "+
-			"each unmount afterwards uploaded the changed file (no WAN) and the bucket matched the mount (sha256)", benchWriteBackDelay),
-		"without passthrough writes each O_DIRECT write is a FUSE_WRITE that the daemon turns into a buffered pwrite of its cache file: "+
-			"those rows measure the FUSE path and the page cache, not the disk (every write job starts after a sync(2))")
 	return notes
 }
 
@@ -316,7 +160,7 @@ func benchSmallFiles(t *testing.T, cfg benchConfig, tbl *benchTable) []string {
 		ratio:    fmtRatio(ratio),
 		target:   ">= 0.70 of loopback",
 		met:      metStr(ratio >= 0.70),
-		note: fmt.Sprintf("no WAN; %.0f bucket requests and %.1fs CPU in bucketfs during the loop%s",
+		note: fmt.Sprintf("ratio: bucketfs / loopback; no WAN; %.0f bucket requests and %.1fs CPU in bucketfs during the loop%s",
 			median(bfReqs), median(bfCPUs), runs),
 	})
 	perReq := wan.Latency.Seconds()
