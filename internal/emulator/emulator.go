@@ -15,6 +15,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
+	"github.com/google/btree"
 	"google.golang.org/api/option"
 )
 
@@ -50,6 +51,12 @@ type Options struct {
 	// does (auth.go): every request needs "Authorization: Bearer T"
 	// with a T that Tokens takes as valid, or is answered 401.
 	Tokens TokenChecker
+	// Seeded serves Buckets from the seeded store (seeded.go) from the
+	// start, as if PutMany had seeded them, and makes Put store objects
+	// there too (but for a name the fake holds, or in a bucket that
+	// keeps versions). It runs a test written for the fake against the
+	// seeded store.
+	Seeded bool
 }
 
 // Server is a running emulator. All methods are safe for concurrent use.
@@ -108,6 +115,8 @@ type Server struct {
 	// patchMu.
 	seedMu sync.RWMutex
 	seeded map[string]*seedTree // guarded by seedMu
+	// seedPuts makes Put store in the seeded store (Options.Seeded).
+	seedPuts bool
 	// publicHost is the listener's host:port, the Host of the XML
 	// requests the fake routes to its download handler.
 	publicHost string
@@ -192,12 +201,16 @@ func Start(opts Options) (*Server, error) {
 		kept:       make(map[string]map[string]bool),
 		ops:        make(map[string]folderOp),
 		tokens:     opts.Tokens,
+		seedPuts:   opts.Seeded,
 	}
 	if opts.WAN != nil {
 		s.SetWAN(opts.WAN)
 	}
 	for _, b := range opts.Buckets {
 		s.CreateBucket(b)
+		if opts.Seeded {
+			s.seeded[b] = btree.NewG(seedDegree, seedLess)
+		}
 	}
 
 	s.http = &http.Server{
@@ -288,6 +301,9 @@ func (s *Server) Put(bucket, name string, data []byte) (generation int64, err er
 	// The seeded version goes to the fake first, so that the new one
 	// is above it and takes its place (archiving it where the bucket
 	// keeps versions).
+	if s.seedPutLocked(bucket, name) {
+		return s.seedOneLocked(bucket, name, bytes.Clone(data)), nil
+	}
 	if err := s.promoteLocked(bucket, name); err != nil {
 		return 0, err
 	}

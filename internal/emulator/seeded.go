@@ -196,6 +196,35 @@ func (s *Server) seedBatchLocked(bucket string, batch []Seed, inFake map[string]
 	return nil
 }
 
+// seedPutLocked reports whether Put stores bucket/name in the seeded
+// store (Options.Seeded): the bucket is seeded, keeps no versions, and
+// the fake does not hold the name. The caller holds putMu and seedMu.
+func (s *Server) seedPutLocked(bucket, name string) bool {
+	if !s.seedPuts || s.seeded[bucket] == nil {
+		return false
+	}
+	if b, err := s.fake.Backend().GetBucket(bucket); err != nil || b.VersioningEnabled {
+		return false
+	}
+	_, err := s.fakeGeneration(bucket, name)
+	return err != nil
+}
+
+// seedOneLocked stores a new version of bucket/name in the seeded store
+// and returns its generation. The caller holds putMu and seedMu.
+func (s *Server) seedOneLocked(bucket, name string, data []byte) int64 {
+	t := s.seeded[bucket]
+	o := &seedObject{name: name, data: data, crc32c: crc32.Checksum(data, castagnoli), md5: md5.Sum(data)}
+	var cur int64
+	if old, ok := t.Get(o); ok {
+		cur = old.gen
+	}
+	o.gen = s.nextGenerationLocked(cur)
+	o.created = time.Now().UnixMicro()
+	t.ReplaceOrInsert(o)
+	return o.gen
+}
+
 // putFakeLocked stores a new version of bucket/name in the fake, with a
 // generation above the live one's. The caller holds putMu, and seedMu if
 // the bucket may be seeded.
