@@ -105,6 +105,10 @@
 //     the same generation, bytes and times, and the fake does the rest
 //     as before. A name is in one store only. The fake thus holds what a
 //     test wrote or changed; reads never move anything.
+//   - Options.Seeded seeds the buckets from the start and makes Put store
+//     into the index too, so that a suite written for the fake runs
+//     against it (transfer's TestGCSSeededConformance; the integration
+//     tests with BUCKETFS_EMU_SEEDED=1).
 //
 // What differs in a seeded bucket (buckets never seeded are served by the
 // fake as before, byte for byte): listings page as GCS does, at most 1000
@@ -115,7 +119,10 @@
 // listing (GET /BUCKET) lists only the fake's objects. A folder call
 // moves every seeded object under the folder to the fake (for
 // folders.list with no prefix: all of them), which is slow past some
-// 10,000 objects. Server.Fake() sees only the fake's objects.
+// 10,000 objects. Batch requests (/batch/storage/v1) go to the fake
+// and do not see seeded objects. PutMany of a name while a resumable
+// upload of it is open leaves the name in both stores (the listing then
+// shows the fake's). Server.Fake() sees only the fake's objects.
 //
 // Measured (2 shared cores, no -race, TestSeededScale with
 // BUCKETFS_EMU_SCALE=1000000, ten directories of 100,000 objects of a
@@ -127,6 +134,10 @@
 //	the same with the fields transfer.GCS.List asks  1.4 s
 //	list all 1,000,000 names, no delimiter           3.7-4.4 s (1000 pages)
 //	1000 objects.get of random seeded objects        0.2 s
+//
+// At 10,000,000 (the same test, with other tests running beside it):
+// seeded in 17 s, 1407 MiB of heap; a directory of 1,000,000 listed in
+// 8.4 s (names) and 22 s (bucketfs's fields); the whole bucket in 103 s.
 //
 // TestSeededHundredThousand (100,000 objects, listed and read through
 // the client) runs in some 6-12 s under -race on the same machine.
