@@ -7,6 +7,7 @@ require (
 	cloud.google.com/go/storage v1.70.0
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/fsouza/fake-gcs-server v1.56.1
+	github.com/google/btree v1.1.3
 	github.com/googleapis/gax-go/v2 v2.26.2
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/prometheus/client_golang v1.25.0

@@ -87,9 +87,14 @@ const testBucket = "test-bucket"
 
 // startEmulator starts an emulator with testBucket, on plain HTTP and on
 // TLS (mountOpts.tls); it stops with the test.
+//
+// BUCKETFS_EMU_SEEDED=1 serves the bucket from the emulator's seeded
+// store (emulator.Options.Seeded: the ordered index behind PutMany), a
+// run of the suite against it.
 func startEmulator(t testing.TB, wan *emulator.WANProfile) *emulator.Server {
 	t.Helper()
-	return testemu.Start(t, emulator.Options{Buckets: []string{testBucket}, WAN: wan, TLS: true})
+	return testemu.Start(t, emulator.Options{Buckets: []string{testBucket}, WAN: wan, TLS: true,
+		Seeded: os.Getenv("BUCKETFS_EMU_SEEDED") != ""})
 }
 
 // tlsArgs are the flags that mount emu over its TLS listener, trusting

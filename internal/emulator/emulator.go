@@ -15,6 +15,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
+	"github.com/google/btree"
 	"google.golang.org/api/option"
 )
 
@@ -50,6 +51,12 @@ type Options struct {
 	// does (auth.go): every request needs "Authorization: Bearer T"
 	// with a T that Tokens takes as valid, or is answered 401.
 	Tokens TokenChecker
+	// Seeded serves Buckets from the seeded store (seeded.go) from the
+	// start, as if PutMany had seeded them, and makes Put store objects
+	// there too (but for a name the fake holds, or in a bucket that
+	// keeps versions). It runs a test written for the fake against the
+	// seeded store.
+	Seeded bool
 }
 
 // Server is a running emulator. All methods are safe for concurrent use.
@@ -98,9 +105,21 @@ type Server struct {
 	// arrived, if set, is called when a request arrives (a test seam).
 	arrived atomic.Pointer[func(*http.Request)]
 
-	// putMu serialises Put so that generations chosen by it are unique.
+	// putMu serialises Put and PutMany so that generations chosen by
+	// them are unique. Lock order: putMu before seedMu (seeded.go).
 	putMu   sync.Mutex
-	lastGen int64
+	lastGen int64 // guarded by putMu
+
+	// seedMu guards seeded, the objects PutMany stored (seeded.go): a
+	// B-tree per bucket, ordered by name. Lock order: seedMu before
+	// patchMu.
+	seedMu sync.RWMutex
+	seeded map[string]*seedTree // guarded by seedMu
+	// seedPuts makes Put store in the seeded store (Options.Seeded).
+	seedPuts bool
+	// publicHost is the listener's host:port, the Host of the XML
+	// requests the fake routes to its download handler.
+	publicHost string
 
 	// guardMu serialises the calls whose preconditions the emulator checks
 	// itself (see preconditionMiddleware), and folder renames. Lock order:
@@ -175,21 +194,27 @@ func Start(opts Options) (*Server, error) {
 		baseCancel: baseCancel,
 		serveDone:  make(chan struct{}),
 		media:      make(map[objectKey]*atomic.Int64),
+		seeded:     make(map[string]*seedTree),
+		publicHost: hostPort,
 		faults:     make(map[string]int),
 		hns:        make(map[string]bool),
 		kept:       make(map[string]map[string]bool),
 		ops:        make(map[string]folderOp),
 		tokens:     opts.Tokens,
+		seedPuts:   opts.Seeded,
 	}
 	if opts.WAN != nil {
 		s.SetWAN(opts.WAN)
 	}
 	for _, b := range opts.Buckets {
 		s.CreateBucket(b)
+		if opts.Seeded {
+			s.seeded[b] = btree.NewG(seedDegree, seedLess)
+		}
 	}
 
 	s.http = &http.Server{
-		Handler:           s.countMiddleware(s.wanMiddleware(s.authMiddleware(s.faultMiddleware(s.nameLimitMiddleware(s.resumableMiddleware(s.folderMiddleware(s.preconditionMiddleware(s.composeMiddleware(s.patchMiddleware(fake.HTTPHandler())))))))))),
+		Handler:           s.countMiddleware(s.wanMiddleware(s.authMiddleware(s.faultMiddleware(s.seedMiddleware(s.nameLimitMiddleware(s.resumableMiddleware(s.folderMiddleware(s.preconditionMiddleware(s.composeMiddleware(s.patchMiddleware(fake.HTTPHandler()))))))))))),
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
@@ -263,27 +288,26 @@ func (s *Server) bucketExists(bucket string) bool {
 
 // Put stores data as object name in bucket directly in the fake: no HTTP,
 // no counters, no shaping. It returns the new generation, which is strictly
-// greater than the object's previous generation. The bucket must exist.
+// greater than the object's previous generation. The bucket must exist. A
+// seeded object of that name (PutMany) is replaced by the new version.
 func (s *Server) Put(bucket, name string, data []byte) (generation int64, err error) {
 	if !s.bucketExists(bucket) {
 		return 0, fmt.Errorf("put %s/%s: %w", bucket, name, ErrBucketNotFound)
 	}
 	s.putMu.Lock()
 	defer s.putMu.Unlock()
-	cur, _ := s.Generation(bucket, name)
-	gen := s.nextGenerationLocked(cur)
-	obj := fakestorage.Object{
-		ObjectAttrs: fakestorage.ObjectAttrs{
-			BucketName: bucket,
-			Name:       name,
-			Generation: gen,
-		},
-		Content: data,
+	s.seedMu.Lock()
+	defer s.seedMu.Unlock()
+	// The seeded version goes to the fake first, so that the new one
+	// is above it and takes its place (archiving it where the bucket
+	// keeps versions).
+	if s.seedPutLocked(bucket, name) {
+		return s.seedOneLocked(bucket, name, bytes.Clone(data)), nil
 	}
-	if err := s.fake.CreateObjectStreaming(obj.StreamingObject()); err != nil {
-		return 0, fmt.Errorf("put %s/%s: %w", bucket, name, err)
+	if err := s.promoteLocked(bucket, name); err != nil {
+		return 0, err
 	}
-	return gen, nil
+	return s.putFakeLocked(bucket, name, data, "")
 }
 
 // nextGenerationLocked chooses a generation for a new version of an
@@ -303,6 +327,10 @@ func (s *Server) Delete(bucket, name string) error {
 	if !s.bucketExists(bucket) {
 		return fmt.Errorf("delete %s/%s: %w", bucket, name, ErrBucketNotFound)
 	}
+	if s.deleteSeed(bucket, name) {
+		s.keepFolders(bucket, name)
+		return nil
+	}
 	if err := s.fake.Backend().DeleteObject(bucket, name); err != nil {
 		return fmt.Errorf("delete %s/%s: %w (%v)", bucket, name, ErrObjectNotFound, err)
 	}
@@ -318,6 +346,9 @@ func (s *Server) Delete(bucket, name string) error {
 func (s *Server) Object(bucket, name string) (fakestorage.Object, error) {
 	if !s.bucketExists(bucket) {
 		return fakestorage.Object{}, fmt.Errorf("object %s/%s: %w", bucket, name, ErrBucketNotFound)
+	}
+	if o := s.lookupSeed(bucket, name); o != nil {
+		return fakestorage.Object{ObjectAttrs: o.attrs(bucket), Content: bytes.Clone(o.data)}, nil
 	}
 	s.patchMu.RLock()
 	defer s.patchMu.RUnlock()
@@ -335,6 +366,15 @@ func (s *Server) Generation(bucket, name string) (int64, error) {
 	if !s.bucketExists(bucket) {
 		return 0, fmt.Errorf("generation %s/%s: %w", bucket, name, ErrBucketNotFound)
 	}
+	if o := s.lookupSeed(bucket, name); o != nil {
+		return o.gen, nil
+	}
+	return s.fakeGeneration(bucket, name)
+}
+
+// fakeGeneration returns the generation of the live version of an object
+// the fake holds.
+func (s *Server) fakeGeneration(bucket, name string) (int64, error) {
 	obj, err := s.fake.GetObjectStreaming(bucket, name)
 	if err != nil {
 		return 0, fmt.Errorf("generation %s/%s: %w", bucket, name, ErrObjectNotFound)
