@@ -78,10 +78,12 @@ func (c *Cache) LocalNames(prefix string) (present, removed []string) {
 		end++
 	}
 	keep := start
+	var dropped []string
 	for _, name := range idx[start:end] {
 		e := c.entries[name]
 		if e == nil || !e.rec.Dirty {
-			continue // clean or gone since: dropped from the index below
+			dropped = append(dropped, name) // clean or gone since: dropped from the index below
+			continue
 		}
 		idx[keep] = name
 		keep++
@@ -93,52 +95,7 @@ func (c *Cache) LocalNames(prefix string) (present, removed []string) {
 	}
 	if keep < end {
 		c.localIdx = append(idx[:keep], idx[end:]...)
-	}
-	return present, removed
-}
-
-// LocalSubdirs returns the subdirectories of directory prefix (their
-// names in it) that changes not yet in the bucket make or remove: present,
-// those holding a name written here; removed, those holding none whose
-// placeholder ("prefix/seg/") was deleted here. A directory's link count
-// comes from it (fs), and the kernel asks for that after every create in
-// the directory: it costs a binary search, a step per name directly in
-// prefix, and one more search per subdirectory, whatever is under them
-// (but the deletions, when every name under a subdirectory is deleted).
-func (c *Cache) LocalSubdirs(prefix string) (present, removed []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	idx := c.localIdx
-	for i := sort.SearchStrings(idx, prefix); i < len(idx) && strings.HasPrefix(idx[i], prefix); {
-		rest := idx[i][len(prefix):]
-		j := strings.IndexByte(rest, '/')
-		if j < 0 {
-			i++ // a name directly in prefix
-			continue
-		}
-		sub := idx[i][:len(prefix)+j+1]
-		// Past the names under sub: '0' is the byte after '/'.
-		end := i + sort.SearchStrings(idx[i:], sub[:len(sub)-1]+"0")
-		made, gone := false, false
-		for _, name := range idx[i:end] {
-			e := c.entries[name]
-			switch {
-			case e == nil || !e.rec.Dirty:
-			case !e.rec.Deleted:
-				made = true
-			case name == sub:
-				gone = true
-			}
-			if made {
-				break
-			}
-		}
-		if made {
-			present = append(present, rest[:j])
-		} else if gone {
-			removed = append(removed, rest[:j])
-		}
-		i = end
+		c.localDirs.remove(dropped)
 	}
 	return present, removed
 }
@@ -167,4 +124,5 @@ func (c *Cache) markLocalLocked(name string) {
 	c.localIdx = append(c.localIdx, "")
 	copy(c.localIdx[i+1:], c.localIdx[i:])
 	c.localIdx[i] = name
+	c.localDirs.add(name)
 }

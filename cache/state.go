@@ -50,6 +50,7 @@ type cacheWriteBack struct {
 	inFlight     map[string]bool                                         // names with a transfer running (whatever entry)
 	nextDue      time.Time                                               // when the uploader wakes by itself
 	localIdx     []string                                                // sorted names that may be dirty (see LocalNames)
+	localDirs    localDirs                                               // the directories of localIdx's names (localdirs.go)
 	changed      chan struct{}                                           // closed and replaced when write-back state changes
 	waiters      int                                                     // calls waiting in waitLocked
 	waited       chan struct{}                                           // closed and replaced when a call starts waiting there (a test watches it)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -942,5 +943,69 @@ func TestOpenWriteWhileRemoved(t *testing.T) {
 	e.flush(c)
 	if _, err := e.b.Stat(e.ctx, "f"); !errors.Is(err, transfer.ErrNotExist) {
 		t.Errorf("f after the flush: %v, want deleted", err)
+	}
+}
+
+// TestLocalSubdirsMatchesLocalNames: after random writes, removals and
+// flushes of names in a small tree, LocalSubdirs (which walks the index
+// of directories, localdirs.go) says what LocalNames' names say, for
+// every directory, and after LocalNames has dropped names clean again.
+func TestLocalSubdirsMatchesLocalNames(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour)
+	rng := rand.New(rand.NewPCG(7, 11))
+	segs := []string{"a", "a-b", "b", "c"}
+	var names, dirs []string
+	for _, x := range segs {
+		dirs = append(dirs, x+"/")
+		names = append(names, x, x+"/")
+		for _, y := range segs {
+			dirs = append(dirs, x+"/"+y+"/")
+			names = append(names, x+"/"+y, x+"/"+y+"/", x+"/"+y+"/z")
+		}
+	}
+	dirs = append(dirs, "")
+	want := func(prefix string) (present, removed []string) {
+		p, r := c.LocalNames(prefix)
+		made := map[string]bool{}
+		for _, n := range p {
+			if rest := n[len(prefix):]; strings.Contains(rest, "/") {
+				made[rest[:strings.IndexByte(rest, '/')]] = true
+			}
+		}
+		for _, n := range p {
+			if rest := n[len(prefix):]; strings.Contains(rest, "/") && !slices.Contains(present, rest[:strings.IndexByte(rest, '/')]) {
+				present = append(present, rest[:strings.IndexByte(rest, '/')])
+			}
+		}
+		for _, n := range r {
+			if rest := n[len(prefix):]; strings.Count(rest, "/") == 1 && strings.HasSuffix(rest, "/") && !made[rest[:len(rest)-1]] {
+				removed = append(removed, rest[:len(rest)-1])
+			}
+		}
+		return present, removed
+	}
+	for round := range 12 {
+		for range 30 {
+			n := names[rng.IntN(len(names))]
+			if rng.IntN(3) == 0 {
+				_ = c.Remove(e.ctx, n, -1) // may be absent: nothing to check
+			} else {
+				e.write(c, transfer.ObjectAttrs{Name: n}, true, 0, []byte(n))
+			}
+		}
+		if round%4 == 3 {
+			e.flush(c)
+		}
+		for _, d := range dirs {
+			gotP, gotR := c.LocalSubdirs(d)
+			wantP, wantR := want(d)
+			for _, l := range [][]string{gotP, gotR, wantP, wantR} {
+				slices.Sort(l) // "a-b" sorts before "a/": the order is not the point
+			}
+			if !slices.Equal(gotP, wantP) || !slices.Equal(gotR, wantR) {
+				t.Fatalf("round %d: LocalSubdirs(%q) = %v, %v; the names say %v, %v", round, d, gotP, gotR, wantP, wantR)
+			}
+		}
 	}
 }
