@@ -372,7 +372,7 @@ func (n *fileNode) passthroughWriteOK() bool {
 func (n *fileNode) writeHandle(ctx context.Context, a transfer.ObjectAttrs, trunc bool) (gofs.FileHandle, error) {
 	hidden := n.passthroughWriteOK()
 	n.mu.Lock()
-	if n.ptOpen > 0 && !n.fsys.opts.PassthroughWrites {
+	if n.ptOpen > 0 && !hidden {
 		// The kernel sends releases after the close: a file read and
 		// closed just now may still count here. Wait a moment for them,
 		// so that a write after a read goes through the daemon.
