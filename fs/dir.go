@@ -636,11 +636,9 @@ func (f *FS) moveTree(d *dirNode, name, from, to string, moved map[string]cache.
 
 	f.nodesMu.Lock()
 	var files []*fileNode
-	for n, set := range f.nodes {
+	for n, ns := range f.nodes {
 		if strings.HasPrefix(n, from) {
-			for fn := range set {
-				files = append(files, fn)
-			}
+			files = append(files, ns...)
 		}
 	}
 	f.nodesMu.Unlock()

@@ -79,8 +79,8 @@ type FS struct {
 	start    time.Time
 	dirTimes dirClock // when this mount last added or removed entries of a directory (times.go)
 
-	nodesMu sync.Mutex                        // a leaf (LOCK ORDER above)
-	nodes   map[string]map[*fileNode]struct{} // guarded by nodesMu: object name -> file nodes the kernel has for it
+	nodesMu sync.Mutex             // a leaf (LOCK ORDER above)
+	nodes   map[string][]*fileNode // guarded by nodesMu: object name -> file nodes the kernel has for it (mostly one: a slice, not a set, costs a few bytes a name)
 
 	mu      sync.Mutex
 	inos    map[string]uint64   // guarded by mu: kind+name -> inode number, stable for the mount's life
@@ -99,7 +99,7 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 		names: names.Open(bucket, c, names.Options{TTL: o.MetadataTTL, Strict: o.MetadataStrict,
 			Dir: o.NamesDir, Bucket: bucket.Name(), MaxNames: o.MetadataMaxNames, Logger: o.Logger}),
 		inos:    map[string]uint64{},
-		nodes:   map[string]map[*fileNode]struct{}{},
+		nodes:   map[string][]*fileNode{},
 		nextIno: 2, // 1 is the root
 		warned:  map[string]struct{}{},
 	}

@@ -1,5 +1,7 @@
 package fs
 
+import "slices"
+
 // The file nodes the kernel holds, by object name. A rename or an unlink
 // must reach the node the kernel uses for the name, and go-fuse's tree
 // of children is not a safe way to find it: a lookup that answers with
@@ -14,23 +16,19 @@ package fs
 func (f *FS) track(n *fileNode) {
 	name := n.objName()
 	f.nodesMu.Lock()
-	set := f.nodes[name]
-	if set == nil {
-		set = map[*fileNode]struct{}{}
-		f.nodes[name] = set
+	if ns := f.nodes[name]; !slices.Contains(ns, n) {
+		f.nodes[name] = append(ns, n)
 	}
-	set[n] = struct{}{}
 	f.nodesMu.Unlock()
 }
 
 // untrack forgets node n under name.
 func (f *FS) untrack(n *fileNode, name string) {
 	f.nodesMu.Lock()
-	if set := f.nodes[name]; set != nil {
-		delete(set, n)
-		if len(set) == 0 {
-			delete(f.nodes, name)
-		}
+	if ns := slices.DeleteFunc(f.nodes[name], func(o *fileNode) bool { return o == n }); len(ns) == 0 {
+		delete(f.nodes, name)
+	} else {
+		f.nodes[name] = ns
 	}
 	f.nodesMu.Unlock()
 }
@@ -39,11 +37,7 @@ func (f *FS) untrack(n *fileNode, name string) {
 func (f *FS) nodesNamed(name string) []*fileNode {
 	f.nodesMu.Lock()
 	defer f.nodesMu.Unlock()
-	out := make([]*fileNode, 0, len(f.nodes[name]))
-	for n := range f.nodes[name] {
-		out = append(out, n)
-	}
-	return out
+	return slices.Clone(f.nodes[name])
 }
 
 // OnForget implements gofs.NodeOnForgetter: the kernel dropped the node.
