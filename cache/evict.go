@@ -22,18 +22,34 @@ func (c *Cache) makeRoomLocked(need int64) ([]*entry, bool) {
 		c.free -= need // until the next statfs says better
 		return nil, true
 	}
+	pick, left := c.pickVictimsLocked(over)
+	if left > 0 && need > 0 {
+		return nil, false
+	}
+	victims := c.evictLocked(pick)
+	c.free -= need
+	return victims, true
+}
+
+// pickVictimsLocked picks idle entries, least recently used first, until
+// their charges add up to over bytes; it returns them and what is left
+// of over (> 0: not enough could be picked).
+func (c *Cache) pickVictimsLocked(over int64) ([]*entry, int64) {
 	var pick []*entry
 	for el := c.lru.Back(); el != nil && over > 0; el = el.Prev() {
 		e := el.Value.(*entry)
-		if c.unevictableLocked(e) != "" {
-			continue
+		if c.unevictableLocked(e) != "" || e.charged <= 0 {
+			continue // nothing to gain from a copy that counts nothing
 		}
 		pick = append(pick, e)
 		over -= e.charged
 	}
-	if over > 0 && need > 0 {
-		return nil, false
-	}
+	return pick, over
+}
+
+// evictLocked takes picked entries out of the index and the budget and
+// returns those to remove (removeAll).
+func (c *Cache) evictLocked(pick []*entry) []*entry {
 	var victims []*entry
 	for _, e := range pick {
 		victims = append(victims, c.dropLocked(e)...)
@@ -44,8 +60,7 @@ func (c *Cache) makeRoomLocked(need int64) ([]*entry, bool) {
 		c.chargeLocked(e, 0)
 		c.stats.Evictions++
 	}
-	c.free -= need
-	return victims, true
+	return victims
 }
 
 // dropLocked takes e out of the index. If no handle holds it, it is

@@ -333,25 +333,11 @@ func (c *Cache) diskRoomLocked(need int64, partial bool) ([]*entry, bool) {
 	if short <= 0 {
 		return nil, true
 	}
-	var pick []*entry
-	for el := c.lru.Back(); el != nil && short > 0; el = el.Prev() {
-		e := el.Value.(*entry)
-		if c.unevictableLocked(e) == "" && e.charged > 0 {
-			pick = append(pick, e)
-			short -= e.charged
-		}
-	}
-	if short > 0 && !partial {
+	pick, left := c.pickVictimsLocked(short)
+	if left > 0 && !partial {
 		return nil, false
 	}
-	var victims []*entry
-	for _, e := range pick {
-		victims = append(victims, c.dropLocked(e)...)
-		c.freeing += e.charged
-		c.chargeLocked(e, 0)
-		c.stats.Evictions++
-	}
-	return victims, short <= 0
+	return c.evictLocked(pick), left <= 0
 }
 
 // countHidden charges the files open for writing through passthrough
