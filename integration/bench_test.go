@@ -48,8 +48,10 @@ import (
 //	                   (= cached-read, cold), write (= fio-write,
 //	                   small-files, drain), or one of those (cached-write
 //	                   is the old name of fio-write), xml-drain, warm,
-//	                   offline, small-read, names, resumable (default:
-//	                   all)
+//	                   offline, small-read, names, resumable, scale
+//	                   (default: all)
+//	BENCH_SCALE_10M    1: the scale section also walks 10,000,000 names
+//	BENCH_SCALE_ARGS   more mount flags for the scale section
 //	BENCH_OUT          also write the table and the machine facts here
 //
 // Cases, all measured in the same run so that their ratios are meaningful
@@ -120,6 +122,9 @@ func TestBench(t *testing.T) {
 	}
 	if cfg.runs("names") {
 		notes = append(notes, benchNames(t, cfg, tbl)...)
+	}
+	if cfg.runs("scale") {
+		notes = append(notes, benchScale(t, cfg, tbl)...) // bench_scale_test.go
 	}
 	if cfg.runs("resumable") {
 		notes = append(notes, benchResumable(t, cfg, tbl)...) // bench_resumable_test.go
@@ -287,7 +292,7 @@ type benchConfig struct {
 // benchSections are the names BENCH_ONLY takes; "read" stands for the
 // two read sections, "write" for the three write sections, and
 // "cached-write" is the old name of "fio-write".
-var benchSections = []string{"read", "cached-read", "cold", "write", "fio-write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable"}
+var benchSections = []string{"read", "cached-read", "cold", "write", "fio-write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable", "scale"}
 
 // runs says whether section (one of benchSections) is to run.
 func (c benchConfig) runs(section string) bool {
