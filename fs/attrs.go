@@ -91,8 +91,9 @@ func withMeta(md, changes map[string]string) map[string]string {
 // the target.
 type symlinkNode struct {
 	gofs.Inode
-	fsys *FS
-	ino  uint64 // its name is its place in go-fuse's tree (Path)
+	clockLink // the bound on the kernel's nodes (reclaim.go)
+	fsys      *FS
+	ino       uint64 // its name is its place in go-fuse's tree (Path)
 
 	mu sync.Mutex
 	a  transfer.ObjectAttrs // guarded by mu: lchown and lutimes change it (symlinkattr.go)

@@ -49,7 +49,7 @@ func (n *fileNode) adopt(a transfer.ObjectAttrs, base int64) {
 	n.attrs = a
 	n.mu.Unlock()
 	if old.Generation != a.Generation {
-		n.fsys.releaseFileIno(old) // that version, if any, is another file's
+		n.fsys.retire(n.ino) // that version, if any, is another file's
 	}
 }
 
@@ -68,7 +68,7 @@ func (n *fileNode) followRebase(from int64, a transfer.ObjectAttrs) {
 	}
 	n.attrs.Generation = a.Generation
 	n.mu.Unlock()
-	n.fsys.releaseFileIno(old) // that version is another file's
+	n.fsys.retire(n.ino) // that version is another file's
 }
 
 // takeOwn makes a, the name's version that a lookup found the node holds
@@ -90,6 +90,6 @@ func (n *fileNode) takeOwn(a transfer.ObjectAttrs) {
 	n.attrs = a
 	n.mu.Unlock()
 	if old.Generation != a.Generation {
-		n.fsys.releaseFileIno(old) // that version, if any, is another file's
+		n.fsys.retire(n.ino) // that version, if any, is another file's
 	}
 }

@@ -19,7 +19,8 @@ import (
 // or a prefix that only exists because objects are under it.
 type dirNode struct {
 	gofs.Inode
-	fsys *FS
+	clockLink // the bound on the kernel's nodes (reclaim.go)
+	fsys      *FS
 
 	mu  sync.Mutex
 	pfx string // guarded by mu: "" for the root, else ending in '/'; a rename changes it
@@ -52,6 +53,7 @@ var (
 // Lookup implements gofs.NodeLookuper.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	ctx = uninterrupted(ctx)
+	d.touch()
 	full := d.prefix() + name
 	if len(name) > names.MaxNameLen || len(full) > maxObjectName {
 		// As a local disk answers a name past NAME_MAX, whatever the
@@ -107,6 +109,16 @@ func (d *dirNode) reserved(name string) bool {
 	return d.prefix() == "" && name == stagingDir
 }
 
+// retireLink retires the inode number of the symbolic link the kernel
+// holds at name in d, if any: that name is another file's now.
+func retireLink(d *dirNode, name string) {
+	if in := d.GetChild(name); in != nil {
+		if s, ok := in.Operations().(*symlinkNode); ok {
+			d.fsys.retire(s.ino)
+		}
+	}
+}
+
 // child returns the inode for name, updating an existing inode's attributes.
 func (d *dirNode) child(ctx context.Context, name string, c names.Entry, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	f := d.fsys
@@ -118,8 +130,19 @@ func (d *dirNode) child(ctx context.Context, name string, c names.Entry, out *fu
 			return nil, f.errno(ctx, "lookup", full, err)
 		}
 		f.fillDir(&out.Attr, full+"/", ph)
-		in := d.NewInode(ctx, &dirNode{fsys: f, pfx: full + "/"},
-			gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: out.Attr.Ino})
+		if in := d.GetChild(name); in != nil {
+			if dn, ok := in.Operations().(*dirNode); ok && dn.prefix() == full+"/" {
+				// The kernel's node for it (moved here by a rename: its
+				// number is its old name's).
+				dn.touch()
+				out.Attr.Ino = in.StableAttr().Ino
+				return in, 0
+			}
+		}
+		out.Attr.Ino = f.dirIno(full + "/")
+		dn := &dirNode{fsys: f, pfx: full + "/"}
+		in := d.NewInode(ctx, dn, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: out.Attr.Ino})
+		f.clock.add(dn, &dn.clockLink)
 		return in, 0
 	case names.File:
 		if isSymlink(c.Attrs) {
@@ -144,8 +167,10 @@ func (d *dirNode) child(ctx context.Context, name string, c names.Entry, out *fu
 			gofs.StableAttr{Mode: fileType(c.Attrs), Ino: ino}) // a regular or special file
 		n := in.Operations().(*fileNode)
 		f.track(n)
+		f.clock.add(n, &n.clockLink)
 		n.setAttrs(c.Attrs)
 		if held != nil {
+			held.touch()
 			// go-fuse answers the kernel with held's inode, which has the
 			// same stable attributes, and drops n: held must hold c, not
 			// the version this cache's upload of its content replaced.
@@ -163,6 +188,7 @@ func (d *dirNode) child(ctx context.Context, name string, c names.Entry, out *fu
 // 0, as rewinddir does) lists again, so that it shows names made since.
 func (d *dirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	ctx = uninterrupted(ctx)
+	d.touch()
 	s := &dirStream{d: d}
 	if errno := s.fill(ctx); errno != 0 {
 		return nil, errno
@@ -193,7 +219,11 @@ func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) 
 		e := fuse.DirEntry{Name: n}
 		if c.Kind == names.Dir {
 			e.Mode = syscall.S_IFDIR
-			e.Ino = f.ino(names.Dir, prefix+n+"/")
+			if in := d.GetChild(n); in != nil && in.IsDir() {
+				e.Ino = in.StableAttr().Ino // the inode the kernel has for the name
+			} else {
+				e.Ino = hashIno('d', prefix+n+"/", 0)
+			}
 		} else if isSymlink(c.Attrs) {
 			e.Mode = syscall.S_IFLNK
 			e.Ino = f.fileIno(c.Attrs)
@@ -269,12 +299,14 @@ func (d *dirNode) Fsync(ctx context.Context, fh gofs.FileHandle, flags uint32) s
 // time are kept in its placeholder object's metadata.
 func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	ctx = uninterrupted(ctx)
+	d.touch()
 	prefix := d.prefix()
 	ph, _, err := d.fsys.names.DirAttrs(ctx, prefix)
 	if err != nil {
 		return d.fsys.errno(ctx, "getattr", prefix, err)
 	}
 	d.fsys.fillDir(&out.Attr, prefix, ph)
+	out.Ino = d.StableAttr().Ino
 	out.SetTimeout(d.fsys.opts.MetadataTTL)
 	return 0
 }
@@ -347,6 +379,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	in := d.NewInode(ctx, &fileNode{fsys: f, name: full, ino: ino}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
 	n := in.Operations().(*fileNode)
 	f.track(n)
+	f.clock.add(n, &n.clockLink)
 	n.setAttrs(a)
 	h, err := n.writeHandle(ctx, a, true)
 	if err != nil {
@@ -507,7 +540,7 @@ func (d *dirNode) rename(ctx context.Context, name string, newParent gofs.InodeE
 	case src.Kind == names.None:
 		return syscall.ENOENT
 	case flags&renameExchange != 0:
-		return f.exchange(ctx, from, src, to)
+		return f.exchange(ctx, from, src, to, func() { retireLink(d, name); retireLink(np, newName) })
 	case src.Kind == names.Dir:
 		return d.renameDir(ctx, name, np, newName, flags)
 	}
@@ -535,10 +568,11 @@ func (d *dirNode) rename(ctx context.Context, name string, newParent gofs.InodeE
 	f.names.Forget(from)
 	f.names.Forget(to)
 	// Both names hold other files now: a lookup must not find the inode
-	// of either version by its name and generation (symbolic links have
-	// no node index to find theirs by).
-	f.releaseFileIno(src.Attrs)
-	f.releaseFileIno(dst.Attrs)
+	// of either version by its name and generation. File nodes retire
+	// their numbers as they change (renamed, unlinked); symbolic links
+	// have no node index, and are retired here.
+	retireLink(d, name)
+	retireLink(np, newName)
 	victims.unlinked()
 	// The kernel moves the inode to the new name: so does the node.
 	for _, n := range moving {
@@ -552,7 +586,7 @@ func (d *dirNode) rename(ctx context.Context, name string, newParent gofs.InodeE
 // follows, and the kernel's nodes follow their content, as the kernel
 // swaps its entries. Directories are not exchanged (EINVAL, docs/design.md): the
 // swap of two trees would have to be one step of the index.
-func (f *FS) exchange(ctx context.Context, from string, src names.Entry, to string) syscall.Errno {
+func (f *FS) exchange(ctx context.Context, from string, src names.Entry, to string, retireLinks func()) syscall.Errno {
 	dst, err := f.names.Resolve(ctx, to, f.warnOnce)
 	if err != nil {
 		return f.errno(ctx, "rename", to, err)
@@ -570,8 +604,7 @@ func (f *FS) exchange(ctx context.Context, from string, src names.Entry, to stri
 	}
 	f.names.Forget(from)
 	f.names.Forget(to)
-	f.releaseFileIno(src.Attrs) // as in Rename
-	f.releaseFileIno(dst.Attrs)
+	retireLinks() // as in Rename
 	for _, n := range movingFrom {
 		n.renamed(to, baseTo)
 	}
@@ -616,24 +649,12 @@ func (d *dirNode) renameDir(ctx context.Context, name string, np *dirNode, newNa
 }
 
 // moveTree makes what the file system knows under prefix from (the
-// directory name of d) known under prefix to: inode numbers, the prefixes
+// directory name of d) known under prefix to: the prefixes
 // of directory nodes, the names of file nodes, remembered lookups. moved,
 // if not nil, says the bucket renamed the folder itself (cache.RenameDir):
 // a node of an object that moved with its content follows it to its new
 // version; any other has no name any more.
 func (f *FS) moveTree(d *dirNode, name, from, to string, moved map[string]cache.Moved) {
-	f.releaseFileInosUnder(from) // as in Rename
-	f.releaseFileInosUnder(to)
-	f.mu.Lock()
-	dirKey := string(rune('0' + names.Dir))
-	for k, ino := range f.inos {
-		if rest, ok := strings.CutPrefix(k, dirKey+from); ok {
-			delete(f.inos, k)
-			f.inos[dirKey+to+rest] = ino
-		}
-	}
-	f.mu.Unlock()
-
 	f.nodesMu.Lock()
 	var files []*fileNode
 	for n, ns := range f.nodes {
@@ -671,10 +692,14 @@ func (f *FS) moveTree(d *dirNode, name, from, to string, moved map[string]cache.
 		for len(todo) > 0 {
 			in := todo[len(todo)-1]
 			todo = todo[:len(todo)-1]
+			if s, ok := in.Operations().(*symlinkNode); ok {
+				f.retire(s.ino) // as in Rename
+			}
 			dn, ok := in.Operations().(*dirNode)
 			if !ok {
 				continue
 			}
+			f.retire(in.StableAttr().Ino) // its number is its old prefix's (inodes.go)
 			dn.mu.Lock()
 			if rest, ok := strings.CutPrefix(dn.pfx, from); ok {
 				dn.pfx = to + rest

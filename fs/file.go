@@ -22,9 +22,10 @@ import (
 // page cache or passthrough backing file.
 type fileNode struct {
 	gofs.Inode
-	fsys *FS
-	ino  uint64 // the inode number, fixed at creation
-	name string // object name; guarded by mu (rename changes it)
+	clockLink // the bound on the kernel's nodes (reclaim.go)
+	fsys      *FS
+	ino       uint64 // the inode number, fixed at creation
+	name      string // object name; guarded by mu (rename changes it)
 
 	mu        sync.Mutex
 	attrs     transfer.ObjectAttrs            // guarded by mu; Generation never changes
@@ -74,7 +75,7 @@ func (n *fileNode) movedTo(a transfer.ObjectAttrs) {
 // repoint changes the node's name and version with change.
 func (n *fileNode) repoint(change func(*transfer.ObjectAttrs)) {
 	n.mu.Lock()
-	n.fsys.releaseFileIno(n.attrs)
+	n.fsys.retire(n.ino) // its number is its old name's
 	old := n.name
 	change(&n.attrs)
 	n.name = n.attrs.Name
@@ -90,6 +91,7 @@ func (n *fileNode) markUnlinked(a transfer.ObjectAttrs) {
 	n.mu.Lock()
 	n.attrs, n.unlinked = a, true
 	n.mu.Unlock()
+	n.fsys.retire(n.ino)           // the name's next file is another inode
 	n.fsys.untrack(n, n.objName()) // it no longer follows the name
 }
 
@@ -150,6 +152,7 @@ func (n *fileNode) getAttrs() transfer.ObjectAttrs {
 // kernel's next lookup of the name, once the entry timeout (the metadata
 // TTL) has passed.
 func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.touch()
 	a := n.currentAttrs()
 	if fh == nil && n.staleByPath() {
 		return n.staleErrno() // a stat by path: look the name up again (conflict.go)
@@ -193,6 +196,7 @@ func (n *fileNode) currentAttrs() transfer.ObjectAttrs {
 // Open implements gofs.NodeOpener.
 func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	ctx = uninterrupted(ctx)
+	n.touch()
 	if n.staleByPath() {
 		return nil, 0, n.staleErrno() // conflict.go
 	}

@@ -3,8 +3,6 @@ package fs
 import (
 	"context"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -31,6 +29,9 @@ type Options struct {
 	// names (0: names.DefaultMaxNames).
 	NamesDir         string
 	MetadataMaxNames int
+	// MetadataMemNames bounds the names and attributes held in memory
+	// (0: the name cache's default); the rest stay in names.db.
+	MetadataMemNames int
 	ReadOnly         bool
 	NoExec           bool // forbid running programs from the mount
 	FsyncRemote      bool // fsync waits until the file is in the bucket
@@ -48,6 +49,9 @@ type Options struct {
 	Logger         *slog.Logger
 	// Debug logs every FUSE request.
 	Debug bool
+	// MaxNodes bounds the inodes the kernel holds: past it, the least
+	// recently used are asked to be forgotten (reclaim.go). 0: no bound.
+	MaxNodes int
 	// OpObserver, if set, is told about every FUSE request (see Mount).
 	OpObserver OpObserver
 	// Prefetch bounds the prefetch of small files (prefetch.go).
@@ -82,9 +86,11 @@ type FS struct {
 	nodesMu sync.Mutex             // a leaf (LOCK ORDER above)
 	nodes   map[string][]*fileNode // guarded by nodesMu: object name -> file nodes the kernel has for it (mostly one: a slice, not a set, costs a few bytes a name)
 
+	nextIno atomic.Uint64 // fresh inode numbers (inodes.go)
+	clock   reclaimer     // the bound on the kernel's nodes (reclaim.go)
+
 	mu      sync.Mutex
-	inos    map[string]uint64   // guarded by mu: kind+name -> inode number, stable for the mount's life
-	nextIno uint64              // guarded by mu
+	retired map[uint64]struct{} // guarded by mu: inode numbers not to hand out (inodes.go)
 	warned  map[string]struct{} // guarded by mu: names already warned about
 }
 
@@ -97,12 +103,12 @@ func New(bucket transfer.Bucket, c *cache.Cache, o Options) *FS {
 	f := &FS{
 		opts: o, bucket: bucket, cache: c, log: o.Logger, start: time.Now(),
 		names: names.Open(bucket, c, names.Options{TTL: o.MetadataTTL, Strict: o.MetadataStrict,
-			Dir: o.NamesDir, Bucket: bucket.Name(), MaxNames: o.MetadataMaxNames, Logger: o.Logger}),
-		inos:    map[string]uint64{},
+			Dir: o.NamesDir, Bucket: bucket.Name(), MaxNames: o.MetadataMaxNames, MemNames: o.MetadataMemNames, Logger: o.Logger}),
+		retired: map[uint64]struct{}{},
 		nodes:   map[string][]*fileNode{},
-		nextIno: 2, // 1 is the root
 		warned:  map[string]struct{}{},
 	}
+	f.clock.init(o.MaxNodes, o.Logger)
 	c.OnConfirmed(f.confirmed) // names, and nodes of this cache's own uploads (confirm.go)
 	f.prefetch = newPrefetcher(f, c, o.Prefetch)
 	f.names.OnChange(f.nameChanged)
@@ -123,6 +129,7 @@ func (f *FS) Root() gofs.InodeEmbedder {
 // names.db). It stops the prefetches too, if StopPrefetch did not.
 // Calling it again does nothing.
 func (f *FS) Close() {
+	f.clock.stop()
 	f.prefetch.stop()
 	f.names.Close()
 }
@@ -139,7 +146,12 @@ func (f *FS) MountOptions() *gofs.Options {
 		// O_DIRECT reads run in parallel only with async DIO. Setuid
 		// and setgid are cleared here, not by a getxattr per write
 		// (killpriv.go).
-		ExtraCapabilities: fuse.CAP_ASYNC_DIO | fuse.CAP_HANDLE_KILLPRIV_V2,
+		// READDIRPLUS_AUTO: the kernel asks for entries with their
+		// attributes (READDIRPLUS, a lookup of each) for a directory's
+		// first batch, and for the rest only while the reader stats
+		// the entries (ls -l); a walk that only reads names (ls -f,
+		// find) gets them without a node per name.
+		ExtraCapabilities: fuse.CAP_ASYNC_DIO | fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_READDIRPLUS_AUTO,
 		Options:           []string{"default_permissions"},
 		Debug:             f.opts.Debug,
 	}
@@ -163,65 +175,6 @@ func (f *FS) MountOptions() *gofs.Options {
 		// mode 0 into 0644 (or 0755), nor owner 0 into --uid.
 		NullPermissions: true,
 	}
-}
-
-// ino returns the stable inode number of name as kind (file or dir).
-func (f *FS) ino(k names.Kind, name string) uint64 {
-	key := string(rune('0'+k)) + name
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n, ok := f.inos[key]
-	if !ok {
-		n = f.nextIno
-		f.nextIno++
-		f.inos[key] = n
-	}
-	return n
-}
-
-// fileIno is the inode number for a file node of object version a: the
-// same for the same version in the bucket, so that looking it up twice
-// finds one inode; a new one for every file not yet in the bucket
-// (generation 0), since such a name can be renamed away and created
-// again.
-func (f *FS) fileIno(a transfer.ObjectAttrs) uint64 {
-	if a.Generation <= 0 {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		n := f.nextIno
-		f.nextIno++
-		return n
-	}
-	return f.ino(names.File, fileKey(a))
-}
-
-func fileKey(a transfer.ObjectAttrs) string {
-	return a.Name + "#" + strconv.FormatInt(a.Generation, 10)
-}
-
-// releaseFileIno forgets that version a has an inode number: its node
-// was renamed, and a later file of that name and generation is another
-// file.
-func (f *FS) releaseFileIno(a transfer.ObjectAttrs) {
-	if a.Generation <= 0 {
-		return
-	}
-	f.mu.Lock()
-	delete(f.inos, string(rune('0'+names.File))+fileKey(a))
-	f.mu.Unlock()
-}
-
-// releaseFileInosUnder forgets the inode numbers of every file version
-// under prefix (a directory renamed): those names are other files now.
-func (f *FS) releaseFileInosUnder(prefix string) {
-	key := string(rune('0'+names.File)) + prefix
-	f.mu.Lock()
-	for k := range f.inos {
-		if strings.HasPrefix(k, key) {
-			delete(f.inos, k)
-		}
-	}
-	f.mu.Unlock()
 }
 
 // warnOnce logs a warning about name the first time only.
@@ -267,10 +220,6 @@ func (f *FS) fillFile(out *fuse.Attr, a transfer.ObjectAttrs, ino uint64) {
 // the count of a file system that does not count them (find and fts
 // then look at every entry instead of stopping after the count).
 func (f *FS) fillDir(out *fuse.Attr, prefix string, ph transfer.ObjectAttrs) {
-	out.Ino = f.ino(names.Dir, prefix)
-	if prefix == "" {
-		out.Ino = 1
-	}
 	md := ph.Metadata
 	out.Mode = syscall.S_IFDIR | metaUint(md, modeKey, 8, f.opts.DirMode)&0o7777
 	out.Nlink = 1

@@ -295,7 +295,7 @@ func (n *fileNode) rebase(ctx context.Context, a transfer.ObjectAttrs) (transfer
 	if !ok {
 		return a, false, nil
 	}
-	n.fsys.releaseFileIno(a)
+	n.fsys.retire(n.ino) // version a is not the node's any more
 	n.fsys.log.Info("the version a file was opened at for writing is gone from the bucket (changed by another client); its first write goes to the version the bucket has",
 		"object", a.Name, "generation", a.Generation, "live_generation", live.Generation)
 	_ = n.NotifyContent(-1, 0) // nothing to drop if the kernel forgot the inode

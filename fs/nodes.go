@@ -41,4 +41,40 @@ func (f *FS) nodesNamed(name string) []*fileNode {
 }
 
 // OnForget implements gofs.NodeOnForgetter: the kernel dropped the node.
-func (n *fileNode) OnForget() { n.fsys.untrack(n, n.objName()) }
+func (n *fileNode) OnForget() {
+	n.fsys.untrack(n, n.objName())
+	n.fsys.forgotten(&n.clockLink, n.ino)
+}
+
+// OnForget implements gofs.NodeOnForgetter: the kernel dropped the node.
+func (d *dirNode) OnForget() { d.fsys.forgotten(&d.clockLink, d.StableAttr().Ino) }
+
+// OnForget implements gofs.NodeOnForgetter: the kernel dropped the node.
+func (s *symlinkNode) OnForget() { s.fsys.forgotten(&s.clockLink, s.ino) }
+
+// forgotten is told of every node the kernel forgot: its number may be
+// handed out again, and the clock has one node less (reclaim.go).
+func (f *FS) forgotten(l *clockLink, ino uint64) {
+	f.unretire(ino)
+	f.clock.remove(l)
+}
+
+// What the clock asks of the nodes (clockNode, reclaim.go).
+
+func (n *fileNode) clockBusy() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ptOpen > 0 || n.cacheOpen > 0 || len(n.writers) > 0 || len(n.lazies) > 0
+}
+func (n *fileNode) clockDir() bool { return false }
+
+// clockDropped: go-fuse answered the lookup that made n with another
+// node, so the kernel never had n: it leaves the index of names.
+func (n *fileNode) clockDropped() { n.fsys.untrack(n, n.objName()) }
+
+func (d *dirNode) clockBusy() bool     { return false }
+func (d *dirNode) clockDir() bool      { return true }
+func (d *dirNode) clockDropped()       {}
+func (s *symlinkNode) clockBusy() bool { return false }
+func (s *symlinkNode) clockDir() bool  { return false }
+func (s *symlinkNode) clockDropped()   {}

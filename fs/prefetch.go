@@ -14,6 +14,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"sort"
 	"strings"
 	"sync"
 
@@ -37,8 +38,9 @@ const (
 	DefaultPrefetchMaxSize  = 1 << 20
 	DefaultPrefetchWindow   = 16 << 20
 	DefaultPrefetchParallel = 32
-	prefetchDirs            = 256 // directories whose listing order is remembered
-	prefetchFirst           = 4   // files fetched ahead after an open of a directory's first file
+	prefetchDirs            = 256     // directories whose listing order is remembered
+	prefetchNames           = 200_000 // and the names of their listings, at most (held by them: the name cache may have let them go)
+	prefetchFirst           = 4       // files fetched ahead after an open of a directory's first file
 )
 
 // prefetcher decides and runs the prefetches of one mount.
@@ -53,19 +55,22 @@ type prefetcher struct {
 	mu      sync.Mutex // a leaf: held with no other lock, never across I/O
 	dirs    map[string]*pfDir
 	lru     *list.List // of *pfDir, most recently used at the front
+	names   int        // the entries of the listings of dirs
 	queue   []pfJob
 	wake    *sync.Cond // on mu: a job was queued, or stop
 	stopped bool
 }
 
 // pfDir is one directory's listing order and where its reader is.
+// Positions are those of the listing's entries; only regular files are
+// fetched.
 type pfDir struct {
 	prefix   string
-	files    []transfer.ObjectAttrs // regular files, in listing order
-	index    map[string]int         // object name -> position in files
-	last     int                    // position of the last open; -1 for none
-	frontier int                    // first position not yet queued
-	epoch    int                    // bumped when the order breaks: queued jobs of older epochs are dropped
+	order    pfOrder
+	first    int // position of the first regular file
+	last     int // position of the last open; -1 for none
+	frontier int // first position not yet queued
+	epoch    int // bumped when the order breaks: queued jobs of older epochs are dropped
 	elem     *list.Element
 }
 
@@ -109,29 +114,60 @@ func (f *FS) StopPrefetch() {
 	f.prefetch.stop()
 }
 
+// pfOrder is a directory's entries in listing order.
+type pfOrder interface {
+	Len() int
+	// file returns the attributes of the entry at position i if it is a
+	// regular file.
+	file(i int) (transfer.ObjectAttrs, bool)
+	// pos returns the position of object name.
+	pos(name string) (int, bool)
+}
+
+// listingOrder is the order of a listing: its sorted names. It holds the
+// listing the name cache made, not a copy of its attributes.
+type listingOrder struct {
+	prefix string
+	l      *names.Listing
+	names  []string // l.Names()
+}
+
+func (o listingOrder) Len() int { return len(o.names) }
+
+func (o listingOrder) file(i int) (transfer.ObjectAttrs, bool) {
+	c := o.l.Child(o.names[i])
+	if c.Kind != names.File || isSymlink(c.Attrs) {
+		return transfer.ObjectAttrs{}, false
+	}
+	return c.Attrs, true
+}
+
+func (o listingOrder) pos(name string) (int, bool) {
+	seg, ok := strings.CutPrefix(name, o.prefix)
+	if !ok {
+		return 0, false
+	}
+	i := sort.SearchStrings(o.names, seg)
+	return i, i < len(o.names) && o.names[i] == seg
+}
+
 // listed records the order in which a listing of prefix gives its files.
 func (p *prefetcher) listed(prefix string, l *names.Listing) {
 	if p.o.Files <= 0 {
 		return
 	}
-	var files []transfer.ObjectAttrs
-	for _, n := range l.Names() {
-		c := l.Child(n)
-		if c.Kind != names.File || isSymlink(c.Attrs) {
-			continue
-		}
-		files = append(files, c.Attrs)
-	}
-	p.listedFiles(prefix, files)
+	p.listedOrder(prefix, listingOrder{prefix: prefix, l: l, names: l.Names()})
 }
 
-// listedFiles is listed, given the directory's regular files in listing
-// order.
-func (p *prefetcher) listedFiles(prefix string, files []transfer.ObjectAttrs) {
-	d := &pfDir{prefix: prefix, files: files, index: make(map[string]int, len(files)), last: -1}
-	for i, a := range files {
-		d.index[a.Name] = i
+// listedOrder is listed, given the directory's order.
+func (p *prefetcher) listedOrder(prefix string, order pfOrder) {
+	d := &pfDir{prefix: prefix, order: order, last: -1}
+	for d.first = 0; d.first < order.Len(); d.first++ {
+		if _, ok := order.file(d.first); ok {
+			break
+		}
 	}
+	n := order.Len()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old := p.dirs[prefix]; old != nil {
@@ -140,8 +176,9 @@ func (p *prefetcher) listedFiles(prefix string, files []transfer.ObjectAttrs) {
 		// out of order still drops them.
 		// Positions are the old listing's: the new one may be shorter
 		// (files deleted meanwhile), so they are held to it.
-		d.last, d.frontier, d.epoch = min(old.last, len(files)-1), min(old.frontier, len(files)), old.epoch
+		d.last, d.frontier, d.epoch = min(old.last, n-1), min(old.frontier, n), old.epoch
 		p.lru.Remove(old.elem)
+		p.names -= old.order.Len()
 		for i := range p.queue {
 			if p.queue[i].d == old {
 				p.queue[i].d = d
@@ -150,9 +187,11 @@ func (p *prefetcher) listedFiles(prefix string, files []transfer.ObjectAttrs) {
 	}
 	p.dirs[prefix] = d
 	d.elem = p.lru.PushFront(d)
-	for p.lru.Len() > prefetchDirs {
+	p.names += n
+	for p.lru.Len() > prefetchDirs || p.names > prefetchNames && p.lru.Len() > 1 {
 		gone := p.lru.Remove(p.lru.Back()).(*pfDir)
 		gone.epoch++
+		p.names -= gone.order.Len()
 		delete(p.dirs, gone.prefix)
 	}
 }
@@ -171,13 +210,13 @@ func (p *prefetcher) opened(name string) {
 	if d == nil || p.stopped {
 		return
 	}
-	i, ok := d.index[name]
+	i, ok := d.order.pos(name)
 	if !ok {
 		return
 	}
 	p.lru.MoveToFront(d.elem)
 	sequential := d.last >= 0 && i > d.last && i-d.last <= p.o.Files
-	first := d.last < 0 && i == 0
+	first := d.last < 0 && i == d.first
 	d.last = i
 	switch {
 	case sequential:
@@ -201,14 +240,14 @@ func (p *prefetcher) queueAheadLocked(d *pfDir, i, files int) {
 	d.frontier = max(d.frontier, i+1)
 	var ahead int64
 	for j := i + 1; j < d.frontier; j++ {
-		if d.files[j].Size <= p.o.MaxSize {
-			ahead += d.files[j].Size
+		if a, ok := d.order.file(j); ok && a.Size <= p.o.MaxSize {
+			ahead += a.Size
 		}
 	}
 	queued := false
-	for ; d.frontier < len(d.files) && d.frontier-i <= files; d.frontier++ {
-		a := d.files[d.frontier]
-		if a.Size > p.o.MaxSize || a.Size <= 0 {
+	for ; d.frontier < d.order.Len() && d.frontier-i <= files; d.frontier++ {
+		a, ok := d.order.file(d.frontier)
+		if !ok || a.Size > p.o.MaxSize || a.Size <= 0 {
 			continue
 		}
 		if ahead+a.Size > p.o.Window {
@@ -232,7 +271,7 @@ func (p *prefetcher) next() (pfJob, bool) {
 		for len(p.queue) > 0 {
 			j := p.queue[0]
 			p.queue = p.queue[1:]
-			if i, ok := j.d.index[j.a.Name]; ok && j.epoch == j.d.epoch && j.d.last < i {
+			if i, ok := j.d.order.pos(j.a.Name); ok && j.epoch == j.d.epoch && j.d.last < i {
 				return j, true
 			}
 		}

@@ -71,9 +71,30 @@ func TestPrefetchRelistedShorter(t *testing.T) {
 	p.opened("d/f0")
 	p.mu.Lock()
 	for _, d := range p.dirs {
-		if d.frontier > len(d.files) || d.last >= len(d.files) {
-			t.Errorf("after a shorter listing: frontier %d, last %d, %d files", d.frontier, d.last, len(d.files))
+		if d.frontier > d.order.Len() || d.last >= d.order.Len() {
+			t.Errorf("after a shorter listing: frontier %d, last %d, %d files", d.frontier, d.last, d.order.Len())
 		}
 	}
 	p.mu.Unlock()
+}
+
+// filesOrder is a directory of regular files only, in this order.
+type filesOrder []transfer.ObjectAttrs
+
+func (o filesOrder) Len() int { return len(o) }
+
+func (o filesOrder) file(i int) (transfer.ObjectAttrs, bool) { return o[i], true }
+
+func (o filesOrder) pos(name string) (int, bool) {
+	for i, a := range o {
+		if a.Name == name {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// listedFiles is listed, given the directory's regular files in order.
+func (p *prefetcher) listedFiles(prefix string, files []transfer.ObjectAttrs) {
+	p.listedOrder(prefix, filesOrder(files))
 }

@@ -46,8 +46,10 @@ func (d *dirNode) symlinkChild(ctx context.Context, name string, a transfer.Obje
 	}
 	ino := f.fileIno(a)
 	f.fillFile(&out.Attr, a, ino)
-	return d.NewInode(ctx, &symlinkNode{fsys: f, ino: ino, a: a},
-		gofs.StableAttr{Mode: syscall.S_IFLNK, Ino: ino})
+	s := &symlinkNode{fsys: f, ino: ino, a: a}
+	in := d.NewInode(ctx, s, gofs.StableAttr{Mode: syscall.S_IFLNK, Ino: ino})
+	f.clock.add(s, &s.clockLink)
+	return in
 }
 
 // sameLink reports whether version a of the name the node has is the

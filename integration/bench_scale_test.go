@@ -3,9 +3,12 @@ package integration
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"iter"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +26,10 @@ import (
 // 100,000-name directory (fresh, then after a remount), find over the
 // 1,000,000 names; the time of each, the RSS after it and the peak RSS
 // (VmHWM). BENCH_SCALE_10M=1 adds a find over 10,000,000 objects
-// (10,000 directories of 1,000): the bound.
+// (10,000 directories of 1,000): the bound. BENCH_SCALE_PROFILE=DIR saves
+// the mount's heap profiles after ls -l and find there, and a CPU profile
+// of ls -l; BENCH_SCALE_ENV sets environment variables of the mounts
+// (GOGC=50).
 
 const (
 	scaleFlat     = 100_000
@@ -65,6 +71,7 @@ func procStatusKiB(t testing.TB, pid int, field string) float64 {
 // scaleStep is one measured command on a mount.
 type scaleStep struct {
 	secs, rss, peak float64 // seconds; MiB after it; MiB at most so far
+	anon, file      float64 // MiB of rss: anonymous (the heap), mapped files (names.db, the binary)
 	lines           int
 }
 
@@ -96,7 +103,8 @@ func runOnMount(t testing.TB, m *mountProc, cmdline string, limit time.Duration)
 	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
 	pid := m.cmd.Process.Pid
 	return scaleStep{secs: secs, lines: n,
-		rss: procStatusKiB(t, pid, "VmRSS") / 1024, peak: procStatusKiB(t, pid, "VmHWM") / 1024}
+		rss: procStatusKiB(t, pid, "VmRSS") / 1024, peak: procStatusKiB(t, pid, "VmHWM") / 1024,
+		anon: procStatusKiB(t, pid, "RssAnon") / 1024, file: procStatusKiB(t, pid, "RssFile") / 1024}
 }
 
 func benchScale(t *testing.T, cfg benchConfig, tbl *benchTable) []string {
@@ -121,8 +129,28 @@ func benchScale(t *testing.T, cfg benchConfig, tbl *benchTable) []string {
 	t.Logf("scale: seeded in %v", time.Since(start))
 
 	args := append([]string{"--metadata-ttl", "1h"}, strings.Fields(os.Getenv("BENCH_SCALE_ARGS"))...)
+	profDir := os.Getenv("BENCH_SCALE_PROFILE")
+	if profDir != "" {
+		args = append(args, "--metrics-addr", "127.0.0.1:0", "--pprof")
+	}
+	// heap saves the mount's heap profile as BENCH_SCALE_PROFILE/NAME.
+	heap := func(m *mountProc, name string) {
+		if profDir == "" {
+			return
+		}
+		url := strings.TrimSuffix(m.metricsURL(t), "/metrics") + "/debug/pprof/heap?gc=1"
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if err := os.WriteFile(filepath.Join(profDir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	mount := func(cacheDir string) *mountProc {
-		m, err := spawnMount(t, emu, mountOpts{cacheDir: cacheDir, args: args})
+		m, err := spawnMount(t, emu, mountOpts{cacheDir: cacheDir, args: args, env: strings.Fields(os.Getenv("BENCH_SCALE_ENV"))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,20 +175,25 @@ func benchScale(t *testing.T, cfg benchConfig, tbl *benchTable) []string {
 
 		cacheDir = t.TempDir()
 		m = mount(cacheDir)
+		cpu := cpuProfile(t, m, profDir, "cpu-ls-l.prof")
 		l := runOnMount(t, m, "ls -l flat", 5*time.Minute)
+		<-cpu
 		want(l, "ls -l", scaleFlat+1)
+		heap(m, "heap-ls-l.prof")
 		m.unmount(t)
 		m = mount(cacheDir)
 		r := runOnMount(t, m, "ls -l flat", 5*time.Minute)
 		want(r, "ls -l after a remount", scaleFlat+1)
+		heap(m, "heap-remount-ls-l.prof")
 		m.unmount(t)
 
 		m = mount(t.TempDir())
 		w := runOnMount(t, m, "find tree", 10*time.Minute)
 		want(w, "find", scaleTreeDirs*scaleTreeEach+scaleTreeDirs+1)
+		heap(m, "heap-find.prof")
 		m.unmount(t)
-		t.Logf("scale repeat %d: ls -f %.2fs %.0f MiB; ls -l %.2fs %.0f MiB (peak %.0f); after a remount %.2fs %.0f MiB (peak %.0f); find 1M %.1fs %.0f MiB (peak %.0f)",
-			rep+1, f.secs, f.rss, l.secs, l.rss, l.peak, r.secs, r.rss, r.peak, w.secs, w.rss, w.peak)
+		t.Logf("scale repeat %d: ls -f %.2fs %.0f MiB; ls -l %.2fs %.0f MiB (peak %.0f, anon %.0f, files %.0f); after a remount %.2fs %.0f MiB (peak %.0f, anon %.0f, files %.0f); find 1M %.1fs %.0f MiB (peak %.0f)",
+			rep+1, f.secs, f.rss, l.secs, l.rss, l.peak, l.anon, l.file, r.secs, r.rss, r.peak, r.anon, r.file, w.secs, w.rss, w.peak)
 		lsf, lsl, relsl, find = append(lsf, f), append(lsl, l), append(relsl, r), append(find, w)
 	}
 	row := func(name string, steps []scaleStep, target string, met func(secs, rss float64) bool) {
@@ -190,6 +223,31 @@ func benchScale(t *testing.T, cfg benchConfig, tbl *benchTable) []string {
 		row("scale: find over 10,000,000 names", []scaleStep{w}, "RSS <= 1 GiB", func(_, r float64) bool { return r <= 1024 })
 	}
 	return []string{"scale: the emulator's seeded store, no WAN profile; objects of 2 bytes; BENCH_SCALE_ARGS adds mount flags"}
+}
+
+// cpuProfile saves 8 s of the mount's CPU profile as dir/name, if dir is
+// set; the channel is closed when it is saved.
+func cpuProfile(t *testing.T, m *mountProc, dir, name string) <-chan struct{} {
+	done := make(chan struct{})
+	if dir == "" {
+		close(done)
+		return done
+	}
+	url := strings.TrimSuffix(m.metricsURL(t), "/metrics") + "/debug/pprof/profile?seconds=8"
+	go func() {
+		defer close(done)
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Error(err)
+		}
+	}()
+	return done
 }
 
 // collect maps steps to values.

@@ -182,6 +182,7 @@ type mountOpts struct {
 	env      []string // extra environment
 	uid      int      // run bucketfs as this user (and group); 0: as the test
 	tls      bool     // reach the emulator over its TLS listener
+	bin      string   // the bucketfs binary; "" for the suite's
 }
 
 // mount starts bucketfs on a new directory and waits until the mount is
@@ -227,7 +228,11 @@ func spawnMount(t testing.TB, emu *emulator.Server, o mountOpts) (*mountProc, er
 	// test's own (which win), e.g. --writeback-cache to run suites with it.
 	args = append(args, strings.Fields(os.Getenv("BUCKETFS_MOUNT_ARGS"))...)
 	args = append(args, o.args...)
-	m.cmd = exec.Command(binPath, args...)
+	bin := binPath
+	if o.bin != "" {
+		bin = o.bin
+	}
+	m.cmd = exec.Command(bin, args...)
 	m.cmd.Env = append(os.Environ(), o.env...)
 	if o.uid != 0 {
 		for _, d := range []string{m.dir, o.cacheDir} {

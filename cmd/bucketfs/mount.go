@@ -72,6 +72,8 @@ type mountConfig struct {
 	clientProtocol    string
 	caFile            string
 
+	memoryLimit Size // see memory.go
+
 	metricsAddr string // see operate.go
 	pprof       bool   // Go's profiles on the metrics listener
 	prefetch    prefetchConfig
@@ -86,6 +88,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	c.largeThreshold = 32 << 20
 	c.resumableAt = transfer.DefaultResumableThreshold
 	c.partSize = transfer.DefaultPartSize
+	c.memoryLimit = defaultMemory
 	c.fileMode = 0o644
 	c.dirMode = 0o755
 	fl.StringVar(&c.cacheDir, "cache-dir", "", "cache `DIR` on local disk, one per bucket (default: /var/cache/bucketfs/BUCKET as root, else $XDG_CACHE_HOME/bucketfs/BUCKET)")
@@ -97,6 +100,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.DurationVar(&c.metadataTTL, "metadata-ttl", time.Minute, "how long names and attributes are trusted before the bucket is asked again; changes made by others show up after this")
 	fl.BoolVar(&c.metaStrict, "metadata-strict", false, "past --metadata-ttl, wait for the bucket; by default a known name or listing is answered at once and refreshed in the background")
 	fl.IntVar(&c.metaMaxNames, "metadata-max-names", names.DefaultMaxNames, "most names and attributes kept in CACHE_DIR/names.db across mounts; the least recently used directories go first")
+	fl.Var(&c.memoryLimit, "memory-limit", "memory the mount aims to stay within: past their shares of it, the kernel is asked to forget the least recently used inodes and names leave memory for CACHE_DIR/names.db; also the Go runtime's soft memory limit; 0 for no bound")
 	fl.Var(&c.chunkSize, "prefetch-chunk-size", "bytes per range request when an object is fetched")
 	fl.IntVar(&c.parallelism, "prefetch-parallelism", 16, "range requests in flight per object being fetched")
 	fl.IntVar(&c.maxRequests, "max-requests", 64, "requests in flight to the bucket, over all objects")
@@ -206,6 +210,8 @@ func (c *mountConfig) validate() error {
 		return bad("--metadata-ttl must not be negative")
 	case c.metaMaxNames < 1:
 		return bad("--metadata-max-names must be at least 1")
+	case c.memoryLimit < 0 || c.memoryLimit > 0 && c.memoryLimit < 64<<20:
+		return bad("--memory-limit must be 0 (no bound) or at least 64MiB, got %s", FormatSize(int64(c.memoryLimit)))
 	case c.uid < 0 || c.gid < 0:
 		return bad("--uid and --gid must not be negative")
 	case c.fileMode > 0o777 || c.dirMode > 0o777:
@@ -330,6 +336,7 @@ func runMount(args []string) error {
 
 	fsys := newFS(c, bucket, ch, ops, log)
 	defer fsys.Close()
+	ops.m.WatchNodes(fsys.KernelNodes)
 	if err := ops.start(c, mnt, ch); err != nil {
 		return err
 	}
@@ -448,8 +455,12 @@ func newFS(c *mountConfig, bucket transfer.Bucket, ch *cache.Cache, ops *operati
 	if c.wbCache && c.passthrough && c.ptWrites {
 		log.Warn("--passthrough-writes is ignored with --writeback-cache: the kernel refuses FUSE passthrough with its writeback cache")
 	}
+	nodes, names := memoryShares(int64(c.memoryLimit))
+	setMemoryLimit(int64(c.memoryLimit), log)
 	return bfs.New(bucket, ch, bfs.Options{
-		UID: uint32(c.uid), GID: uint32(c.gid),
+		MaxNodes:         nodes,
+		MetadataMemNames: names,
+		UID:              uint32(c.uid), GID: uint32(c.gid),
 		FileMode: uint32(c.fileMode), DirMode: uint32(c.dirMode),
 		MetadataTTL:       c.metadataTTL,
 		MetadataStrict:    c.metaStrict,

@@ -152,6 +152,9 @@ type Options struct {
 	// MaxNames bounds the names kept in names.db (0: DefaultMaxNames);
 	// the least recently used directories go first.
 	MaxNames int
+	// MemNames bounds the names held in memory (0: 100,000); more stay
+	// in names.db, loaded by directory when used (store.go).
+	MemNames int
 	Logger   *slog.Logger
 }
 
@@ -174,6 +177,9 @@ func Open(b Bucket, local Overlay, o Options) *Cache {
 	m := &Cache{b: b, local: local, ttl: o.TTL, strict: o.Strict, now: time.Now, log: o.Logger, known: newStore(),
 		changes: map[string]uint64{}, recent: map[string]map[string]recentChange{}}
 	m.bg.init()
+	if o.MemNames > 0 {
+		m.known.memNames = o.MemNames
+	}
 	if o.Dir != "" && o.TTL > 0 {
 		if o.MaxNames <= 0 {
 			o.MaxNames = DefaultMaxNames
