@@ -14,12 +14,13 @@ import (
 // confirms thousands of files in one directory: copying the level for
 // each would cost O(n) per file, O(n²) per directory. So listings made
 // from one another by changes of single children (with) share a layer:
-// a full map of children (base, never changed) and an append-only log of
-// the changes made over it since, each numbered. A listing is a layer
-// and the number of changes it sees (ver): the changes appended after it
-// was made are not its own. Appending to the log is O(1); when the log
-// grows past a fraction of the base, the next listing starts a new layer
-// with a full map (O(n) every n/8 changes: O(1) amortized per change).
+// a full set of children (base, never changed: compact records sorted by
+// name, children.go) and an append-only log of the changes made over it
+// since, each numbered. A listing is a layer and the number of changes
+// it sees (ver): the changes appended after it was made are not its own.
+// Appending to the log is O(1); when the log grows past a fraction of
+// the base, the next listing starts a new layer with a full set (O(n log
+// n) every n/8 changes: O(log n) amortized per change).
 // Its sorted names are made once, on first use (readdir), not per change.
 type Listing struct {
 	lay  *layer
@@ -42,7 +43,7 @@ type Listing struct {
 // children. mu is a leaf lock: held only while reading or appending the
 // log, never while calling out.
 type layer struct {
-	base map[string]Entry // never changed once the layer is made
+	base *childSet // never changed once the layer is made (children.go)
 
 	mu  sync.RWMutex
 	log map[string][]change // guarded by mu: by name, in the order made
@@ -64,13 +65,17 @@ func newListing(children map[string]Entry, fetched, expires time.Time, hidden ma
 			dirs++
 		}
 	}
-	return &Listing{lay: &layer{base: children}, n: len(children), dirs: dirs, fetched: fetched, expires: expires, hidden: hidden}
+	return &Listing{lay: &layer{base: newChildSet(children)}, n: len(children), dirs: dirs, fetched: fetched, expires: expires, hidden: hidden}
 }
 
 // Names returns the names of the level, sorted. The caller must not
 // change the slice.
 func (l *Listing) Names() []string {
 	l.namesOnce.Do(func() {
+		if l.ver == 0 {
+			l.names = l.lay.base.names() // sorted already
+			return
+		}
 		names := make([]string, 0, l.n)
 		l.each(func(seg string, _ Entry) { names = append(names, seg) })
 		sort.Strings(names)
@@ -88,7 +93,8 @@ func (l *Listing) Dirs() int { return l.dirs }
 // Child returns what seg, a name of the level, is (Kind None if absent).
 func (l *Listing) Child(seg string) Entry {
 	if l.ver == 0 {
-		return l.lay.base[seg]
+		e, _ := l.lay.base.get(seg)
+		return e
 	}
 	l.lay.mu.RLock()
 	cs := l.lay.log[seg]
@@ -100,18 +106,19 @@ func (l *Listing) Child(seg string) Entry {
 		}
 	}
 	l.lay.mu.RUnlock()
-	return l.lay.base[seg]
+	e, _ := l.lay.base.get(seg)
+	return e
 }
 
 // each calls fn for every child of the level, in no order. It holds no
 // lock while calling fn.
 func (l *Listing) each(fn func(seg string, e Entry)) {
 	changed := l.changed()
-	for seg, e := range l.lay.base {
+	l.lay.base.each(func(seg string, e Entry) {
 		if _, ok := changed[seg]; !ok {
 			fn(seg, e)
 		}
-	}
+	})
 	for seg, e := range changed {
 		if e.Kind != None {
 			fn(seg, e)
@@ -139,14 +146,8 @@ func (l *Listing) changed() map[string]Entry {
 	return out
 }
 
-// children returns the children of the level as a map the caller may
-// not change (the base itself if nothing changed over it).
-func (l *Listing) children() map[string]Entry {
-	if l.ver == 0 {
-		return l.lay.base
-	}
-	return l.copyChildren(0)
-}
+// children returns the children of the level as a new map.
+func (l *Listing) children() map[string]Entry { return l.copyChildren(0) }
 
 // copyChildren returns a new map of the children of the level, with
 // room for extra more.
@@ -183,7 +184,7 @@ func (l *Listing) with(seg string, e Entry) *Listing {
 	lay.mu.Lock()
 	// Only the newest listing of a layer may extend its log: another's
 	// changes would be seen by the listings made after it.
-	if lay.tip == l.ver && lay.tip < compactAfter(len(lay.base)) {
+	if lay.tip == l.ver && lay.tip < compactAfter(lay.base.len()) {
 		if lay.log == nil {
 			lay.log = map[string][]change{}
 		}
@@ -200,7 +201,7 @@ func (l *Listing) with(seg string, e Entry) *Listing {
 	} else {
 		children[seg] = e
 	}
-	out.lay = &layer{base: children}
+	out.lay = &layer{base: newChildSet(children)}
 	return out
 }
 
