@@ -9,7 +9,9 @@ import (
 // The memory a mount aims to stay within (--memory-limit). What grows
 // with the bucket is what it has seen of names: the kernel's inodes (a
 // node here for each, about 1 KiB with go-fuse's) and the names and
-// attributes cached in memory (about 250 bytes each). Each gets a share
+// attributes cached in memory (a listing's child is a record of about 90
+// bytes and its name; counted at 256 to leave room for names looked up
+// alone). Each gets a share
 // of the limit; past it, the least recently used go (nodes are forgotten
 // by the kernel, names stay in names.db), and a name used again costs a
 // lookup from names.db, not a request to the bucket. The rest of the
@@ -19,7 +21,7 @@ import (
 // the runtime may pass it rather than spend all its time collecting).
 const (
 	nodeBytes     = 1 << 10 // measured: go-fuse's node, this package's node, the index of names
-	nameBytes     = 256     // measured: an entry of a listing, with its attributes
+	nameBytes     = 256     // a name and its attributes, at most (see above)
 	nodesShare    = 5       // percent of the limit for the kernel's nodes
 	namesShare    = 10      // percent for the names and attributes in memory
 	minNodes      = 4096
