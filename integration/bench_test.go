@@ -48,8 +48,8 @@ import (
 //	                   (= cached-read, cold), write (= fio-write,
 //	                   small-files, drain), or one of those (cached-write
 //	                   is the old name of fio-write), xml-drain, warm,
-//	                   offline, small-read, names, resumable, scale
-//	                   (default: all)
+//	                   offline, small-read, names, resumable, scale,
+//	                   footer (default: all)
 //	BENCH_SCALE_10M    1: the scale section also walks 10,000,000 names
 //	BENCH_SCALE_ARGS   more mount flags for the scale section
 //	BENCH_OUT          also write the table and the machine facts here
@@ -122,6 +122,9 @@ func TestBench(t *testing.T) {
 	}
 	if cfg.runs("names") {
 		notes = append(notes, benchNames(t, cfg, tbl)...)
+	}
+	if cfg.runs("footer") {
+		notes = append(notes, benchFooter(t, emu, cfg, tbl)...) // bench_footer_test.go
 	}
 	if cfg.runs("scale") {
 		notes = append(notes, benchScale(t, cfg, tbl)...) // bench_scale_test.go
@@ -292,7 +295,7 @@ type benchConfig struct {
 // benchSections are the names BENCH_ONLY takes; "read" stands for the
 // two read sections, "write" for the three write sections, and
 // "cached-write" is the old name of "fio-write".
-var benchSections = []string{"read", "cached-read", "cold", "write", "fio-write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable", "scale"}
+var benchSections = []string{"read", "cached-read", "cold", "write", "fio-write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable", "scale", "footer"}
 
 // runs says whether section (one of benchSections) is to run.
 func (c benchConfig) runs(section string) bool {
