@@ -226,7 +226,7 @@ func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) 
 			}
 		} else if isSymlink(c.Attrs) {
 			e.Mode = syscall.S_IFLNK
-			e.Ino = f.fileIno(c.Attrs)
+			e.Ino = f.listedIno(c.Attrs)
 		} else {
 			e.Mode = fileType(c.Attrs) // a regular or special file
 			if in := d.GetChild(n); in != nil {
@@ -235,7 +235,7 @@ func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) 
 				}
 			}
 			if e.Ino == 0 {
-				e.Ino = f.fileIno(c.Attrs)
+				e.Ino = f.listedIno(c.Attrs)
 			}
 		}
 		entries = append(entries, e)

@@ -62,14 +62,16 @@ type Options struct {
 // here): FS.mu, FS.nodesMu, dirNode.mu and fileNode.mu each guard their
 // own fields and are held only around them: never across I/O (a request
 // to the bucket, a call of the cache) nor a call into go-fuse. The one
-// nesting: FS.mu is taken under fileNode.mu (repoint releases the node's
-// inode number as it changes the node's name); and fileNode.mu under a
+// nesting: FS.mu is taken under fileNode.mu (repoint retires the node's
+// inode number as it changes the node's name, inodes.go); and fileNode.mu under a
 // lazy write handle's own lock (lazyWriter.mu, lazywrite.go), which is
 // held across the cache's OpenWrite. No other two are held at
 // once; nodesMu is a leaf, taken with nothing else held. The lock of the
 // name cache (names.Cache) and the cache's locks are taken with none of
 // these held. prefetcher.mu (prefetch.go) is a leaf too, never held
-// across a call of the cache; so is dirClock.mu (times.go).
+// across a call of the cache; so are dirClock.mu (times.go) and
+// reclaimer.mu (reclaim.go: it looks at a node's locks only after
+// releasing its own).
 
 // FS is the file tree of one mounted bucket.
 type FS struct {

@@ -81,6 +81,17 @@ func (f *FS) fileIno(a transfer.ObjectAttrs) uint64 {
 	return f.unlessRetired(hashIno('f', a.Name, a.Generation))
 }
 
+// listedIno is the number a directory listing shows for a file the
+// kernel has no node of (d_ino, plain READDIR): its hash, with no look
+// at the retired numbers, so that a listing of 100,000 names takes no
+// lock per name. A lookup decides the inode's number (fileIno).
+func (f *FS) listedIno(a transfer.ObjectAttrs) uint64 {
+	if a.Generation <= 0 {
+		return f.freshIno()
+	}
+	return hashIno('f', a.Name, a.Generation)
+}
+
 func (f *FS) unlessRetired(ino uint64) uint64 {
 	f.mu.Lock()
 	_, retired := f.retired[ino]

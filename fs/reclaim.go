@@ -98,18 +98,18 @@ func (r *reclaimer) add(n clockNode, l *clockLink) {
 		return
 	}
 	r.pushFrontLocked(l)
-	over := r.max > 0 && r.n > r.max
-	if over && !r.started {
-		r.started = true
-		go r.run()
-	}
-	r.mu.Unlock()
-	if over {
+	if r.max > 0 && r.n > r.max {
+		if !r.started {
+			r.started = true
+			go r.run()
+		}
+		// Under mu: stop closes kick only after it set stopped under mu.
 		select {
 		case r.kick <- struct{}{}:
 		default:
 		}
 	}
+	r.mu.Unlock()
 }
 
 // remove unqueues a node the kernel forgot.

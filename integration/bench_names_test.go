@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -162,22 +161,7 @@ func fillNamesDB(t *testing.T, cacheDir string) {
 }
 
 // rssKiB returns VmRSS of process pid in KiB.
-func rssKiB(t *testing.T, pid int) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			n, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return n
-		}
-	}
-	t.Fatalf("no VmRSS in /proc/%d/status", pid)
-	return 0
-}
+func rssKiB(t *testing.T, pid int) float64 { return procStatusKiB(t, pid, "VmRSS") }
 
 // readyAndRSS mounts cacheDir, and returns how long the process took to
 // say it mounted, and its RSS then (MiB), and after ls -R if walk.
