@@ -69,9 +69,9 @@ type Options struct {
 // once; nodesMu is a leaf, taken with nothing else held. The lock of the
 // name cache (names.Cache) and the cache's locks are taken with none of
 // these held. prefetcher.mu (prefetch.go) is a leaf too, never held
-// across a call of the cache; so are dirClock.mu (times.go) and
+// across a call of the cache; so are dirClock.mu (times.go),
 // reclaimer.mu (reclaim.go: it looks at a node's locks only after
-// releasing its own).
+// releasing its own) and entryGate.mu (gate.go).
 
 // FS is the file tree of one mounted bucket.
 type FS struct {

@@ -22,6 +22,9 @@ type OpObserver func(op string, d time.Duration, errno syscall.Errno)
 func (f *FS) Mount(dir string) (*fuse.Server, error) {
 	opts := f.MountOptions()
 	var raw fuse.RawFileSystem = &killprivFS{gofs.NewNodeFS(f.Root(), opts)} // killpriv.go
+	if f.clock.max > 0 {
+		raw = &gatedFS{RawFileSystem: raw, gate: &f.clock.gate} // gate.go
+	}
 	if f.opts.OpObserver != nil {
 		raw = &observedFS{RawFileSystem: raw, obs: f.opts.OpObserver}
 	}

@@ -26,6 +26,8 @@ package fs
 // FUSE request: the kernel takes the directory's lock to invalidate an
 // entry, which a request in that directory may hold.
 //
+// Asks wait for a moment with no lookup in flight (gate.go).
+//
 // reclaimer.mu is a leaf (LOCK ORDER, fs.go): held only around the queue.
 
 import (
@@ -77,6 +79,7 @@ type reclaimer struct {
 	kick    chan struct{}
 	done    chan struct{}
 	noPrune atomic.Bool // the kernel has no FUSE_NOTIFY_PRUNE
+	gate    entryGate   // lookups in flight: asks wait for none (gate.go)
 
 	asked atomic.Int64 // nodes the hand asked the kernel to forget
 }
@@ -177,6 +180,7 @@ func (r *reclaimer) run() {
 			}
 		case <-retry.C:
 		}
+		r.gate.quiet(gateWait) // once a round: its passes take a moment
 		for budget := 2 * r.held(); ; {
 			held := r.held()
 			if held <= r.max {
