@@ -40,7 +40,11 @@ type Options struct {
 	MaxSize     int64  // bytes of object data kept; > 0
 	ChunkSize   int64  // bytes per range request of a download
 	Parallelism int    // range requests in flight per object download
-	Logger      *slog.Logger
+	// WholeMax: objects up to this size are fetched whole from their
+	// first read; larger ones as they are read, and whole once the reads
+	// show it (fetch.go). 0: every object whole.
+	WholeMax int64
+	Logger   *slog.Logger
 
 	// Write-back (see writeback.go).
 	WriteBackDelay    time.Duration // wait after the last close before uploading
@@ -79,6 +83,8 @@ type Stats struct {
 	// ReadBytes counts bytes handles read from local cache files. Reads
 	// the kernel serves itself (FUSE passthrough) are not seen.
 	ReadBytes int64
+	// Fetched counts the bytes downloads fetched, by reason (fetch.go).
+	Fetched FetchedBytes
 	// PrefetchUsedBytes counts bytes of prefetched copies an open took
 	// later; PrefetchWastedBytes those that left the cache (or the
 	// mount ended) before any open (prefetch.go).
@@ -121,10 +127,12 @@ type Cache struct {
 	syncVerifyMax  int64          // copies up to this size are checked at open, larger ones in the background
 	verifyWait     time.Duration  // how long an open waits for a background check
 
-	opened    time.Time    // when Open ran
-	readBytes atomic.Int64 // Stats.ReadBytes, counted without mu
-	floor     int64        // free bytes kept on the disk (Options.MinFree resolved); 0: none (space.go)
-	diskCap   int64        // the most the cache's disk can ever hold above the floor; 0: no bound (space.go)
+	opened    time.Time          // when Open ran
+	readBytes atomic.Int64       // Stats.ReadBytes, counted without mu
+	fetched   [4]atomic.Int64    // Stats.Fetched, by transfer.FetchReason, counted without mu (fetch.go)
+	prio      *transfer.Priority // the readers' fetches first, over all downloads
+	floor     int64              // free bytes kept on the disk (Options.MinFree resolved); 0: none (space.go)
+	diskCap   int64              // the most the cache's disk can ever hold above the floor; 0: no bound (space.go)
 
 	kick       chan struct{}      // buffered 1: wakes the uploader (uploader.go)
 	stopUpload context.CancelFunc // ends the uploader and its uploads
@@ -161,7 +169,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		o.Logger = slog.Default()
 	}
 	c := &Cache{
-		opts: o, b: b, log: o.Logger, opened: time.Now(),
+		opts: o, b: b, log: o.Logger, opened: time.Now(), prio: transfer.NewPriority(),
 		dataDir: filepath.Join(o.Dir, "data"),
 		kick:    make(chan struct{}, 1),
 		cacheIndex: cacheIndex{
@@ -288,7 +296,7 @@ func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, erro
 	if e == nil {
 		return &Handle{c: c, name: a.Name, gen: a.Generation, size: a.Size, encoded: a.ContentEncoding != ""}, nil
 	}
-	return c.newHandle(e)
+	return c.newHandle(e, wholeWhy(ctx))
 }
 
 // acquire finds or creates the entry for version a and takes a reference
@@ -447,8 +455,9 @@ func (c *Cache) forget(e *entry) {
 }
 
 // newHandle opens e's file for a new handle and, if e is incomplete,
-// makes sure a download is running. e.refs already counts the handle.
-func (c *Cache) newHandle(e *entry) (*Handle, error) {
+// makes its download (fetch.go: started at once for why, if whole). e.refs
+// already counts the handle.
+func (c *Cache) newHandle(e *entry, why transfer.FetchReason) (*Handle, error) {
 	// Read-write: the kernel keeps the first passthrough descriptor of an
 	// inode for every later open of it, writers included.
 	c.mu.Lock()
@@ -476,21 +485,27 @@ func (c *Cache) newHandle(e *entry) (*Handle, error) {
 	}
 	c.stats.Misses++
 	if e.dl == nil {
-		if err := c.startDownloadLocked(e); err != nil {
+		if err := c.newDownloadLocked(e); err != nil {
 			c.mu.Unlock()
 			h.Close()
 			return nil, err
 		}
+		if why == transfer.FetchWarm || c.wholeFromStart(size) {
+			c.walkLocked(e, why)
+		}
 	}
 	h.dl = e.dl
+	h.byEvidence.Store(!e.dl.Started())
 	c.mu.Unlock()
 	return h, nil
 }
 
-// startDownloadLocked starts fetching e's missing chunks in the background.
-// Opening the destination file is quick local I/O done under the lock so
-// that two opens cannot start two downloads.
-func (c *Cache) startDownloadLocked(e *entry) error {
+// newDownloadLocked makes e's download of its missing chunks, fetching
+// nothing yet: reads fetch what they need, and walkLocked starts the
+// background walk of the rest. Opening the destination file is quick
+// local I/O done under the lock so that two opens cannot make two
+// downloads.
+func (c *Cache) newDownloadLocked(e *entry) error {
 	if e.rec.localContent() || e.rec.Complete {
 		return fmt.Errorf("internal error: download of %s, whose copy is complete or has local changes", e.name)
 	}
@@ -507,7 +522,8 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 	}
 	src, gen := e.name, e.rec.Generation
 	do := transfer.DownloadOptions{ChunkSize: c.opts.ChunkSize, Parallelism: c.opts.Parallelism, Sums: sums,
-		CRC32C: e.rec.CRC32C, CheckCRC: e.rec.CRC32C != 0, StoredBytes: e.rec.Encoding != "", Logger: c.log}
+		CRC32C: e.rec.CRC32C, CheckCRC: e.rec.CRC32C != 0, StoredBytes: e.rec.Encoding != "", Logger: c.log,
+		Priority: c.prio, OnFetched: c.countFetched}
 	if e.rec.pendingCopy() {
 		src, gen = e.rec.CopyFrom, e.rec.CopyGen // the content is that version's
 		// The download reads that version: it is held while it runs,
@@ -515,9 +531,25 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 		e.dlHold = src
 		c.holds[src]++
 	}
-	dl := transfer.NewDownload(c.b, src, gen, e.rec.Size, f, present, do)
-	e.dl, e.dlFile, e.dlIdle = dl, f, false
-	dl.Start()
+	e.dl, e.dlFile, e.dlIdle = transfer.NewDownload(c.b, src, gen, e.rec.Size, f, present, do), f, true
+	return nil
+}
+
+// walkLocked starts the background walk of e's download, if it has one
+// not started, fetching for why; the download is retired when the walk
+// ends and no handle holds e (or the copy is complete). Until the walk
+// starts, the download counts as idle: the last release retires it.
+func (c *Cache) walkLocked(e *entry, why transfer.FetchReason) {
+	dl, f := e.dl, e.dlFile
+	if dl == nil || dl.Started() {
+		return
+	}
+	src, gen := e.name, e.rec.Generation
+	if e.rec.pendingCopy() {
+		src, gen = e.rec.CopyFrom, e.rec.CopyGen
+	}
+	e.dlIdle = false
+	dl.StartFor(why)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -548,7 +580,6 @@ func (c *Cache) startDownloadLocked(e *entry) error {
 			c.retire(e, dl, f)
 		}
 	}()
-	return nil
 }
 
 func isClosed(ch <-chan struct{}) bool {
@@ -653,6 +684,7 @@ func (c *Cache) Stats() Stats {
 	s.Entries = len(c.entries)
 	s.UsedBytes = c.used
 	s.ReadBytes = c.readBytes.Load()
+	s.Fetched = c.fetchedBytes()
 	for _, e := range c.entries {
 		if e.rec.Dirty {
 			s.DirtyFiles++

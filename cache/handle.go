@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -23,12 +24,16 @@ type Handle struct {
 	gen  int64
 	size int64
 
-	encoded   bool // the object is stored with a Content-Encoding: read its stored bytes
-	complete  bool // the copy was complete when the handle was opened
-	verify    bool // its chunks are being checked: each is checked before it is served (checksum.go)
-	headMu    sync.Mutex
-	head      []byte // guarded by headMu: the first bytes of an uncached object, fetched by Check (head.go)
-	closeOnce sync.Once
+	encoded  bool // the object is stored with a Content-Encoding: read its stored bytes
+	complete bool // the copy was complete when the handle was opened
+	verify   bool // its chunks are being checked: each is checked before it is served (checksum.go)
+	// byEvidence: the download fetches what is read until the reads
+	// show the object is read broadly (fetch.go).
+	byEvidence atomic.Bool
+	evidence   readEvidence
+	headMu     sync.Mutex
+	head       []byte // guarded by headMu: the first bytes of an uncached object, fetched by Check (head.go)
+	closeOnce  sync.Once
 }
 
 // Size is the object's size.
@@ -77,7 +82,8 @@ func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		if done == n {
 			return n, nil
 		}
-		got, err := h.c.b.ReadRange(h.readCtx(ctx), h.name, h.gen, off+int64(done), int64(n-done), &sliceWriter{buf: p[done:]})
+		got, err := h.c.b.ReadRange(transfer.Foreground(h.readCtx(ctx)), h.name, h.gen, off+int64(done), int64(n-done), &sliceWriter{buf: p[done:]})
+		h.c.countFetched(transfer.FetchRead, got)
 		if err != nil {
 			return done + int(got), staleOr(err)
 		}
@@ -87,6 +93,7 @@ func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		return n, nil
 	}
 	if h.dl != nil {
+		h.observe(off, int64(n))
 		if err := h.dl.Ensure(ctx, off, int64(n)); err != nil {
 			return 0, staleOr(err)
 		}
@@ -128,7 +135,8 @@ func (h *Handle) readChecked(ctx context.Context, p []byte, off int64) (int, boo
 	if why != "" {
 		return 0, true, fmt.Errorf("%s: %w: %s", h.name, ErrDamaged, why)
 	}
-	got, err := h.c.b.ReadRange(h.readCtx(ctx), src, gen, off, n, &sliceWriter{buf: p[:n]})
+	got, err := h.c.b.ReadRange(transfer.Foreground(h.readCtx(ctx)), src, gen, off, n, &sliceWriter{buf: p[:n]})
+	h.c.countFetched(transfer.FetchRead, got)
 	if err != nil {
 		return int(got), true, staleOr(err)
 	}
@@ -152,6 +160,11 @@ func (h *Handle) Check(ctx context.Context) error {
 	}
 	if h.e == nil {
 		return h.readHead(ctx)
+	}
+	if h.byEvidence.Load() {
+		// What the first read wants is not known: no chunk is fetched
+		// for a check (fetch.go).
+		return staleOr(h.dl.Probe(h.readCtx(ctx)))
 	}
 	for i, ok := range h.dl.Present() {
 		if !ok {

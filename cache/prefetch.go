@@ -52,7 +52,7 @@ func (c *Cache) Prefetch(ctx context.Context, a transfer.ObjectAttrs) (bool, err
 		return false, nil
 	}
 	if e.dl == nil {
-		if err := c.startDownloadLocked(e); err != nil {
+		if err := c.startWholeLocked(e, transfer.FetchWhole); err != nil {
 			c.mu.Unlock()
 			return false, err
 		}

@@ -86,6 +86,7 @@ func (c *Cache) Status(maxDirty int) Status {
 	s.Entries = len(c.entries)
 	s.UsedBytes = c.used
 	s.ReadBytes = c.readBytes.Load()
+	s.Fetched = c.fetchedBytes()
 	var dirty []DirtyFile
 	for name, e := range c.entries {
 		if e.dl != nil && !e.dlIdle {

@@ -229,7 +229,7 @@ func (c *Cache) warmOne(ctx context.Context, a transfer.ObjectAttrs, pin bool, o
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
-	h, err := c.Open(ctx, a) // its download is running when it returns
+	h, err := c.Open(warming(ctx), a) // its download is running when it returns
 	<-opening
 	if err != nil {
 		return false, err
@@ -240,6 +240,7 @@ func (c *Cache) warmOne(ctx context.Context, a transfer.ObjectAttrs, pin bool, o
 	}
 	already := h.complete
 	if !already {
+		c.promote(h.e, h.dl, transfer.FetchWarm) // made by another open, fetching what is read
 		if err := h.dl.EnsureComplete(ctx); err != nil {
 			// Not pinned: a pinned partial copy would keep its full size
 			// from eviction for a version that may be gone.

@@ -227,7 +227,7 @@ func (c *Cache) completeForWrite(ctx context.Context, e *entry, a transfer.Objec
 		e.rec.Complete, e.rec.Present = true, nil
 	default:
 		if e.dl == nil {
-			if err := c.startDownloadLocked(e); err != nil {
+			if err := c.startWholeLocked(e, transfer.FetchWhole); err != nil {
 				c.mu.Unlock()
 				return trunc, err
 			}

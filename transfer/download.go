@@ -35,13 +35,22 @@ type DownloadOptions struct {
 	// Logger, if set, is told about a failed fetch a reader retried
 	// (Ensure); nil logs nothing.
 	Logger *slog.Logger
+	// Priority, shared by the downloads of a mount, puts the fetches
+	// readers wait for first (priority.go); nil: no order.
+	Priority *Priority
+	// OnFetched, if set, is told about the bytes fetched, as they land,
+	// with the reason they were fetched for. Called by many goroutines
+	// at once; it must be quick.
+	OnFetched func(r FetchReason, n int64)
 }
 
 // Download fetches one version of an object into dst in chunks of
 // ChunkSize. Background workers walk the object from the start with
-// Parallelism requests in flight; Ensure fetches the chunks a reader needs
-// at once, ahead of the walk. A chunk is fetched by one request at a time:
-// concurrent Ensure calls for the same chunk share it.
+// Parallelism requests in flight, once started (Start); Ensure fetches
+// the chunks a reader needs at once, ahead of the walk, and Readahead
+// those a reader will need. A chunk is fetched by one request at a time:
+// concurrent Ensure calls for the same chunk share it. With a Priority,
+// the fetches readers wait for go first (priority.go).
 //
 // Chunk i covers [i*ChunkSize, min((i+1)*ChunkSize, size)). dst receives
 // each chunk's bytes with WriteAt before the chunk counts as present; a
@@ -60,6 +69,8 @@ type Download struct {
 	crc   uint32 // the object's, if check
 	check bool
 	log   *slog.Logger // nil: none
+	prio  *Priority    // nil: no order
+	onGot func(FetchReason, int64)
 
 	// life is the download's own lifetime (not a request's): Stop cancels
 	// it. Fetches started by Ensure run under it, so that one reader giving
@@ -78,6 +89,7 @@ type Download struct {
 	bgErr     error        // guarded by mu: first background failure
 	broken    error        // guarded by mu: the whole object failed its check; nothing is served
 	started   bool         // guarded by mu
+	walkWhy   FetchReason  // guarded by mu: the walk's reason, and EnsureComplete's
 }
 
 type chunkState struct {
@@ -94,9 +106,12 @@ type chunkState struct {
 type attempt struct {
 	done chan struct{}
 	err  error
+	why  FetchReason // what it was claimed for
 
 	written int64         // guarded by Download.mu
 	moved   chan struct{} // guarded by Download.mu: closed (and replaced) when written grows
+	wanted  chan struct{} // guarded by Download.mu: closed when a reader first waits for it
+	waited  bool          // guarded by Download.mu: wanted is closed
 }
 
 // NewDownload prepares a download of generation gen of object name, whose
@@ -112,7 +127,8 @@ func NewDownload(b Bucket, name string, gen, size int64, dst io.WriterAt, presen
 	n := int((size + o.ChunkSize - 1) / o.ChunkSize)
 	d := &Download{
 		b: b, name: name, gen: gen, size: size, chunk: o.ChunkSize, par: o.Parallelism, dst: dst,
-		crc: o.CRC32C, check: o.CheckCRC, log: o.Logger,
+		crc: o.CRC32C, check: o.CheckCRC, log: o.Logger, prio: o.Priority, onGot: o.OnFetched,
+		walkWhy:  FetchWhole,
 		idle:     make(chan struct{}),
 		complete: make(chan struct{}),
 		chunks:   make([]chunkState, n),
@@ -140,15 +156,20 @@ func NewDownload(b Bucket, name string, gen, size int64, dst io.WriterAt, presen
 // NumChunks is the number of chunks of the object.
 func (d *Download) NumChunks() int { return len(d.chunks) }
 
-// Start launches the background walk. It returns at once; Idle is closed
-// when the walk ends (all chunks present, a failure, or Stop).
-func (d *Download) Start() {
+// Start launches the background walk, fetching for FetchWhole. It
+// returns at once; Idle is closed when the walk ends (all chunks present,
+// a failure, or Stop).
+func (d *Download) Start() { d.StartFor(FetchWhole) }
+
+// StartFor is Start with the walk's chunks (and EnsureComplete's)
+// counted for reason why. A download already started keeps its reason.
+func (d *Download) StartFor(why FetchReason) {
 	d.mu.Lock()
 	if d.started {
 		d.mu.Unlock()
 		return
 	}
-	d.started = true
+	d.started, d.walkWhy = true, why
 	d.mu.Unlock()
 	var workers sync.WaitGroup
 	for range d.par {
@@ -168,9 +189,18 @@ func (d *Download) Start() {
 	}()
 }
 
+// Started reports whether the background walk was started.
+func (d *Download) Started() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.started
+}
+
 // walk fetches unclaimed chunks in order until none is left or one fails.
+// It claims no chunk while a reader waits (Priority).
 func (d *Download) walk() {
 	for {
+		d.prio.yield(d.life, nil)
 		i, a := d.claimNext()
 		if a == nil {
 			return
@@ -195,14 +225,18 @@ func (d *Download) claimNext() (int, *attempt) {
 	for ; d.next < len(d.chunks); d.next++ {
 		c := &d.chunks[d.next]
 		if !c.present && c.fetch == nil {
-			return d.next, d.claimLocked(d.next)
+			return d.next, d.claimLocked(d.next, d.walkWhy)
 		}
 	}
 	return -1, nil
 }
 
-func (d *Download) claimLocked(i int) *attempt {
-	a := &attempt{done: make(chan struct{}), moved: make(chan struct{})}
+func (d *Download) claimLocked(i int, why FetchReason) *attempt {
+	a := &attempt{done: make(chan struct{}), moved: make(chan struct{}), wanted: make(chan struct{}), why: why}
+	if why == FetchRead {
+		a.waited = true
+		close(a.wanted)
+	}
 	d.chunks[i].fetch = a
 	return a
 }
@@ -223,6 +257,8 @@ type progressWriter struct {
 	crc uint32 // CRC-32C of those bytes
 }
 
+// Write lands p, and then, in a fetch no reader waits for, pauses while
+// readers wait for others (Priority): the body is not read meanwhile.
 func (w *progressWriter) Write(p []byte) (int, error) {
 	n, err := w.d.dst.WriteAt(p, w.off+w.n)
 	w.crc = crc32c.Update(w.crc, p[:n])
@@ -231,7 +267,18 @@ func (w *progressWriter) Write(p []byte) (int, error) {
 	w.a.written = w.n
 	close(w.a.moved)
 	w.a.moved = make(chan struct{})
+	waited, wanted := w.a.waited, w.a.wanted
 	w.d.mu.Unlock()
+	if w.d.onGot != nil && n > 0 {
+		why := w.a.why
+		if waited && why != FetchRead {
+			why = FetchRead // a reader came to wait for it
+		}
+		w.d.onGot(why, int64(n))
+	}
+	if !waited && err == nil {
+		w.d.prio.yield(w.d.life, wanted)
+	}
 	return n, err
 }
 
@@ -278,7 +325,13 @@ func (d *Download) read(a *attempt, off, n int64) (uint32, error) {
 	pw := &progressWriter{d: d, a: a, off: off}
 	bw := bufPool.Get().(*bufio.Writer)
 	bw.Reset(pw)
-	got, err := d.b.ReadRange(d.life, d.name, d.gen, off, n, bw)
+	ctx := d.life
+	d.mu.Lock()
+	if a.waited {
+		ctx = Foreground(ctx)
+	}
+	d.mu.Unlock()
+	got, err := d.b.ReadRange(ctx, d.name, d.gen, off, n, bw)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -409,24 +462,29 @@ func (d *Download) ensureOnce(ctx context.Context, off, length int64, whole bool
 		d.mu.Unlock()
 		return d.broken
 	}
+	why := FetchRead
+	if whole {
+		why = d.walkWhy // a walk's, done at once (warm): it waits for no reader
+	}
 	for i := first; i <= last; i++ {
 		c := &d.chunks[i]
 		need := min(end-int64(i)*d.chunk, d.chunk)
 		switch {
 		case c.present:
 		case c.fetch != nil:
+			if !whole && !c.fetch.waited {
+				c.fetch.waited = true // foreground from now on: it pauses no more
+				close(c.fetch.wanted)
+			}
 			waits = append(waits, wait{c.fetch, need})
 		default:
-			a := d.claimLocked(i)
-			waits = append(waits, wait{a, need})
-			d.wg.Add(1)
-			go func(i int) {
-				defer d.wg.Done()
-				d.fetch(i, a)
-			}(i)
+			waits = append(waits, wait{d.goFetchLocked(i, why), need})
 		}
 	}
 	d.mu.Unlock()
+	if !whole && len(waits) > 0 {
+		defer d.prio.enter()()
+	}
 	for _, w := range waits {
 		need := w.need
 		if whole {
@@ -437,6 +495,39 @@ func (d *Download) ensureOnce(ctx context.Context, off, length int64, whole bool
 		}
 	}
 	return nil
+}
+
+// goFetchLocked claims chunk i for why and fetches it on a goroutine of
+// its own.
+func (d *Download) goFetchLocked(i int, why FetchReason) *attempt {
+	a := d.claimLocked(i, why)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.fetch(i, a)
+	}()
+	return a
+}
+
+// Readahead starts fetching the chunks of [off, off+length) that are
+// neither present nor being fetched, for FetchReadahead, and returns at
+// once. They yield to readers' fetches until a reader waits for them.
+func (d *Download) Readahead(off, length int64) {
+	if length <= 0 || off >= d.size {
+		return
+	}
+	first := int(off / d.chunk)
+	last := int((min(off+length, d.size) - 1) / d.chunk)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.broken != nil || d.life.Err() != nil {
+		return
+	}
+	for i := first; i <= last; i++ {
+		if c := &d.chunks[i]; !c.present && c.fetch == nil {
+			d.goFetchLocked(i, FetchReadahead)
+		}
+	}
 }
 
 // waitFor returns once attempt a has written the first need bytes of its
@@ -474,6 +565,25 @@ func (d *Download) Err() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.bgErr
+}
+
+// Probe tells whether the version is still in the bucket, by reading its
+// first byte (not kept): ErrNotExist if it is gone. For a download that
+// has fetched nothing and will fetch what is read, it is a check that
+// costs a round trip and no more.
+func (d *Download) Probe(ctx context.Context) error {
+	got, err := d.b.ReadRange(Foreground(ctx), d.name, d.gen, 0, min(1, d.size), io.Discard)
+	if d.onGot != nil && got > 0 {
+		d.onGot(FetchRead, got)
+	}
+	return err
+}
+
+// PresentCount returns how many chunks are present, of how many.
+func (d *Download) PresentCount() (present, total int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.chunks) - d.remaining, len(d.chunks)
 }
 
 // Present returns a snapshot of which chunks are present.

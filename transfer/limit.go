@@ -7,10 +7,25 @@ import (
 
 // Limited caps the number of requests in flight to the wrapped bucket, over
 // all callers. A ReadRange holds its slot until its bytes are copied.
+// Range reads a reader waits for (Foreground) may also take one of a few
+// slots kept for them: background reads that hold every shared slot (and
+// pause while a reader waits, Priority) cannot keep a reader's request
+// from going out.
 type Limited struct {
 	b   Bucket
 	sem chan struct{}
+	fg  chan struct{} // the slots kept for foreground range reads
 }
+
+type foregroundKey struct{}
+
+// Foreground marks ctx as a reader's: its range reads may use the slots
+// Limited keeps for them.
+func Foreground(ctx context.Context) context.Context {
+	return context.WithValue(ctx, foregroundKey{}, true)
+}
+
+func isForeground(ctx context.Context) bool { return ctx.Value(foregroundKey{}) != nil }
 
 var _ Bucket = (*Limited)(nil)
 
@@ -19,7 +34,31 @@ func NewLimited(b Bucket, n int) *Limited {
 	if n < 1 {
 		n = 1
 	}
-	return &Limited{b: b, sem: make(chan struct{}, n)}
+	return &Limited{b: b, sem: make(chan struct{}, n), fg: make(chan struct{}, max(n/4, 1))}
+}
+
+// acquireRead takes a slot for a range read: a shared one, or for a
+// foreground read one kept for them; the returned func gives it back.
+func (l *Limited) acquireRead(ctx context.Context) (func(), error) {
+	if !isForeground(ctx) {
+		if err := l.acquire(ctx); err != nil {
+			return nil, err
+		}
+		return l.release, nil
+	}
+	select {
+	case l.sem <- struct{}{}:
+		return l.release, nil
+	default:
+	}
+	select {
+	case l.sem <- struct{}{}:
+		return l.release, nil
+	case l.fg <- struct{}{}:
+		return func() { <-l.fg }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func (l *Limited) acquire(ctx context.Context) error {
@@ -56,10 +95,11 @@ func (l *Limited) List(ctx context.Context, q ListQuery) (ListPage, error) {
 
 // ReadRange implements Bucket.
 func (l *Limited) ReadRange(ctx context.Context, name string, gen, off, length int64, w io.Writer) (int64, error) {
-	if err := l.acquire(ctx); err != nil {
+	release, err := l.acquireRead(ctx)
+	if err != nil {
 		return 0, err
 	}
-	defer l.release()
+	defer release()
 	return l.b.ReadRange(ctx, name, gen, off, length, w)
 }
 

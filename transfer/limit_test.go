@@ -250,3 +250,44 @@ func TestNewLimitedClampsN(t *testing.T) {
 		t.Errorf("Stat through NewLimited(b, 0): %v", err)
 	}
 }
+
+// A reader's range read (Foreground) goes out while background reads
+// hold every shared slot; a background one waits for a shared slot.
+func TestLimitedKeepsSlotsForReaders(t *testing.T) {
+	emu := startEmulator(t)
+	g := newTestGCS(t, emu)
+	data := []byte("0123456789")
+	gen := put(t, emu, "obj", data)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	parked, release := parkFirstRead(emu)
+	l := NewLimited(g, 1)
+	held := make(chan error, 1)
+	go func() { // the background read that takes the one shared slot
+		_, err := l.ReadRange(ctx, "obj", gen, 0, 1, io.Discard)
+		held <- err
+	}()
+	<-parked
+
+	var buf bytes.Buffer
+	if _, err := l.ReadRange(Foreground(ctx), "obj", gen, 2, 3, &buf); err != nil || buf.String() != "234" {
+		t.Fatalf("foreground read with the shared slot taken: %q, %v", buf.String(), err)
+	}
+	probe := &doneProbeCtx{Context: ctx, asked: make(chan struct{})}
+	background := make(chan error, 1)
+	go func() {
+		_, err := l.ReadRange(probe, "obj", gen, 0, 1, io.Discard)
+		background <- err
+	}()
+	<-probe.asked // it waits for a slot
+	select {
+	case err := <-background:
+		t.Fatalf("a background read went out with the shared slot taken: %v", err)
+	default:
+	}
+	close(release)
+	for _, ch := range []chan error{held, background} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

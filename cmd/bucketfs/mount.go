@@ -41,6 +41,7 @@ type mountConfig struct {
 	metaStrict   bool
 	metaMaxNames int
 	chunkSize    Size
+	wholeMax     AutoSize
 	parallelism  int
 	maxRequests  int
 	uid, gid     int
@@ -85,6 +86,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	c.cacheMax = 10 << 30
 	c.cacheMinFree = -1
 	c.chunkSize = 8 << 20
+	c.wholeMax = -1
 	c.largeThreshold = 32 << 20
 	c.resumableAt = transfer.DefaultResumableThreshold
 	c.partSize = transfer.DefaultPartSize
@@ -102,6 +104,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.IntVar(&c.metaMaxNames, "metadata-max-names", names.DefaultMaxNames, "most names and attributes kept in CACHE_DIR/names.db across mounts; the least recently used directories go first")
 	fl.Var(&c.memoryLimit, "memory-limit", "memory the mount aims to stay within: past their shares of it, the kernel is asked to forget the least recently used inodes and names leave memory for CACHE_DIR/names.db; also the Go runtime's soft memory limit; 0 for no bound")
 	fl.Var(&c.chunkSize, "prefetch-chunk-size", "bytes per range request when an object is fetched")
+	fl.Var(&c.wholeMax, "prefetch-whole-max", "objects up to this size are fetched whole on their first read; larger ones as they are read, and whole once read in order or a quarter of them is; auto is 1/64 of --cache-max-size, between the chunk size and 256MiB; 0 fetches every object whole")
 	fl.IntVar(&c.parallelism, "prefetch-parallelism", 16, "range requests in flight per object being fetched")
 	fl.IntVar(&c.maxRequests, "max-requests", 64, "requests in flight to the bucket, over all objects")
 	fl.IntVar(&c.uid, "uid", os.Getuid(), "owner of directories, and of files with no owner stored (chown keeps one)")
@@ -303,7 +306,7 @@ func runMount(args []string) error {
 	gcs, err := transfer.NewGCS(ctx, c.bucket, transfer.GCSOptions{
 		Endpoint:           c.endpoint,
 		Anonymous:          c.anonymous,
-		MaxConnsPerHost:    c.maxRequests + c.partParallelism,
+		MaxConnsPerHost:    c.maxRequests + c.maxRequests/4 + c.partParallelism, // transfer.Limited keeps a quarter more for readers' reads
 		Protocol:           transfer.Protocol(c.clientProtocol),
 		CAFile:             c.caFile,
 		UserAgent:          "bucketfs/" + version,
@@ -436,6 +439,7 @@ func openCache(c *mountConfig, bucket transfer.Bucket, large *transfer.Parallel,
 		FullWait:    c.fullWait,
 		ChunkSize:   int64(c.chunkSize),
 		Parallelism: c.parallelism,
+		WholeMax:    wholeMax(c),
 		Logger:      log,
 
 		WriteBackDelay:    c.writeBackDelay,
@@ -692,4 +696,16 @@ func stallTimeoutOption(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// wholeMax resolves --prefetch-whole-max: auto is 1/64 of the cache (a
+// whole fetch nobody needed wastes at most that), at least one chunk (a
+// whole fetch of a single chunk costs nothing more) and at most 256 MiB
+// (about 1.3 s at 200 MiB/s: past that, a reader of a footer would wait
+// behind, and pay for, much more than it reads).
+func wholeMax(c *mountConfig) int64 {
+	if c.wholeMax >= 0 {
+		return int64(c.wholeMax)
+	}
+	return max(int64(c.chunkSize), min(int64(c.cacheMax)/64, 256<<20))
 }

@@ -15,7 +15,7 @@ type cacheCollector struct {
 	hits, misses, uncached, readBytes, used, capacity, entries, evictions, downloading *prometheus.Desc
 	dirtyFiles, dirtyBytes, oldestAge, queued, uploading, uploads, failures, conflicts *prometheus.Desc
 	mismatches, held, refused                                                          *prometheus.Desc
-	prefetch                                                                           *prometheus.Desc
+	prefetch, fetched                                                                  *prometheus.Desc
 }
 
 func newCacheCollector(src StatusSource) *cacheCollector {
@@ -46,6 +46,9 @@ func newCacheCollector(src StatusSource) *cacheCollector {
 		prefetch: prometheus.NewDesc("bucketfs_prefetch_bytes_total",
 			"Bytes of small files fetched ahead of their open: used (opened later) or wasted (evicted, or the mount ended, before any open).",
 			[]string{"outcome"}, nil),
+		fetched: prometheus.NewDesc("bucketfs_fetched_bytes_total",
+			"Bytes of objects fetched into the cache, by reason: read (a reader waited for them), readahead (ahead of a reader reading in order), whole (the background fetch of a whole object, and the prefetch of small files), warm ('bucketfs warm').",
+			[]string{"reason"}, nil),
 		held:    d("bucketfs_held_files", "Changed files held, not uploaded, not removed, until 'bucketfs resolve': bytes they did not write failed their checksum check, or the bucket refused their upload as invalid."),
 		refused: d("bucketfs_refused_files", "Changed files whose last upload the bucket refused in a way a person can fix (permission, credentials, a missing bucket); tried again every 5 minutes."),
 	}
@@ -55,7 +58,7 @@ func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.hits, c.misses, c.uncached, c.readBytes, c.used, c.capacity, c.entries, c.evictions, c.downloading,
 		c.dirtyFiles, c.dirtyBytes, c.oldestAge, c.queued, c.uploading, c.uploads, c.failures, c.conflicts,
-		c.mismatches, c.held, c.refused, c.prefetch,
+		c.mismatches, c.held, c.refused, c.prefetch, c.fetched,
 	} {
 		ch <- d
 	}
@@ -79,6 +82,9 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.evictions, s.Evictions)
 	ch <- prometheus.MustNewConstMetric(c.prefetch, prometheus.CounterValue, float64(s.PrefetchUsedBytes), "used")
 	ch <- prometheus.MustNewConstMetric(c.prefetch, prometheus.CounterValue, float64(s.PrefetchWastedBytes), "wasted")
+	for reason, v := range map[string]int64{"read": s.Fetched.Read, "readahead": s.Fetched.Readahead, "whole": s.Fetched.Whole, "warm": s.Fetched.Warm} {
+		ch <- prometheus.MustNewConstMetric(c.fetched, prometheus.CounterValue, float64(v), reason)
+	}
 	gauge(c.downloading, float64(s.Downloading))
 
 	gauge(c.dirtyFiles, float64(s.DirtyFiles))

@@ -1,0 +1,134 @@
+package cache
+
+// What a download fetches: a whole object, or what is read. Objects up
+// to Options.WholeMax are fetched whole from their first read: small
+// ones cost little, and a complete copy is what lets later reads stay
+// local and the kernel read the file directly (passthrough). A larger
+// object is fetched as it is read: the chunks a read touches (at once,
+// ahead of anything in the background: transfer.Priority) and, for a
+// handle reading in order, the next chunk ahead of it. It becomes a
+// whole fetch once the reads show it will be read broadly: a handle has
+// read a whole chunk in order (a copy, a scan, a media player), or a
+// quarter of the object's chunks are present. So a reader of a file's
+// footer or index (Parquet, ORC, zip, MP4 do that first) fetches a chunk
+// or two, not the object. 'bucketfs warm' fetches whole objects,
+// whatever their size.
+
+import (
+	"context"
+	"sync"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// FetchedBytes counts the bytes downloads fetched, by why.
+type FetchedBytes struct {
+	Read      int64 // a reader waited for them
+	Readahead int64 // ahead of a reader reading in order
+	Whole     int64 // a whole object's background walk (and the prefetch of small files)
+	Warm      int64 // 'bucketfs warm'
+}
+
+// countFetched is every download's DownloadOptions.OnFetched.
+func (c *Cache) countFetched(why transfer.FetchReason, n int64) {
+	if int(why) < len(c.fetched) {
+		c.fetched[why].Add(n)
+	}
+}
+
+func (c *Cache) fetchedBytes() FetchedBytes {
+	return FetchedBytes{
+		Read:      c.fetched[transfer.FetchRead].Load(),
+		Readahead: c.fetched[transfer.FetchReadahead].Load(),
+		Whole:     c.fetched[transfer.FetchWhole].Load(),
+		Warm:      c.fetched[transfer.FetchWarm].Load(),
+	}
+}
+
+type warmKey struct{}
+
+// warming marks ctx as the open of 'bucketfs warm': the object is
+// fetched whole, whatever its size, for transfer.FetchWarm.
+func warming(ctx context.Context) context.Context { return context.WithValue(ctx, warmKey{}, true) }
+
+// wholeWhy is the reason of a whole fetch an open with ctx starts.
+func wholeWhy(ctx context.Context) transfer.FetchReason {
+	if ctx.Value(warmKey{}) != nil {
+		return transfer.FetchWarm
+	}
+	return transfer.FetchWhole
+}
+
+// wholeFromStart reports whether an object of size bytes is fetched
+// whole from its first read.
+func (c *Cache) wholeFromStart(size int64) bool {
+	return c.opts.WholeMax <= 0 || size <= c.opts.WholeMax
+}
+
+// startWholeLocked makes e's download and starts its walk at once, for
+// why.
+func (c *Cache) startWholeLocked(e *entry, why transfer.FetchReason) error {
+	if err := c.newDownloadLocked(e); err != nil {
+		return err
+	}
+	c.walkLocked(e, why)
+	return nil
+}
+
+// promote starts the walk of dl, e's download, unless it was retired
+// meanwhile.
+func (c *Cache) promote(e *entry, dl *transfer.Download, why transfer.FetchReason) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.dl == dl {
+		c.walkLocked(e, why)
+	}
+}
+
+// coverageShare: once 1/coverageShare of an object's chunks are present,
+// the rest is fetched too.
+const coverageShare = 4
+
+// readEvidence is what one handle's reads showed so far.
+type readEvidence struct {
+	mu  sync.Mutex
+	end int64 // where the reads in order reached
+	run int64 // bytes read in order up to end
+}
+
+// observe notes a read of n bytes at off through h, before it waits for
+// them, and acts on what the reads show: the next chunk fetched ahead of
+// a reader in order, the whole object once there is evidence (above).
+func (h *Handle) observe(off, n int64) {
+	if !h.byEvidence.Load() {
+		return
+	}
+	chunk := h.c.opts.ChunkSize
+	// How far a read may start from where the last one ended and still
+	// count as in order: the kernel sends a reader's reads several at
+	// once, and they may arrive out of order.
+	slack := chunk / 2
+	ev := &h.evidence
+	ev.mu.Lock()
+	inOrder := off >= ev.end-slack && off <= ev.end+slack
+	if inOrder {
+		ev.run += max(off+n-ev.end, 0)
+		ev.end = max(ev.end, off+n)
+	} else {
+		ev.end, ev.run = off+n, n
+	}
+	run := ev.run
+	ev.mu.Unlock()
+	present, total := h.dl.PresentCount()
+	switch {
+	case run >= chunk || present*coverageShare >= total:
+		if h.byEvidence.CompareAndSwap(true, false) {
+			h.c.promote(h.e, h.dl, transfer.FetchWhole)
+		}
+	case inOrder && run >= chunk/4:
+		// The chunk after the one the read ends in, once the run is
+		// more than one read's worth (the kernel splits a read of a
+		// MiB into several in order: a random reader's are not a run).
+		h.dl.Readahead((off+n+chunk-1)/chunk*chunk, chunk)
+	}
+}
