@@ -8,7 +8,8 @@ package cache
 // ahead of anything in the background: transfer.Priority) and, for a
 // handle reading in order, the next chunk ahead of it. It becomes a
 // whole fetch once the reads show it will be read broadly: a handle has
-// read a whole chunk in order (a copy, a scan, a media player), or a
+// read a whole chunk in order (a copy, a scan, a media player; a quarter
+// of a chunk if it began at the start, as whole-file readers do), or a
 // quarter of the object's chunks are present. So a reader of a file's
 // footer or index (Parquet, ORC, zip, MP4 do that first) fetches a chunk
 // or two, not the object. 'bucketfs warm' fetches whole objects,
@@ -91,18 +92,19 @@ const coverageShare = 4
 
 // readEvidence is what one handle's reads showed so far.
 type readEvidence struct {
-	mu  sync.Mutex
-	end int64 // where the reads in order reached
-	run int64 // bytes read in order up to end
+	mu    sync.Mutex
+	start int64 // where the reads in order began
+	end   int64 // where they reached
+	run   int64 // bytes they read
 }
 
 // observe notes a read of n bytes at off through h, before it waits for
 // them, and acts on what the reads show: the next chunk fetched ahead of
-// a reader in order, the whole object once there is evidence (above).
-func (h *Handle) observe(off, n int64) {
-	if !h.byEvidence.Load() {
-		return
-	}
+// a reader in order, the whole object once there is evidence (above). It
+// reports whether the read continues a run in order past its first
+// read: such a reader's waits do not hold back the background walk
+// (transfer.Download.EnsureInOrder), which is what it reads next.
+func (h *Handle) observe(off, n int64) bool {
 	chunk := h.c.opts.ChunkSize
 	// How far a read may start from where the last one ended and still
 	// count as in order: the kernel sends a reader's reads several at
@@ -115,13 +117,16 @@ func (h *Handle) observe(off, n int64) {
 		ev.run += max(off+n-ev.end, 0)
 		ev.end = max(ev.end, off+n)
 	} else {
-		ev.end, ev.run = off+n, n
+		ev.start, ev.end, ev.run = off, off+n, n
 	}
-	run := ev.run
+	run, fromStart := ev.run, ev.start == 0
 	ev.mu.Unlock()
+	if !h.byEvidence.Load() {
+		return inOrder && run > n
+	}
 	present, total := h.dl.PresentCount()
 	switch {
-	case run >= chunk || present*coverageShare >= total:
+	case run >= chunk || fromStart && run >= chunk/4 || present*coverageShare >= total:
 		if h.byEvidence.CompareAndSwap(true, false) {
 			h.c.promote(h.e, h.dl, transfer.FetchWhole)
 		}
@@ -131,4 +136,5 @@ func (h *Handle) observe(off, n int64) {
 		// MiB into several in order: a random reader's are not a run).
 		h.dl.Readahead((off+n+chunk-1)/chunk*chunk, chunk)
 	}
+	return inOrder && run > n
 }

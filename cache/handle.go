@@ -93,8 +93,11 @@ func (h *Handle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		return n, nil
 	}
 	if h.dl != nil {
-		h.observe(off, int64(n))
-		if err := h.dl.Ensure(ctx, off, int64(n)); err != nil {
+		ensure := h.dl.Ensure
+		if h.observe(off, int64(n)) {
+			ensure = h.dl.EnsureInOrder
+		}
+		if err := ensure(ctx, off, int64(n)); err != nil {
 			return 0, staleOr(err)
 		}
 	}

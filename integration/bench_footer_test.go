@@ -74,9 +74,58 @@ func benchFooter(t *testing.T, emu *emulator.Server, cfg benchConfig, tbl *bench
 		met:      metStr(s <= 0.5 && mib <= 64),
 		note:     fmt.Sprintf("%.0f MiB fetched in the %v after the open (open, pread, close; WAN profile)", mib, footerWindow),
 	})
+	benchFooterBehindWhole(t, emu, cfg, tbl)
 	benchRandomReaders(t, emu, cfg, tbl)
 	benchReadThenPassthrough(t, emu, cfg, tbl)
 	return []string{"footer: one process reads the last MiB of a cold object and closes it; bytes from the mount's metrics"}
+}
+
+// benchFooterBehindWhole: the footer read while another object of the
+// same size is being fetched whole (read in order for 16 MiB, which
+// makes it a whole fetch, and closed: the fetch goes on). The reader's
+// chunk should go first (transfer.Priority), not share the link with
+// the 16 range reads of the other.
+func benchFooterBehindWhole(t *testing.T, emu *emulator.Server, cfg benchConfig, tbl *benchTable) {
+	const other = "footer/other.bin"
+	put(t, emu, other, testutil.RandomBytes(int(cfg.size), 304))
+	var secs []float64
+	for rep := range cfg.repeat {
+		m := mount(t, emu, mountOpts{args: []string{"--cache-max-size", "4GiB", "--metrics-addr", "127.0.0.1:0"}})
+		f, err := os.Open(m.path(other))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.CopyN(io.Discard, f, 16<<20); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		start := time.Now()
+		g, err := os.Open(m.path(benchFooterObj))
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, footerReadBytes)
+		_, err = g.ReadAt(buf, cfg.size-footerReadBytes)
+		d := time.Since(start)
+		g.Close()
+		if err != nil {
+			t.Fatalf("footer read behind a whole fetch: %v", err)
+		}
+		sc := scrape(t, m.metricsURL(t))
+		m.unmount(t)
+		t.Logf("repeat %d: footer read of %s while another is fetched whole: %v (%s so far)", rep+1, sizeLabel(cfg.size), d.Round(time.Millisecond), fetchedByReason(sc))
+		secs = append(secs, d.Seconds())
+	}
+	v := median(secs)
+	tbl.add(benchRow{
+		name:     fmt.Sprintf("footer read while a %s object is fetched whole (s)", sizeLabel(cfg.size)),
+		native:   "-",
+		bucketfs: fmtSec(v),
+		ratio:    "-",
+		target:   "<= 0.5 s",
+		met:      metStr(v <= 0.5),
+		note:     "the other object: 16 MiB read in order, closed, its whole fetch going on (WAN profile)",
+	})
 }
 
 // fetchedByReason formats bucketfs_fetched_bytes_total of a scrape.

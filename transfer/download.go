@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bucketfs/bucketfs/internal/crc32c"
 )
@@ -110,8 +111,16 @@ type attempt struct {
 
 	written int64         // guarded by Download.mu
 	moved   chan struct{} // guarded by Download.mu: closed (and replaced) when written grows
-	wanted  chan struct{} // guarded by Download.mu: closed when a reader first waits for it
-	waited  bool          // guarded by Download.mu: wanted is closed
+	wanted  chan struct{} // closed (under Download.mu) when a reader first waits for it
+	waited  atomic.Bool   // wanted is closed; set under Download.mu
+}
+
+// want marks a as waited for by a reader; d.mu is held.
+func (a *attempt) wantLocked() {
+	if !a.waited.Load() {
+		a.waited.Store(true)
+		close(a.wanted)
+	}
 }
 
 // NewDownload prepares a download of generation gen of object name, whose
@@ -234,8 +243,7 @@ func (d *Download) claimNext() (int, *attempt) {
 func (d *Download) claimLocked(i int, why FetchReason) *attempt {
 	a := &attempt{done: make(chan struct{}), moved: make(chan struct{}), wanted: make(chan struct{}), why: why}
 	if why == FetchRead {
-		a.waited = true
-		close(a.wanted)
+		a.wantLocked()
 	}
 	d.chunks[i].fetch = a
 	return a
@@ -257,8 +265,7 @@ type progressWriter struct {
 	crc uint32 // CRC-32C of those bytes
 }
 
-// Write lands p, and then, in a fetch no reader waits for, pauses while
-// readers wait for others (Priority): the body is not read meanwhile.
+// Write lands p and tells the readers waiting for it.
 func (w *progressWriter) Write(p []byte) (int, error) {
 	n, err := w.d.dst.WriteAt(p, w.off+w.n)
 	w.crc = crc32c.Update(w.crc, p[:n])
@@ -267,17 +274,38 @@ func (w *progressWriter) Write(p []byte) (int, error) {
 	w.a.written = w.n
 	close(w.a.moved)
 	w.a.moved = make(chan struct{})
-	waited, wanted := w.a.waited, w.a.wanted
 	w.d.mu.Unlock()
 	if w.d.onGot != nil && n > 0 {
 		why := w.a.why
-		if waited && why != FetchRead {
+		if w.a.waited.Load() && why != FetchRead {
 			why = FetchRead // a reader came to wait for it
 		}
 		w.d.onGot(why, int64(n))
 	}
-	if !waited && err == nil {
-		w.d.prio.yield(w.d.life, wanted)
+	return n, err
+}
+
+// yieldGrain is how much of a background fetch's body is read between
+// looks at whether a reader waits (Priority): a look is an atomic load.
+const yieldGrain = 64 << 10
+
+// yieldWriter passes a fetch's body on to w, and in a fetch no reader
+// waits for, pauses every yieldGrain bytes while readers wait for
+// others: the body is not read meanwhile.
+type yieldWriter struct {
+	d     *Download
+	a     *attempt
+	w     io.Writer
+	since int
+}
+
+func (y *yieldWriter) Write(p []byte) (int, error) {
+	n, err := y.w.Write(p)
+	if y.since += n; y.since >= yieldGrain && err == nil {
+		y.since = 0
+		if !y.a.waited.Load() {
+			y.d.prio.yield(y.d.life, y.a.wanted)
+		}
 	}
 	return n, err
 }
@@ -326,12 +354,10 @@ func (d *Download) read(a *attempt, off, n int64) (uint32, error) {
 	bw := bufPool.Get().(*bufio.Writer)
 	bw.Reset(pw)
 	ctx := d.life
-	d.mu.Lock()
-	if a.waited {
+	if a.waited.Load() {
 		ctx = Foreground(ctx)
 	}
-	d.mu.Unlock()
-	got, err := d.b.ReadRange(ctx, d.name, d.gen, off, n, bw)
+	got, err := d.b.ReadRange(ctx, d.name, d.gen, off, n, &yieldWriter{d: d, a: a, w: bw})
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -387,15 +413,31 @@ func (d *Download) checkWholeLocked() error {
 // error. It waits only for the bytes it needs: a chunk being fetched is
 // written in order, and Ensure returns as soon as its part has landed.
 func (d *Download) Ensure(ctx context.Context, off, length int64) error {
-	return d.ensure(ctx, off, length, false)
+	return d.ensure(ctx, off, length, ensureRead)
 }
+
+// EnsureInOrder is Ensure for a reader reading the object in order: its
+// wait does not hold back the background fetches (Priority), since the
+// walk ahead of it is what it reads next.
+func (d *Download) EnsureInOrder(ctx context.Context, off, length int64) error {
+	return d.ensure(ctx, off, length, ensureInOrder)
+}
+
+// ensureMode is how a reader waits.
+type ensureMode int
+
+const (
+	ensureRead    ensureMode = iota // for its bytes, first (Priority)
+	ensureInOrder                   // for its bytes, beside the walk ahead of it
+	ensureWhole                     // for the fetches' ends, as a walk done at once
+)
 
 // EnsureComplete returns when every chunk is present and the object has
 // passed its check (DownloadOptions.CheckCRC), fetching what is missing
 // at once; or with the error of a fetch it waited for, or ctx's. Unlike
 // Ensure, it waits for the fetches to end, not for their bytes.
 func (d *Download) EnsureComplete(ctx context.Context) error {
-	if err := d.ensure(ctx, 0, d.size, true); err != nil {
+	if err := d.ensure(ctx, 0, d.size, ensureWhole); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -416,12 +458,12 @@ func (d *Download) EnsureComplete(ctx context.Context) error {
 // been a background one, and a reader that got its bytes on the second
 // try has seen no error, so none is reported as one (a warning says what
 // was retried).
-func (d *Download) ensure(ctx context.Context, off, length int64, whole bool) error {
-	err := d.ensureOnce(ctx, off, length, whole)
+func (d *Download) ensure(ctx context.Context, off, length int64, mode ensureMode) error {
+	err := d.ensureOnce(ctx, off, length, mode)
 	if err == nil || !d.retryable(ctx, err) {
 		return err
 	}
-	if err2 := d.ensureOnce(ctx, off, length, whole); err2 != nil {
+	if err2 := d.ensureOnce(ctx, off, length, mode); err2 != nil {
 		return err2
 	}
 	if d.log != nil {
@@ -445,7 +487,8 @@ func (d *Download) retryable(ctx context.Context, err error) bool {
 	return true
 }
 
-func (d *Download) ensureOnce(ctx context.Context, off, length int64, whole bool) error {
+func (d *Download) ensureOnce(ctx context.Context, off, length int64, mode ensureMode) error {
+	whole := mode == ensureWhole
 	if length <= 0 || off >= d.size {
 		return nil
 	}
@@ -472,9 +515,8 @@ func (d *Download) ensureOnce(ctx context.Context, off, length int64, whole bool
 		switch {
 		case c.present:
 		case c.fetch != nil:
-			if !whole && !c.fetch.waited {
-				c.fetch.waited = true // foreground from now on: it pauses no more
-				close(c.fetch.wanted)
+			if !whole {
+				c.fetch.wantLocked() // foreground from now on: it pauses no more
 			}
 			waits = append(waits, wait{c.fetch, need})
 		default:
@@ -482,7 +524,7 @@ func (d *Download) ensureOnce(ctx context.Context, off, length int64, whole bool
 		}
 	}
 	d.mu.Unlock()
-	if !whole && len(waits) > 0 {
+	if mode == ensureRead && len(waits) > 0 {
 		defer d.prio.enter()()
 	}
 	for _, w := range waits {

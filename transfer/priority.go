@@ -3,6 +3,7 @@ package transfer
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,7 +52,7 @@ const yieldMax = time.Second
 // background walk, readahead, warm), over every download that shares it:
 // while a reader waits, background fetches start no new request and stop
 // reading the bodies of those in flight (flow control then gives the
-// link to the reader's request). A background fetch a reader comes to
+// link to the reader's request): they look every 64 KiB (yieldGrain). A background fetch a reader comes to
 // wait for is foreground from then on. A pause is not a stall: the stall
 // watch runs only while a body read waits for the network.
 //
@@ -59,6 +60,7 @@ const yieldMax = time.Second
 type Priority struct {
 	maxPause time.Duration // one pause's bound (yieldMax)
 
+	busy    atomic.Bool // waiting > 0: read without the lock by yield's fast path
 	mu      sync.Mutex
 	waiting int           // guarded by mu: readers waiting for bytes
 	clear   chan struct{} // guarded by mu: closed when waiting falls to 0; nil while it is 0
@@ -76,6 +78,7 @@ func (p *Priority) enter() func() {
 	p.mu.Lock()
 	if p.waiting == 0 {
 		p.clear = make(chan struct{})
+		p.busy.Store(true)
 	}
 	p.waiting++
 	p.mu.Unlock()
@@ -85,6 +88,7 @@ func (p *Priority) enter() func() {
 		if p.waiting == 0 {
 			close(p.clear)
 			p.clear = nil
+			p.busy.Store(false)
 		}
 		p.mu.Unlock()
 	}
@@ -93,7 +97,7 @@ func (p *Priority) enter() func() {
 // yield returns when no reader waits, when wanted is closed (a reader
 // came to wait for this very fetch), when ctx ends, or after maxPause.
 func (p *Priority) yield(ctx context.Context, wanted <-chan struct{}) {
-	if p == nil {
+	if p == nil || !p.busy.Load() {
 		return
 	}
 	p.mu.Lock()

@@ -54,9 +54,10 @@ func TestPriorityWalkWaitsForReaders(t *testing.T) {
 	}
 }
 
-// A background fetch pauses between buffers while a reader waits
-// elsewhere; once a reader waits for it, it pauses no more, and its
-// bytes from then on count as read.
+// A background fetch pauses while a reader waits elsewhere; once a
+// reader waits for it, it pauses no more, and its bytes count as read.
+// (If it did not go on, the reader would wait for the pause's bound, an
+// hour, and its context would end first.)
 func TestPriorityWantedFetchGoesOn(t *testing.T) {
 	emu := startEmulator(t)
 	g := newTestGCS(t, emu)
@@ -79,24 +80,17 @@ func TestPriorityWantedFetchGoesOn(t *testing.T) {
 	defer d.Stop()
 	d.Start() // no reader waits yet: the walk claims chunk 0 at once
 	<-arrived
-	d.mu.Lock()
-	a := d.chunks[0].fetch
-	d.mu.Unlock()
 	elsewhere := p.enter()
 	defer elsewhere()
-	d.mu.Lock()
-	moved := a.moved
-	d.mu.Unlock()
-	close(release)
-	<-moved // the first buffer landed: the fetch decided, under the lock, to pause
+	close(release) // the body comes while a reader waits elsewhere: the fetch pauses
 	if err := d.Ensure(ctx, size-1, 1); err != nil {
 		t.Fatalf("Ensure of the last byte: %v", err)
 	}
 	if !bytes.Equal(dst.bytes(0, size), data) {
 		t.Fatal("the chunk holds the wrong bytes")
 	}
-	if r, w := got[FetchRead].Load(), got[FetchWhole].Load(); r+w != size || r == 0 || w == 0 {
-		t.Fatalf("fetched for read %d, whole %d; want both, %d in all", r, w, size)
+	if r, w := got[FetchRead].Load(), got[FetchWhole].Load(); r+w != size || r == 0 {
+		t.Fatalf("fetched for read %d, whole %d; want %d in all, some for read", r, w, size)
 	}
 }
 
