@@ -30,6 +30,7 @@ import (
 // tries an entry's persistMu (TryLock), never waits for it.
 // cleanMu (staging.go) is taken with no other lock held, across the
 // network requests of a cleaning round; Cache.mu may be taken under it.
+// readEvidence.mu (fetch.go) is a leaf, taken with nothing else held.
 // No disk or network I/O happens under Cache.mu: decisions are made under
 // it, and the I/O they imply runs after it is released, on entries
 // already taken out of the index or marked busy.

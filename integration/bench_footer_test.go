@@ -141,6 +141,12 @@ func fetchedByReason(sc map[string]float64) string {
 // read one MiB each at random MiB offsets of the cold object at once;
 // the row is the slowest one's time, median over the repeats.
 func benchRandomReaders(t *testing.T, emu *emulator.Server, cfg benchConfig, tbl *benchTable) {
+	benchRandomReadersOf(t, emu, cfg, tbl, benchFooterObj)
+}
+
+// benchRandomReadersOf is benchRandomReaders of object name, of cfg.size
+// bytes.
+func benchRandomReadersOf(t *testing.T, emu *emulator.Server, cfg benchConfig, tbl *benchTable, name string) {
 	const readers = 8
 	var slowest []float64
 	for rep := range cfg.repeat {
@@ -152,7 +158,7 @@ func benchRandomReaders(t *testing.T, emu *emulator.Server, cfg benchConfig, tbl
 			off := rng.Int64N(cfg.size>>20) << 20
 			go func() {
 				start := time.Now()
-				f, err := os.Open(m.path(benchFooterObj))
+				f, err := os.Open(m.path(name))
 				if err != nil {
 					errs <- err
 					return
