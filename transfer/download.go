@@ -115,7 +115,7 @@ type attempt struct {
 	waited  atomic.Bool   // wanted is closed; set under Download.mu
 }
 
-// want marks a as waited for by a reader; d.mu is held.
+// wantLocked marks a as waited for by a reader; d.mu is held.
 func (a *attempt) wantLocked() {
 	if !a.waited.Load() {
 		a.waited.Store(true)
@@ -208,8 +208,9 @@ func (d *Download) Started() bool {
 // walk fetches unclaimed chunks in order until none is left or one fails.
 // It claims no chunk while a reader waits (Priority).
 func (d *Download) walk() {
+	bg := pauser{p: d.prio}
 	for {
-		d.prio.yield(d.life, nil)
+		bg.pause(d.life, nil)
 		i, a := d.claimNext()
 		if a == nil {
 			return
@@ -297,6 +298,7 @@ type yieldWriter struct {
 	a     *attempt
 	w     io.Writer
 	since int
+	bg    pauser
 }
 
 func (y *yieldWriter) Write(p []byte) (int, error) {
@@ -304,7 +306,7 @@ func (y *yieldWriter) Write(p []byte) (int, error) {
 	if y.since += n; y.since >= yieldGrain && err == nil {
 		y.since = 0
 		if !y.a.waited.Load() {
-			y.d.prio.yield(y.d.life, y.a.wanted)
+			y.bg.pause(y.d.life, y.a.wanted)
 		}
 	}
 	return n, err
@@ -357,7 +359,7 @@ func (d *Download) read(a *attempt, off, n int64) (uint32, error) {
 	if a.waited.Load() {
 		ctx = Foreground(ctx)
 	}
-	got, err := d.b.ReadRange(ctx, d.name, d.gen, off, n, &yieldWriter{d: d, a: a, w: bw})
+	got, err := d.b.ReadRange(ctx, d.name, d.gen, off, n, &yieldWriter{d: d, a: a, w: bw, bg: pauser{p: d.prio}})
 	if err == nil {
 		err = bw.Flush()
 	}

@@ -44,15 +44,16 @@ func (r FetchReason) String() string {
 
 // yieldMax bounds one pause of a background fetch: a stream left unread
 // for long may be cut by the server, and a mount that always has a
-// reader waiting still moves its background work along, a buffer a
-// pause.
+// reader waiting still moves its background work along (pauser).
 const yieldMax = time.Second
 
 // Priority puts the fetches readers wait for ahead of the others (the
 // background walk, readahead, warm), over every download that shares it:
 // while a reader waits, background fetches start no new request and stop
-// reading the bodies of those in flight (flow control then gives the
-// link to the reader's request): they look every 64 KiB (yieldGrain). A background fetch a reader comes to
+// reading the bodies of those in flight (they look every yieldGrain), so
+// that flow control gives the link to the reader's request. A pause lasts
+// at most maxPause, and a fetcher whose pause ran that long runs as long
+// before it pauses again (pauser). A background fetch a reader comes to
 // wait for is foreground from then on. A pause is not a stall: the stall
 // watch runs only while a body read waits for the network.
 //
@@ -95,16 +96,17 @@ func (p *Priority) enter() func() {
 }
 
 // yield returns when no reader waits, when wanted is closed (a reader
-// came to wait for this very fetch), when ctx ends, or after maxPause.
-func (p *Priority) yield(ctx context.Context, wanted <-chan struct{}) {
+// came to wait for this very fetch), when ctx ends, or after maxPause;
+// it reports whether the pause ran to its bound.
+func (p *Priority) yield(ctx context.Context, wanted <-chan struct{}) (bounded bool) {
 	if p == nil || !p.busy.Load() {
-		return
+		return false
 	}
 	p.mu.Lock()
 	clear := p.clear
 	p.mu.Unlock()
 	if clear == nil {
-		return
+		return false
 	}
 	t := time.NewTimer(p.maxPause)
 	defer t.Stop()
@@ -113,5 +115,27 @@ func (p *Priority) yield(ctx context.Context, wanted <-chan struct{}) {
 	case <-wanted:
 	case <-ctx.Done():
 	case <-t.C:
+		return true
+	}
+	return false
+}
+
+// pauser is one background fetcher's side of a Priority. It pauses while
+// readers wait, but after a pause that ran to its bound it runs as long
+// again before it pauses anew: readers that never stop waiting (many at
+// once, reading at random) leave background work half its time, and the
+// link is not left idle when their own requests cannot fill it.
+type pauser struct {
+	p    *Priority
+	free time.Time // no pause before this
+}
+
+// pause is yield, but not within the run that follows a bounded pause.
+func (s *pauser) pause(ctx context.Context, wanted <-chan struct{}) {
+	if s.p == nil || !s.p.busy.Load() || time.Now().Before(s.free) {
+		return
+	}
+	if s.p.yield(ctx, wanted) {
+		s.free = time.Now().Add(s.p.maxPause)
 	}
 }

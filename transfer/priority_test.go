@@ -111,8 +111,21 @@ func TestPriorityYield(t *testing.T) {
 
 	short := &Priority{maxPause: time.Millisecond}
 	end := short.enter()
-	short.yield(context.Background(), nil) // returns: the bound
+	if !short.yield(context.Background(), nil) {
+		t.Fatal("a pause that ran to its bound did not say so")
+	}
+	// A pauser whose pause ran to its bound runs as long before the next.
+	bg := pauser{p: short}
+	bg.pause(context.Background(), nil)
+	if bg.free.IsZero() {
+		t.Fatal("a bounded pause left the pauser no run before the next")
+	}
 	end()
+	long := &Priority{maxPause: time.Hour}
+	endLong := long.enter()
+	within := pauser{p: long, free: time.Now().Add(time.Hour)}
+	within.pause(context.Background(), nil) // returns at once: it would wait an hour
+	endLong()
 
 	back := make(chan struct{})
 	go func() {
