@@ -128,12 +128,12 @@ type Cache struct {
 	syncVerifyMax  int64          // copies up to this size are checked at open, larger ones in the background
 	verifyWait     time.Duration  // how long an open waits for a background check
 
-	opened    time.Time          // when Open ran
-	readBytes atomic.Int64       // Stats.ReadBytes, counted without mu
-	fetched   [4]atomic.Int64    // Stats.Fetched, by transfer.FetchReason, counted without mu (fetch.go)
-	prio      *transfer.Priority // the readers' fetches first, over all downloads
-	floor     int64              // free bytes kept on the disk (Options.MinFree resolved); 0: none (space.go)
-	diskCap   int64              // the most the cache's disk can ever hold above the floor; 0: no bound (space.go)
+	opened    time.Time                              // when Open ran
+	readBytes atomic.Int64                           // Stats.ReadBytes, counted without mu
+	fetched   [transfer.NumFetchReasons]atomic.Int64 // Stats.Fetched, by transfer.FetchReason, counted without mu (fetch.go)
+	prio      *transfer.Priority                     // the readers' fetches first, over all downloads
+	floor     int64                                  // free bytes kept on the disk (Options.MinFree resolved); 0: none (space.go)
+	diskCap   int64                                  // the most the cache's disk can ever hold above the floor; 0: no bound (space.go)
 
 	kick       chan struct{}      // buffered 1: wakes the uploader (uploader.go)
 	stopUpload context.CancelFunc // ends the uploader and its uploads
@@ -521,12 +521,11 @@ func (c *Cache) newDownloadLocked(e *entry) error {
 		e.rec.ChunkSize = c.opts.ChunkSize
 		e.rec.Sums, e.checked = nil, nil
 	}
-	src, gen := e.name, e.rec.Generation
+	src, gen := c.sourceLocked(e)
 	do := transfer.DownloadOptions{ChunkSize: c.opts.ChunkSize, Parallelism: c.opts.Parallelism, Sums: sums,
 		CRC32C: e.rec.CRC32C, CheckCRC: e.rec.CRC32C != 0, StoredBytes: e.rec.Encoding != "", Logger: c.log,
 		Priority: c.prio, OnFetched: c.countFetched}
 	if e.rec.pendingCopy() {
-		src, gen = e.rec.CopyFrom, e.rec.CopyGen // the content is that version's
 		// The download reads that version: it is held while it runs,
 		// even if the copy is made meanwhile.
 		e.dlHold = src
@@ -534,6 +533,15 @@ func (c *Cache) newDownloadLocked(e *entry) error {
 	}
 	e.dl, e.dlFile, e.dlIdle = transfer.NewDownload(c.b, src, gen, e.rec.Size, f, present, do), f, true
 	return nil
+}
+
+// sourceLocked is the version e's download reads: e's own, or, while a
+// copy is pending, the version its content is.
+func (c *Cache) sourceLocked(e *entry) (string, int64) {
+	if e.rec.pendingCopy() {
+		return e.rec.CopyFrom, e.rec.CopyGen
+	}
+	return e.name, e.rec.Generation
 }
 
 // walkLocked starts the background walk of e's download, if it has one
@@ -545,10 +553,7 @@ func (c *Cache) walkLocked(e *entry, why transfer.FetchReason) {
 	if dl == nil || dl.Started() {
 		return
 	}
-	src, gen := e.name, e.rec.Generation
-	if e.rec.pendingCopy() {
-		src, gen = e.rec.CopyFrom, e.rec.CopyGen
-	}
+	src, gen := c.sourceLocked(e)
 	e.dlIdle = false
 	dl.StartFor(why)
 	c.wg.Add(1)

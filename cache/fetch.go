@@ -32,7 +32,7 @@ type FetchedBytes struct {
 
 // countFetched is every download's DownloadOptions.OnFetched.
 func (c *Cache) countFetched(why transfer.FetchReason, n int64) {
-	if int(why) < len(c.fetched) {
+	if why >= 0 && why < transfer.NumFetchReasons {
 		c.fetched[why].Add(n)
 	}
 }

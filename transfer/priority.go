@@ -20,13 +20,10 @@ const (
 	FetchWhole
 	// FetchWarm: a walk asked for by 'bucketfs warm' (StartFor).
 	FetchWarm
-	numFetchReasons
+	// NumFetchReasons is how many there are: counters indexed by reason
+	// have this many.
+	NumFetchReasons
 )
-
-// FetchReasons lists the reasons, for counters indexed by them.
-func FetchReasons() []FetchReason {
-	return []FetchReason{FetchRead, FetchReadahead, FetchWhole, FetchWarm}
-}
 
 func (r FetchReason) String() string {
 	switch r {

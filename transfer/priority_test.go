@@ -12,7 +12,7 @@ import (
 )
 
 // fetchCounter counts OnFetched's bytes by reason.
-type fetchCounter [numFetchReasons]atomic.Int64
+type fetchCounter [NumFetchReasons]atomic.Int64
 
 func (c *fetchCounter) add(r FetchReason, n int64) { c[r].Add(n) }
 
