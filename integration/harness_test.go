@@ -138,10 +138,24 @@ func (s *syncBuffer) add(line string) {
 // the test after timeout.
 func (s *syncBuffer) waitFor(t testing.TB, sub string, timeout time.Duration) {
 	t.Helper()
+	s.waitForSince(t, 0, sub, timeout)
+}
+
+// mark is where the log ends now, for waitForSince.
+func (s *syncBuffer) mark() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
+// waitForSince is waitFor for a line logged after mark: an earlier line
+// of the same kind does not count.
+func (s *syncBuffer) waitForSince(t testing.TB, mark int, sub string, timeout time.Duration) {
+	t.Helper()
 	deadline := time.After(timeout)
 	for {
 		s.mu.Lock()
-		found := strings.Contains(s.b.String(), sub)
+		found := strings.Contains(s.b.String()[mark:], sub)
 		if s.grown == nil {
 			s.grown = make(chan struct{})
 		}
