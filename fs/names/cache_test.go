@@ -46,6 +46,7 @@ type overlay struct {
 	mu      sync.Mutex
 	present map[string]transfer.ObjectAttrs
 	removed map[string]bool
+	onLocal func(name string) // if set, runs first in Local, without mu
 }
 
 func newOverlay() *overlay {
@@ -53,6 +54,9 @@ func newOverlay() *overlay {
 }
 
 func (o *overlay) Local(name string) (transfer.ObjectAttrs, bool) {
+	if o.onLocal != nil {
+		o.onLocal(name)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	a, ok := o.present[name]
@@ -521,6 +525,47 @@ func TestAListingDuringAConfirmationShowsIt(t *testing.T) {
 	}
 	if l, n := e.list("d/"); l.Child("g").Kind != File || n != 0 {
 		t.Errorf("the remembered listing of d/ holds %v (after %d requests), want g", l.Names(), n)
+	}
+}
+
+// TestAListingWhileUploadsEndShowsThem lists a directory while its new
+// files' uploads keep ending: each file leaves the overlay (after it was
+// confirmed) between the overlay's list of names and the look at the file
+// itself, and another file is written meanwhile. The listing changes on
+// every try, so List gives up retrying; still no file may be missing.
+// Before, a file confirmed in that gap was in neither the overlay nor the
+// changes read just before (TestPOSIX/readdir/many once listed 499 of
+// 500 new files).
+func TestAListingWhileUploadsEndShowsThem(t *testing.T) {
+	e := newEnv(t, time.Hour)
+	e.put("d/a", "")
+	e.list("d/")
+	file := func(i int) string { return fmt.Sprintf("d/n%d", i) }
+	e.local.present[file(0)] = transfer.ObjectAttrs{Name: file(0), Size: 1}
+	next := 0
+	e.local.onLocal = func(name string) {
+		if name != file(next) {
+			return
+		}
+		// Its upload ends: confirmed, then out of the overlay, where
+		// the next new file is now.
+		e.clock.advance(time.Millisecond)
+		e.m.Confirmed(name, transfer.ObjectAttrs{Name: name, Generation: int64(next + 1), Size: 1}, false)
+		e.local.mu.Lock()
+		delete(e.local.present, name)
+		next++
+		e.local.present[file(next)] = transfer.ObjectAttrs{Name: file(next), Size: 1}
+		e.local.mu.Unlock()
+	}
+	l, n := e.list("d/")
+	e.local.onLocal = nil
+	if next < 4 {
+		t.Fatalf("%d uploads ended during the listing: the test wants one per try of List", next)
+	}
+	for i := 0; i < next; i++ {
+		if l.Child(fmt.Sprintf("n%d", i)).Kind != File {
+			t.Errorf("d/ lists %v (after %d requests): n%d, confirmed while listed, is missing", l.Names(), n, i)
+		}
 	}
 }
 

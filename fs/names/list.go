@@ -11,8 +11,26 @@ import (
 )
 
 // withLocal returns l with the local changes under prefix shown over it.
+//
+// The changes confirmed since l was asked for (recent) are read after the
+// local copies: a change leaves the overlay only after it was confirmed,
+// so a name that was local when LocalNames looked and is clean by the time
+// Local looks at it is among them. Read before, such a name was in
+// neither and the listing missed it.
 func (m *Cache) withLocal(prefix string, l *Listing) *Listing {
 	names, removed := m.local.LocalNames(prefix)
+	var dirs []string
+	files := map[string]transfer.ObjectAttrs{}
+	for _, name := range names {
+		rest := name[len(prefix):]
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			dirs = append(dirs, rest[:i])
+			continue
+		}
+		if a, ok := m.local.Local(name); ok {
+			files[rest] = a
+		}
+	}
 	m.mu.Lock()
 	var newer map[string]Entry // confirmed since the listing was asked for
 	for seg, rc := range m.recent[prefix] {
@@ -60,16 +78,14 @@ func (m *Cache) withLocal(prefix string, l *Listing) *Listing {
 			}
 		}
 	}
-	for _, name := range names {
-		rest := name[len(prefix):]
-		if i := strings.IndexByte(rest, '/'); i >= 0 {
-			if ValidName(rest[:i]) {
-				children[rest[:i]] = Entry{Kind: Dir}
-			}
-			continue
+	for _, seg := range dirs {
+		if ValidName(seg) {
+			children[seg] = Entry{Kind: Dir}
 		}
-		if a, ok := m.local.Local(name); ok && ValidName(rest) && children[rest].Kind != Dir {
-			children[rest] = Entry{Kind: File, Attrs: a}
+	}
+	for seg, a := range files {
+		if ValidName(seg) && children[seg].Kind != Dir {
+			children[seg] = Entry{Kind: File, Attrs: a}
 		}
 	}
 	return newListing(children, l.fetched, l.expires, nil)
