@@ -184,6 +184,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 			waited:       make(chan struct{}),
 			changed:      make(chan struct{}),
 			writeHandles: map[*WriteHandle]struct{}{},
+			madeCopies:   map[string]madeCopy{},
 		},
 		cacheRenames: cacheRenames{
 			holds:  map[string]int{},

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -430,5 +431,78 @@ func TestRenameAndExchangeReturnTheirBase(t *testing.T) {
 	}
 	if names := strings.Join(e.bucketNames(), ","); names != "to,x,y" {
 		t.Errorf("the bucket holds %s, want to, x and y (no conflict copy, from deleted)", names)
+	}
+}
+
+// TestRenameOverACopyJustMade renames a file over a name that a directory
+// rename copied, after the copy was made and left the index (none of it
+// was cached), with the base the file system looked up while the copy
+// was still a local change: none. The replacement is based on the copy
+// (madecopies.go): the name holds the renamed file and no conflict copy
+// is made. Before, the bucket refused the upload and the renamed file
+// was saved beside the copy (found by the model tester).
+func TestRenameOverACopyJustMade(t *testing.T) {
+	e := newEnv(t)
+	e.put("d/c0", []byte("copied"))
+	c := e.openWB(0)
+	if _, err := c.RenameDir(e.ctx, "d/", "L/"); err != nil {
+		t.Fatal(err)
+	}
+	e.flush(c)
+	c.mu.Lock()
+	_, kept := c.entries["L/c0"]
+	c.mu.Unlock()
+	if kept {
+		t.Fatal("the copy is still in the index: this test needs it dropped")
+	}
+	e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, []byte("renamed over it"))
+	if _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "f"}, "L/c0", 0); err != nil {
+		t.Fatal(err)
+	}
+	e.flush(c)
+	if got := string(e.object("L/c0")); got != "renamed over it" {
+		t.Errorf("L/c0 in the bucket: %q", got)
+	}
+	if names := strings.Join(e.bucketNames(), ","); names != "L/,L/c0" {
+		t.Errorf("the bucket holds %s, want L/ and L/c0 only", names)
+	}
+}
+
+// TestRenameOverAnUploadJustAnswered renames a file over one whose
+// upload the bucket has just confirmed, before the upload is settled
+// (after supersededDuring looked): the replacement is based on that
+// upload at once, so its own upload is not refused first.
+func TestRenameOverAnUploadJustAnswered(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(0)
+	e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, []byte("renamed over it"))
+	var uploads atomic.Int32
+	e.emu.SetAfterHook(func(r *http.Request) {
+		if isUpload(r) && r.URL.Query().Get("name") == "a" {
+			uploads.Add(1)
+		}
+	})
+	var once sync.Once
+	testAfterSend = func(name string) {
+		if name != "a" {
+			return
+		}
+		once.Do(func() {
+			if _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "f"}, "a", 0); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(func() { testAfterSend = nil })
+	e.write(c, transfer.ObjectAttrs{Name: "a"}, true, 0, []byte("a, uploading"))
+	e.flush(c)
+	if got := string(e.object("a")); got != "renamed over it" {
+		t.Errorf("a in the bucket: %q", got)
+	}
+	if names := strings.Join(e.bucketNames(), ","); names != "a" {
+		t.Errorf("the bucket holds %s, want a only", names)
+	}
+	if n := uploads.Load(); n != 2 {
+		t.Errorf("%d uploads of a, want 2 (its own, then the renamed file's based on it)", n)
 	}
 }

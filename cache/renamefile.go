@@ -22,7 +22,9 @@ import (
 func (c *Cache) replaceTargetLocked(to string, toBase int64) (base int64, attempts []string, victims []*entry) {
 	old := c.entries[to]
 	if old == nil {
-		return toBase, nil, nil
+		// A copy that left the index after the caller looked the name up
+		// (madecopies.go).
+		return max(toBase, c.madeCopyLocked(to)), nil, nil
 	}
 	if old.rec.Dirty || old.rec.Generation > toBase {
 		toBase = max(toBase, old.rec.Generation)

@@ -98,6 +98,10 @@ func (c *Cache) takeUpload(name string) (uploadJob, bool) {
 	return u, true
 }
 
+// testAfterSend, set by tests only, runs in uploadContent once the
+// bucket answered, after supersededDuring found the entry in place.
+var testAfterSend func(name string)
+
 // uploadContent sends u's content (the cache file, or a server-side copy
 // of its pending source) and settles the outcome.
 func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
@@ -157,6 +161,9 @@ func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
 	attrs, err := c.sendContent(ctx, name, u.id, u.size, src, body.put(transfer.PutOptions{IfGenerationMatch: max(base, 0), ContentType: u.contentType, ContentEncoding: u.encoding, Metadata: uploadMeta(u.meta, mtime, attempt)}))
 	if c.supersededDuring(e, name, base, attrs, err) {
 		return
+	}
+	if testAfterSend != nil {
+		testAfterSend(name)
 	}
 	if src.from != "" && errors.Is(err, transfer.ErrNotExist) {
 		c.copySourceGone(ctx, e, name, src)
@@ -244,6 +251,17 @@ func (c *Cache) refused(ctx context.Context, u uploadJob, body fileSums, mtime t
 func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attrs transfer.ObjectAttrs, err error) {
 	e, name, src, size := u.e, u.name, u.src, u.size
 	c.mu.Lock()
+	if c.supersededLocked(e, name, u.base, attrs, err) {
+		// Renamed over since the upload ended (supersededDuring, checked
+		// then, came too early): the successor is based on this upload
+		// now, and the nodes that follow it learn so from this second
+		// confirmation (Rebased).
+		c.mu.Unlock()
+		if err == nil {
+			c.confirm(name, attrs, false)
+		}
+		return
+	}
 	e.uploading = false
 	if err != nil {
 		// A file changed while it was sent is sent again (not a failure);
@@ -287,6 +305,7 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 		}
 		if wasCopy && !e.rec.Complete && e.refs == 0 {
 			victims = c.dropLocked(e) // a copy made, none of it cached: nothing to keep
+			c.rememberCopyLocked(name, attrs.Generation)
 		}
 	} else if wasCopy {
 		e.rec.MetaOnly = true // only attributes changed since: patch them (sent as queued again)
@@ -368,6 +387,9 @@ func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base in
 		err, gone = nil, false
 	}
 	if err == nil && gone {
+		c.mu.Lock()
+		delete(c.madeCopies, name) // no version to base a replacement on now
+		c.mu.Unlock()
 		c.confirm(name, transfer.ObjectAttrs{}, true) // before the deletion leaves the overlay
 		if strings.HasSuffix(name, "/") {
 			// While the deletion is still recorded: a flush waits for
@@ -452,8 +474,18 @@ var errSuperseded = errors.New("superseded by a newer local version")
 // It reports whether e was superseded.
 func (c *Cache) supersededDuring(e *entry, name string, base int64, a transfer.ObjectAttrs, err error) bool {
 	c.mu.Lock()
+	superseded := c.supersededLocked(e, name, base, a, err)
+	c.mu.Unlock()
+	if superseded && err == nil {
+		c.confirm(name, a, false)
+	}
+	return superseded
+}
+
+// supersededLocked is supersededDuring with c.mu held, without the
+// confirmation (the caller makes it after unlocking).
+func (c *Cache) supersededLocked(e *entry, name string, base int64, a transfer.ObjectAttrs, err error) bool {
 	if !e.dropped {
-		c.mu.Unlock()
 		return false
 	}
 	e.uploading = false
@@ -461,10 +493,6 @@ func (c *Cache) supersededDuring(e *entry, name string, base int64, a transfer.O
 		next.rec.Generation, next.rebasedFrom, next.rebasedTo = a.Generation, base, a.Generation
 	}
 	c.notifyLocked()
-	c.mu.Unlock()
-	if err == nil {
-		c.confirm(name, a, false)
-	}
 	return true
 }
 
