@@ -6,7 +6,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,13 +39,13 @@ const (
 
 func benchFooter(t *testing.T, emu *emulator.Server, cfg benchConfig, tbl *benchTable) []string {
 	t.Helper()
-	put(t, emu, benchFooterObj, testutil.RandomBytes(int(cfg.size), 303))
+	putBig(t, emu, benchFooterObj, cfg.size)
 	wan := emulator.DefaultWAN()
 	emu.SetWAN(&wan)
 	defer emu.SetWAN(nil)
 	var secs, fetched []float64
 	for rep := range cfg.repeat {
-		m := mount(t, emu, mountOpts{args: []string{"--cache-max-size", "4GiB", "--metrics-addr", "127.0.0.1:0"}})
+		m := mount(t, emu, mountOpts{args: footerMountArgs(cfg.size)})
 		url := m.metricsURL(t)
 		start := time.Now()
 		f, err := os.Open(m.path(benchFooterObj))
@@ -90,7 +92,7 @@ func benchFooterBehindWhole(t *testing.T, emu *emulator.Server, cfg benchConfig,
 	put(t, emu, other, testutil.RandomBytes(int(cfg.size), 304))
 	var secs []float64
 	for rep := range cfg.repeat {
-		m := mount(t, emu, mountOpts{args: []string{"--cache-max-size", "4GiB", "--metrics-addr", "127.0.0.1:0"}})
+		m := mount(t, emu, mountOpts{args: footerMountArgs(cfg.size)})
 		f, err := os.Open(m.path(other))
 		if err != nil {
 			t.Fatal(err)
@@ -128,6 +130,26 @@ func benchFooterBehindWhole(t *testing.T, emu *emulator.Server, cfg benchConfig,
 	})
 }
 
+// footerMountArgs are the section's mount flags for an object of size
+// bytes: a cache that holds it twice (4 GiB at least), so that the
+// object is cached chunk by chunk as any that fits (one bigger than the
+// cache is read through it, uncached), and metrics.
+func footerMountArgs(size int64) []string {
+	return []string{"--cache-max-size", strconv.FormatInt(max(4<<30, 2*size), 10), "--metrics-addr", "127.0.0.1:0"}
+}
+
+// putBig stores a cold object of size random bytes under name in the
+// emulator's seeded store, which keeps the one slice it is given: the
+// fake's put holds copies of it, and an 8 GiB object did not fit in
+// this machine's memory that way.
+func putBig(t *testing.T, emu *emulator.Server, name string, size int64) {
+	t.Helper()
+	data := testutil.RandomBytes(int(size), 303)
+	if _, err := emu.PutMany(testBucket, slices.Values([]emulator.Seed{{Name: name, Data: data}})); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // fetchedByReason formats bucketfs_fetched_bytes_total of a scrape.
 func fetchedByReason(sc map[string]float64) string {
 	var b strings.Builder
@@ -139,9 +161,20 @@ func fetchedByReason(sc map[string]float64) string {
 
 // benchRandomReaders: 8 processes (goroutines, each with its own open)
 // read one MiB each at random MiB offsets of the cold object at once;
-// the row is the slowest one's time, median over the repeats.
+// the row is the slowest one's time, median over the repeats. With
+// BENCH_RANDOM_MIB (cfg.randomSize) the object is one of that size
+// (issue 27 asks for 8 GiB; BENCH_SIZE_MIB stops at 3 GiB).
 func benchRandomReaders(t *testing.T, emu *emulator.Server, cfg benchConfig, tbl *benchTable) {
-	benchRandomReadersOf(t, emu, cfg, tbl, benchFooterObj)
+	if cfg.randomSize == 0 || cfg.randomSize == cfg.size {
+		benchRandomReadersOf(t, emu, cfg, tbl, benchFooterObj)
+		return
+	}
+	const name = "footer/random.bin"
+	putBig(t, emu, name, cfg.randomSize)
+	defer emu.Delete(testBucket, name) // its memory, for the sections after
+	sized := cfg
+	sized.size = cfg.randomSize
+	benchRandomReadersOf(t, emu, sized, tbl, name)
 }
 
 // benchRandomReadersOf is benchRandomReaders of object name, of cfg.size
@@ -150,7 +183,7 @@ func benchRandomReadersOf(t *testing.T, emu *emulator.Server, cfg benchConfig, t
 	const readers = 8
 	var slowest []float64
 	for rep := range cfg.repeat {
-		m := mount(t, emu, mountOpts{args: []string{"--cache-max-size", "4GiB", "--metrics-addr", "127.0.0.1:0"}})
+		m := mount(t, emu, mountOpts{args: footerMountArgs(cfg.size)})
 		rng := rand.New(rand.NewPCG(uint64(rep), 27))
 		times := make([]time.Duration, readers)
 		errs := make(chan error, readers)
@@ -201,7 +234,11 @@ func benchReadThenPassthrough(t *testing.T, emu *emulator.Server, cfg benchConfi
 	var speeds []float64
 	passthrough := true
 	for rep := range cfg.repeat {
-		m := mount(t, emu, mountOpts{args: []string{"--cache-max-size", "4GiB", "--metrics-addr", "127.0.0.1:0"}})
+		// The rows before left GiBs of cache files to write back: this
+		// read, which writes its GiB to the cache disk too, would share
+		// the disk with them (this machine's disk writes about 255 MiB/s).
+		syscall.Sync()
+		m := mount(t, emu, mountOpts{args: footerMountArgs(cfg.size)})
 		url := m.metricsURL(t)
 		start := time.Now()
 		if n := readInOrder(t, m.path(benchFooterObj)); n != cfg.size {

@@ -38,6 +38,9 @@ import (
 //	                   ratio swings by +-20%)
 //	BENCH_SIZE_MIB     size of the test files in MiB (default 1024)
 //	BENCH_SMALL_FILES  files per run of the small-files case (default 10000)
+//	BENCH_RANDOM_MIB   size in MiB of the object of the footer section's
+//	                   random readers (default BENCH_SIZE_MIB; up to 16384:
+//	                   the emulator holds it in memory)
 //	BENCH_DRAIN_PARALLELISM
 //	                   --upload-parallelism of the small-files runs, one
 //	                   run each, comma-separated (default 8; "8,64" adds a
@@ -288,6 +291,7 @@ type benchConfig struct {
 	repeat     int
 	size       int64
 	smallFiles int             // files per run of the small-files case
+	randomSize int64           // object of the footer section's random readers; 0: size
 	drainPars  []int           // --upload-parallelism of each small-files run
 	only       map[string]bool // BENCH_ONLY; empty: every section
 }
@@ -347,6 +351,13 @@ func benchConfigFromEnv(t *testing.T) benchConfig {
 			t.Fatalf("BENCH_SIZE_MIB=%q: want 16 to 3072 (the cached mounts use --cache-max-size 4GiB)", v)
 		}
 		c.size = int64(n) << 20
+	}
+	if v := os.Getenv("BENCH_RANDOM_MIB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 16 || n > 16384 {
+			t.Fatalf("BENCH_RANDOM_MIB=%q: want 16 to 16384", v)
+		}
+		c.randomSize = int64(n) << 20
 	}
 	if v := os.Getenv("BENCH_SMALL_FILES"); v != "" {
 		n, err := strconv.Atoi(v)
