@@ -361,6 +361,9 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 			rec:   record{Generation: a.Generation, Size: a.Size, ChunkSize: c.opts.ChunkSize, CRC32C: a.CRC32C, Encoding: a.ContentEncoding, Pinned: pinned},
 			ready: make(chan struct{}),
 		}
+		if g := c.madeCopyLocked(a.Name); !newFile && g > a.Generation {
+			e.rec.Generation = g // looked up before the copy was made (madecopies.go)
+		}
 		e.prefetched = prefetching(ctx) // before any open can find it
 		if newFile {
 			e.rec.Size, e.rec.Complete, e.rec.Dirty = 0, true, true

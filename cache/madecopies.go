@@ -13,7 +13,8 @@ import "time"
 // file would be saved beside the name as a conflict, the name showing
 // the content it replaced. madeCopies remembers, for a short while,
 // the generation each dropped copy was given, so that replaceTargetLocked
-// bases the replacement on it.
+// bases the replacement on it, and an entry made again for the name from
+// such a lookup (acquire: an exchange, an open) reads that version.
 
 // madeCopyKeep is how long a dropped copy's generation is remembered: far
 // longer than a lookup and the rename that follows it take.

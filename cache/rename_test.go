@@ -506,3 +506,31 @@ func TestRenameOverAnUploadJustAnswered(t *testing.T) {
 		t.Errorf("%d uploads of a, want 2 (its own, then the renamed file's based on it)", n)
 	}
 }
+
+// TestExchangeWithACopyJustMade is TestRenameOverACopyJustMade for
+// RENAME_EXCHANGE: the copy's side, looked up while it was a local
+// change (generation 0), is opened after it left the index, and is
+// based on the copy's version (madecopies.go), not on none.
+func TestExchangeWithACopyJustMade(t *testing.T) {
+	e := newEnv(t)
+	e.put("d/c0", []byte("copied"))
+	c := e.openWB(0)
+	if _, err := c.RenameDir(e.ctx, "d/", "L/"); err != nil {
+		t.Fatal(err)
+	}
+	e.flush(c)
+	e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, []byte("swapped in"))
+	f, _ := c.Local("f")
+	if _, _, err := c.Exchange(e.ctx, f, transfer.ObjectAttrs{Name: "L/c0", Size: int64(len("copied"))}); err != nil {
+		t.Fatal(err)
+	}
+	e.flush(c)
+	for name, want := range map[string]string{"L/c0": "swapped in", "f": "copied"} {
+		if got := string(e.object(name)); got != want {
+			t.Errorf("%s in the bucket: %q, want %q", name, got, want)
+		}
+	}
+	if names := strings.Join(e.bucketNames(), ","); names != "L/,L/c0,f" {
+		t.Errorf("the bucket holds %s, want L/, L/c0 and f only", names)
+	}
+}
