@@ -434,14 +434,10 @@ func TestRenameAndExchangeReturnTheirBase(t *testing.T) {
 	}
 }
 
-// TestRenameOverACopyJustMade renames a file over a name that a directory
-// rename copied, after the copy was made and left the index (none of it
-// was cached), with the base the file system looked up while the copy
-// was still a local change: none. The replacement is based on the copy
-// (madecopies.go): the name holds the renamed file and no conflict copy
-// is made. Before, the bucket refused the upload and the renamed file
-// was saved beside the copy (found by the model tester).
-func TestRenameOverACopyJustMade(t *testing.T) {
+// copyJustMade renames directory d/, holding c0 ("copied", never read),
+// to L/ with copies, and waits until the copy of L/c0 is made and has
+// left the index.
+func copyJustMade(t *testing.T) (*env, *Cache) {
 	e := newEnv(t)
 	e.put("d/c0", []byte("copied"))
 	c := e.openWB(0)
@@ -455,6 +451,18 @@ func TestRenameOverACopyJustMade(t *testing.T) {
 	if kept {
 		t.Fatal("the copy is still in the index: this test needs it dropped")
 	}
+	return e, c
+}
+
+// TestRenameOverACopyJustMade renames a file over a name that a directory
+// rename copied, after the copy was made and left the index (none of it
+// was cached), with the base the file system looked up while the copy
+// was still a local change: none. The replacement is based on the copy
+// (madecopies.go): the name holds the renamed file and no conflict copy
+// is made. Before, the bucket refused the upload and the renamed file
+// was saved beside the copy (found by the model tester).
+func TestRenameOverACopyJustMade(t *testing.T) {
+	e, c := copyJustMade(t)
 	e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, []byte("renamed over it"))
 	if _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "f"}, "L/c0", 0); err != nil {
 		t.Fatal(err)
@@ -512,13 +520,7 @@ func TestRenameOverAnUploadJustAnswered(t *testing.T) {
 // change (generation 0), is opened after it left the index, and is
 // based on the copy's version (madecopies.go), not on none.
 func TestExchangeWithACopyJustMade(t *testing.T) {
-	e := newEnv(t)
-	e.put("d/c0", []byte("copied"))
-	c := e.openWB(0)
-	if _, err := c.RenameDir(e.ctx, "d/", "L/"); err != nil {
-		t.Fatal(err)
-	}
-	e.flush(c)
+	e, c := copyJustMade(t)
 	e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, []byte("swapped in"))
 	f, _ := c.Local("f")
 	if _, _, err := c.Exchange(e.ctx, f, transfer.ObjectAttrs{Name: "L/c0", Size: int64(len("copied"))}); err != nil {
