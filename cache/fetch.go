@@ -86,8 +86,10 @@ func (c *Cache) promote(e *entry, dl *transfer.Download, why transfer.FetchReaso
 	}
 }
 
-// coverageShare: once 1/coverageShare of an object's chunks are present,
-// the rest is fetched too.
+// coverageShare: once 1/coverageShare of an object's chunks are present
+// or being fetched, the rest is fetched too. Being fetched counts: a read
+// may have its bytes before its chunk is marked present, and the next
+// read must see the same evidence whatever the timing.
 const coverageShare = 4
 
 // readEvidence is what one handle's reads showed so far.
@@ -124,9 +126,9 @@ func (h *Handle) observe(off, n int64) bool {
 	if !h.byEvidence.Load() {
 		return inOrder && run > n
 	}
-	present, total := h.dl.PresentCount()
+	covered, total := h.dl.Covered()
 	switch {
-	case run >= chunk || fromStart && run >= chunk/4 || present*coverageShare >= total:
+	case run >= chunk || fromStart && run >= chunk/4 || covered*coverageShare >= total:
 		if h.byEvidence.CompareAndSwap(true, false) {
 			h.c.promote(h.e, h.dl, transfer.FetchWhole)
 		}

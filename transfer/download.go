@@ -87,6 +87,7 @@ type Download struct {
 	chunks    []chunkState // guarded by mu
 	next      int          // guarded by mu: where the background walk goes on
 	remaining int          // guarded by mu: chunks not yet present
+	fetching  int          // guarded by mu: chunks with a request in flight
 	bgErr     error        // guarded by mu: first background failure
 	broken    error        // guarded by mu: the whole object failed its check; nothing is served
 	started   bool         // guarded by mu
@@ -247,6 +248,7 @@ func (d *Download) claimLocked(i int, why FetchReason) *attempt {
 		a.wantLocked()
 	}
 	d.chunks[i].fetch = a
+	d.fetching++
 	return a
 }
 
@@ -266,16 +268,12 @@ type progressWriter struct {
 	crc uint32 // CRC-32C of those bytes
 }
 
-// Write lands p and tells the readers waiting for it.
+// Write lands p, counts it (OnFetched), and tells the readers waiting
+// for it, in that order: a reader that has its bytes finds them counted.
 func (w *progressWriter) Write(p []byte) (int, error) {
 	n, err := w.d.dst.WriteAt(p, w.off+w.n)
 	w.crc = crc32c.Update(w.crc, p[:n])
 	w.n += int64(n)
-	w.d.mu.Lock()
-	w.a.written = w.n
-	close(w.a.moved)
-	w.a.moved = make(chan struct{})
-	w.d.mu.Unlock()
 	if w.d.onGot != nil && n > 0 {
 		why := w.a.why
 		if w.a.waited.Load() && why != FetchRead {
@@ -283,6 +281,11 @@ func (w *progressWriter) Write(p []byte) (int, error) {
 		}
 		w.d.onGot(why, int64(n))
 	}
+	w.d.mu.Lock()
+	w.a.written = w.n
+	close(w.a.moved)
+	w.a.moved = make(chan struct{})
+	w.d.mu.Unlock()
 	return n, err
 }
 
@@ -332,6 +335,7 @@ func (d *Download) fetch(i int, a *attempt) error {
 	}
 	c := &d.chunks[i]
 	c.fetch = nil
+	d.fetching--
 	if err == nil {
 		c.present, c.summed, c.sum = true, true, sum
 		d.remaining--
@@ -623,11 +627,12 @@ func (d *Download) Probe(ctx context.Context) error {
 	return err
 }
 
-// PresentCount returns how many chunks are present, of how many.
-func (d *Download) PresentCount() (present, total int) {
+// Covered returns how many chunks are present or being fetched, of how
+// many: what the reads so far asked for, whether or not it has landed.
+func (d *Download) Covered() (covered, total int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return len(d.chunks) - d.remaining, len(d.chunks)
+	return len(d.chunks) - d.remaining + d.fetching, len(d.chunks)
 }
 
 // Present returns a snapshot of which chunks are present.
