@@ -19,8 +19,12 @@ import (
 // neither and the listing missed it.
 func (m *Cache) withLocal(prefix string, l *Listing) *Listing {
 	names, removed := m.local.LocalNames(prefix)
+	type localFile struct {
+		seg string
+		a   transfer.ObjectAttrs
+	}
 	var dirs []string
-	files := map[string]transfer.ObjectAttrs{}
+	var files []localFile
 	for _, name := range names {
 		rest := name[len(prefix):]
 		if i := strings.IndexByte(rest, '/'); i >= 0 {
@@ -28,7 +32,7 @@ func (m *Cache) withLocal(prefix string, l *Listing) *Listing {
 			continue
 		}
 		if a, ok := m.local.Local(name); ok {
-			files[rest] = a
+			files = append(files, localFile{rest, a})
 		}
 	}
 	m.mu.Lock()
@@ -83,9 +87,9 @@ func (m *Cache) withLocal(prefix string, l *Listing) *Listing {
 			children[seg] = Entry{Kind: Dir}
 		}
 	}
-	for seg, a := range files {
-		if ValidName(seg) && children[seg].Kind != Dir {
-			children[seg] = Entry{Kind: File, Attrs: a}
+	for _, f := range files {
+		if ValidName(f.seg) && children[f.seg].Kind != Dir {
+			children[f.seg] = Entry{Kind: File, Attrs: f.a}
 		}
 	}
 	return newListing(children, l.fetched, l.expires, nil)
