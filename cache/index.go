@@ -53,6 +53,11 @@ type record struct {
 	// an object found in the bucket can be recognised as this cache's own.
 	// Cleared when an upload is confirmed.
 	Attempts []string `json:"attempts,omitempty"`
+	// SavingAs (with Dirty) names the conflict copy the local version is
+	// being saved as (conflictcopy.go), sent with one of Attempts: a try
+	// whose answer was lost is found there and not made twice. Cleared
+	// once a copy is confirmed.
+	SavingAs string `json:"saving_as,omitempty"`
 	// Meta is the custom metadata the local version carries to the
 	// bucket (see meta.go); nil: none set here.
 	Meta map[string]string `json:"meta,omitempty"`

@@ -236,7 +236,7 @@ func (c *Cache) refused(ctx context.Context, u uploadJob, body fileSums, mtime t
 		return nil
 	}
 	c.log.Info("upload refused: the bucket's version is not the one the local change is based on", "object", name, "based_on", base, "bucket_generation", gen)
-	err := c.saveConflict(ctx, e, name, u.id, u.size, u.src, body, u.meta, u.version, u.inflight)
+	err := c.saveConflict(ctx, u, body, mtime)
 	if err == nil {
 		c.mu.Lock()
 		e.uploadedSeq = u.seq // what was written is in the bucket, beside
@@ -496,27 +496,45 @@ func (c *Cache) supersededLocked(e *entry, name string, base int64, a transfer.O
 	return true
 }
 
-// noteAttempt records, in the journal, the ID of an upload about to be
-// sent, before it is sent.
+// noteAttempt records, in the journal, the ID of an upload of e's
+// content at its name about to be sent, before it is sent.
 func (c *Cache) noteAttempt(e *entry) (string, error) {
+	id := newAttemptID()
+	return id, c.recordAttempt(e, id, "")
+}
+
+// newAttemptID returns a new upload ID (AttemptKey).
+func newAttemptID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// recordAttempt adds upload ID id to e's unconfirmed tries (once) and,
+// for a conflict copy (copyAs not empty), names the object it is sent
+// as (record.SavingAs); then it writes the record to the journal. It
+// returns errSuperseded if e was replaced meanwhile.
+func (c *Cache) recordAttempt(e *entry, id, copyAs string) error {
 	c.mu.Lock()
 	if e.dropped {
 		c.mu.Unlock()
-		return "", errSuperseded
+		return errSuperseded
 	}
-	e.rec.Attempts = append(e.rec.Attempts, id)
+	if !slices.Contains(e.rec.Attempts, id) {
+		e.rec.Attempts = append(e.rec.Attempts, id)
+	}
 	if n := len(e.rec.Attempts); n > maxAttempts {
 		e.rec.Attempts = append([]string(nil), e.rec.Attempts[n-maxAttempts:]...)
+	}
+	if copyAs != "" {
+		e.rec.SavingAs = copyAs
 	}
 	rec, seq := c.snapshotLocked(e)
 	c.mu.Unlock()
 	if err := c.persistEntry(e, rec, seq); err != nil {
-		return "", fmt.Errorf("recording an upload of %s in the cache index: %w", e.name, err)
+		return fmt.Errorf("recording an upload of %s in the cache index: %w", e.name, err)
 	}
-	return id, nil
+	return nil
 }
 
 // ownVersion reports whether the live version of name in the bucket was
@@ -584,55 +602,6 @@ func (c *Cache) resendChangedLocked(ctx context.Context, u uploadJob, err error)
 	c.log.Info("changed while uploading; sending again", "object", u.name, "retry_in", delay)
 	c.scheduleLocked(u.name, delay)
 	return true
-}
-
-// saveConflict uploads the local version beside the object that changed
-// in the bucket. If the local copy did not change meanwhile, it is then
-// dropped from the cache, so the name shows the remote version again.
-func (c *Cache) saveConflict(ctx context.Context, e *entry, name string, id uint64, size int64, src copySource, body fileSums, meta map[string]string, version uint64, inflight int) error {
-	now := time.Now()
-	var sibling string
-	var err error
-	for try := 1; try <= 20; try++ {
-		sibling = ConflictName(name, now, try)
-		_, err = c.sendContent(ctx, sibling, id, size, src, body.put(transfer.PutOptions{IfGenerationMatch: 0, Metadata: meta}))
-		if !errors.Is(err, transfer.ErrPrecondition) {
-			break
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("saving the local version of %s beside a changed remote object: %w", name, err)
-	}
-	c.log.Warn("the object changed in the bucket while it had local changes: the remote version stays, the local version was saved beside it",
-		"object", name, "local_version_saved_as", sibling)
-	if sa, err := c.b.Stat(ctx, sibling); err == nil {
-		c.confirm(sibling, sa, false)
-	}
-	ra, err := c.b.Stat(ctx, name)
-	known := err == nil || errors.Is(err, transfer.ErrNotExist) // what the name shows now
-	gone := err != nil
-	if known {
-		c.confirm(name, ra, gone)
-		c.noteConflict(name, ra, gone, false)
-	}
-	c.mu.Lock()
-	c.stats.Conflicts++
-	c.noteErrorLocked("conflict", name, fmt.Errorf("the object changed in the bucket; the local version was saved as %s", sibling))
-	e.uploading = false
-	var victims []*entry
-	// Newer changes (or a writer that may make them) are still based on
-	// the old generation: they go beside it too, on the next try.
-	settled := c.settleLocked(e, name, version, inflight, e.writers == 0)
-	if settled {
-		victims = c.dropLocked(e)
-	}
-	c.notifyLocked()
-	c.mu.Unlock()
-	c.removeAll(victims)
-	if settled && known {
-		c.noteConflict(name, ra, gone, true)
-	}
-	return nil
 }
 
 // copySource is where an upload's content comes from: the cache file,

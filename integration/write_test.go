@@ -174,11 +174,40 @@ func TestUnmountWithBucketDown(t *testing.T) {
 	}
 }
 
+// A local change of a file another writer replaced is saved beside it
+// as a conflict copy, which another machine (a fresh mount) sees with
+// the local file's times, mode, owner and extended attributes (issue
+// 33, item 3: the copy of a written file had the time of its upload).
 func TestConflictThroughMount(t *testing.T) {
 	emu := startEmulator(t, nil)
 	put(t, emu, "shared.txt", []byte("base"))
 	m := mount(t, emu, mountOpts{args: []string{"--write-back-delay", "1h"}})
-	if err := os.WriteFile(m.path("shared.txt"), []byte("mine"), 0o644); err != nil {
+	p := m.path("shared.txt")
+	if err := os.WriteFile(p, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, 1234, 5678); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(p, "user.origin", []byte("here"), 0); err != nil {
+		t.Fatal(err)
+	}
+	// Written last: the file's time is its last write's, not a time set.
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("!"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var local unix.Stat_t
+	if err := unix.Stat(p, &local); err != nil {
 		t.Fatal(err)
 	}
 	put(t, emu, "shared.txt", []byte("theirs")) // another writer, meanwhile
@@ -187,11 +216,27 @@ func TestConflictThroughMount(t *testing.T) {
 		t.Errorf("shared.txt = %q, want the other writer's version to stay", got)
 	}
 	sib := listObjects(t, emu, "shared.txt.bucketfs-conflict-")
-	if len(sib) != 1 || string(object(t, emu, sib[0])) != "mine" {
-		t.Errorf("conflict copies %v, want one holding the local version", sib)
+	if len(sib) != 1 || string(object(t, emu, sib[0])) != "mine!" {
+		t.Fatalf("conflict copies %v, want one holding the local version", sib)
 	}
 	if !strings.Contains(m.logs.String(), "local_version_saved_as="+sib[0]) {
 		t.Error("the conflict was not logged")
+	}
+	other := mount(t, emu, mountOpts{})
+	defer other.unmount(t)
+	var st unix.Stat_t
+	if err := unix.Stat(other.path(sib[0]), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mtim != local.Mtim {
+		t.Errorf("the copy's mtime on another mount is %v, want the local file's %v", time.Unix(st.Mtim.Unix()), time.Unix(local.Mtim.Unix()))
+	}
+	if st.Mode != local.Mode || st.Uid != 1234 || st.Gid != 5678 {
+		t.Errorf("the copy's mode %o and owner %d:%d, want %o and 1234:5678", st.Mode, st.Uid, st.Gid, local.Mode)
+	}
+	buf := make([]byte, 64)
+	if n, err := unix.Getxattr(other.path(sib[0]), "user.origin", buf); err != nil || string(buf[:n]) != "here" {
+		t.Errorf("the copy's user.origin = %q (%v), want %q", buf[:max(n, 0)], err, "here")
 	}
 }
 
