@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/internal/testutil/statusfront"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -156,4 +157,51 @@ func TestRefusedByOwnLostUploadConfirms(t *testing.T) {
 	l.write(l.c, transfer.ObjectAttrs{Name: "f"}, true, 0, data)
 	l.flushLosingFirst(func() { l.stat404.Store(true) })
 	l.check(data, 2, 1)
+}
+
+// An upload said to be complete by its session's status query, not by
+// the answer to its last request, is checked against the bucket: here
+// the last request was refused by its precondition (another writer
+// replaced the object), that answer was lost, and the status query was
+// answered with an object that does not exist (as one GCS emulator
+// does). The local version goes down the conflict path: it is saved
+// beside, the name shows the other writer's version. The cache used to
+// record it as uploaded: Flush returned nothing left, no copy was made,
+// and the local bytes were only in the cache (issue 33, item 4).
+func TestUploadConfirmedByStatusQueryIsChecked(t *testing.T) {
+	e := newEnv(t)
+	base := e.put("f", []byte("base"))
+	theirs := []byte("another writer's version")
+	front := statusfront.Start(t, e.emu.URL(), func() { e.put("f", theirs) })
+	g, err := transfer.NewGCS(testCtx(t, 30*time.Second), bucketName, transfer.GCSOptions{Endpoint: front.URL, Anonymous: true, ResumableThreshold: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	o := e.opts(64 << 20)
+	o.WriteBackDelay = time.Hour // sent by Flush only
+	c, err := Open(o, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	mine := pattern(2*chunk+3, 7)
+	e.write(c, base, true, 0, mine)
+	e.flush(c)
+	if front.Queries.Load() == 0 {
+		t.Fatal("no status query was answered by the front: the case was not made")
+	}
+	if got := e.object("f"); !bytes.Equal(got, theirs) {
+		t.Errorf("f holds %q, want the other writer's version", got)
+	}
+	page, err := e.b.List(e.ctx, transfer.ListQuery{Prefix: "f.bucketfs-conflict-"})
+	if err != nil || len(page.Objects) != 1 {
+		t.Fatalf("conflict copies %v (%v), want one", page.Objects, err)
+	}
+	if got := e.object(page.Objects[0].Name); !bytes.Equal(got, mine) {
+		t.Errorf("the conflict copy holds %d bytes that are not the local version", len(got))
+	}
+	if n := c.Stats().Conflicts; n != 1 {
+		t.Errorf("%d conflicts counted, want 1", n)
+	}
 }

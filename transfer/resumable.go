@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -104,12 +105,16 @@ func (g *GCS) putResumable(ctx context.Context, name string, r sizedReaderAt, po
 	var held int64
 	wait := g.resumeWait
 	reopened := false
+	resumed := false // the session was asked how far it got: its answers are checked (madeAsSent)
 	for idle := 0; ; {
 		a, got, done, err := s.send(ctx, held)
+		if done && err == nil && resumed {
+			a, err = s.madeAsSent(ctx, a)
+		}
 		if done && errors.Is(err, errSessionGone) && !reopened {
 			// Once: a session the store dropped is opened again and
 			// the object sent from its start.
-			reopened, held = true, 0
+			reopened, held, resumed = true, 0, false
 			if err = s.open(ctx); err != nil {
 				return ObjectAttrs{}, err
 			}
@@ -135,7 +140,11 @@ func (g *GCS) putResumable(ctx context.Context, name string, r sizedReaderAt, po
 			return ObjectAttrs{}, err
 		}
 		wait = min(wait*2, 5*time.Second)
+		resumed = true
 		a, got, done, qerr := s.query(ctx)
+		if done && qerr == nil {
+			a, qerr = s.madeAsSent(ctx, a)
+		}
 		if done && !errors.Is(qerr, errSessionGone) {
 			return a, qerr
 		}
@@ -157,6 +166,45 @@ func (g *GCS) putResumable(ctx context.Context, name string, r sizedReaderAt, po
 		}
 		held = got
 	}
+}
+
+// madeAsSent checks a, the object a session reported made after it was
+// asked how far it got, against the bucket. Such an answer is not the
+// answer to the request that sent the last byte, and a store may give
+// one that is not true: one GCS emulator answers the status query of a
+// session whose last request its precondition refused with 200 and an
+// object that does not exist. What real GCS answers there is not known.
+// The live object must be a's generation, with the size, the declared
+// CRC32C and the custom metadata (the caller's upload ID among it) that
+// the session sent; then madeAsSent returns it. Otherwise the upload did
+// not make the object: ErrPrecondition for a conditional upload whose
+// object is another version now, or gone while the upload was based on
+// one (the caller's conflict path); errSessionGone (the object is sent
+// again, in a new session) for a new object that is not there, or an
+// unconditional upload.
+func (s *session) madeAsSent(ctx context.Context, a ObjectAttrs) (ObjectAttrs, error) {
+	live, err := s.g.Stat(ctx, s.name)
+	if err == nil && live.Generation == a.Generation && live.Size == s.size &&
+		(!s.po.SendCRC32C || live.CRC32C == s.po.CRC32C) && sameMetadata(live.Metadata, s.po.Metadata) {
+		return live, nil
+	}
+	if err != nil && !errors.Is(err, ErrNotExist) {
+		return ObjectAttrs{}, err // not known yet: transient errors are tried again by the caller
+	}
+	what := fmt.Sprintf("the upload session reported generation %d made, the bucket holds generation %d (%d bytes, CRC32C %08x)", a.Generation, live.Generation, live.Size, live.CRC32C)
+	if err != nil {
+		what = fmt.Sprintf("the upload session reported generation %d made, the bucket holds no such object", a.Generation)
+	}
+	if s.po.Unconditional || (err != nil && s.po.IfGenerationMatch == 0) {
+		return ObjectAttrs{}, &OpError{Op: "put", Bucket: s.g.name, Object: s.name, Err: fmt.Errorf("%w: %s", errSessionGone, what)}
+	}
+	return ObjectAttrs{}, &OpError{Op: "put", Bucket: s.g.name, Object: s.name, Err: fmt.Errorf("%w: %s", ErrPrecondition, what)}
+}
+
+// sameMetadata reports whether the custom metadata of an object is the
+// one an upload sent (nil and empty are the same).
+func sameMetadata(got, sent map[string]string) bool {
+	return len(got) == len(sent) && (len(sent) == 0 || maps.Equal(got, sent))
 }
 
 // mayResume reports whether an upload that failed with err may go on.

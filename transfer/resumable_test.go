@@ -15,6 +15,7 @@ import (
 	"github.com/bucketfs/bucketfs/internal/crc32c"
 	"github.com/bucketfs/bucketfs/internal/emulator"
 	"github.com/bucketfs/bucketfs/internal/testutil"
+	"github.com/bucketfs/bucketfs/internal/testutil/statusfront"
 )
 
 // sessionLog records the requests of resumable upload sessions.
@@ -253,5 +254,69 @@ func TestResumableStoreTakesNothing(t *testing.T) {
 	}
 	if _, err := emu.Object(bucketName, "never"); err == nil {
 		t.Error("an object was made")
+	}
+}
+
+// TestResumableQueryAnswerChecked: an upload whose last request was
+// refused by its precondition (another writer replaced the object), with
+// that answer lost, asks the session how far it got; a store that
+// answers with an object that does not exist (one GCS emulator does) is
+// not believed: the bucket is asked, and the upload fails with
+// ErrPrecondition, as its last request did. It used to return the false
+// object as made (issue 33, item 4).
+func TestResumableQueryAnswerChecked(t *testing.T) {
+	emu := startEmulator(t)
+	gen := put(t, emu, "obj", []byte("base"))
+	theirs := []byte("another writer's version")
+	front := statusfront.Start(t, emu.URL(), func() { put(t, emu, "obj", theirs) })
+	g, err := NewGCS(testutil.Ctx(t, 30*time.Second), bucketName, GCSOptions{Endpoint: front.URL, Anonymous: true, ResumableThreshold: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	g.resumeWait = time.Millisecond
+	ctx := testutil.Ctx(t, 60*time.Second)
+	data := testutil.Pattern(1<<20, 46)
+	a, err := g.Put(ctx, "obj", io.NewSectionReader(bytes.NewReader(data), 0, int64(len(data))),
+		PutOptions{IfGenerationMatch: gen, CRC32C: crc32c.Checksum(data), SendCRC32C: true, Metadata: map[string]string{"bucketfs-upload": "u1"}})
+	if !errors.Is(err, ErrPrecondition) {
+		t.Errorf("Put = %+v, %v; want ErrPrecondition", a, err)
+	}
+	if front.Lost.Load() == 0 || front.Queries.Load() == 0 {
+		t.Fatalf("the front lost %d refusals and answered %d status queries: the case was not made", front.Lost.Load(), front.Queries.Load())
+	}
+	if got, err := readAll(ctx, g, "obj"); err != nil || !bytes.Equal(got, theirs) {
+		t.Errorf("the object holds %q (%v), want the other writer's", got, err)
+	}
+}
+
+// TestResumableLostAnswerConfirmed: the true answer to a status query
+// (the object the lost last request made) passes the check against the
+// bucket, and Put returns the bucket's object.
+func TestResumableLostAnswerConfirmed(t *testing.T) {
+	emu := startEmulator(t)
+	var lost atomic.Int64
+	emu.SetAnswerHook(func(r *http.Request, status int) int {
+		if r.URL.Query().Has("upload_id") && status == http.StatusOK && lost.Add(1) == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	g, err := NewGCS(testutil.Ctx(t, 30*time.Second), bucketName, GCSOptions{Endpoint: emu.URL(), Anonymous: true, ResumableThreshold: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	g.resumeWait = time.Millisecond
+	ctx := testutil.Ctx(t, 60*time.Second)
+	data := testutil.Pattern(1<<20, 47)
+	a, err := g.Put(ctx, "obj", io.NewSectionReader(bytes.NewReader(data), 0, int64(len(data))),
+		PutOptions{IfGenerationMatch: 0, CRC32C: crc32c.Checksum(data), SendCRC32C: true, Metadata: map[string]string{"bucketfs-upload": "u2"}})
+	if err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	live, err := g.Stat(ctx, "obj")
+	if err != nil || live.Generation != a.Generation || a.Size != int64(len(data)) || lost.Load() < 2 {
+		t.Errorf("Put = %+v, the bucket holds %+v (%v), answers lost %d; want the bucket's object, after one lost answer", a, live, err, lost.Load())
 	}
 }
