@@ -710,9 +710,7 @@ func (f *FS) moveTree(d *dirNode, name, from, to string, moved map[string]cache.
 			}
 		}
 	}
-	f.names.ForgetUnder(from)
-	f.names.ForgetUnder(to)
-	f.names.DirMoved(from, to)
+	f.names.DirRenamed(from, to)
 }
 
 // nodeSnapshots are file nodes with what they looked like before a

@@ -53,6 +53,56 @@ func (m *Cache) DirMoved(from, to string) {
 	}
 }
 
+// DirRenamed records that directory prefix from was renamed to prefix to
+// here, in full (cache.RenameDir succeeded). What is remembered under
+// both is dropped (as by ForgetUnder), and of the two names and their
+// placeholders (as by DirMoved), but a known listing of either parent is
+// kept, changed to say what the bucket says once the rename is there
+// (from's name gone from its parent, to's a directory in its); and a
+// known listing of from that holds directories only (no file, so no
+// object version to follow) is to's now. So the listings and link counts
+// of the parents, and of the directory moved, stay known: until the
+// rename is in the bucket, its local changes are shown over them, as
+// over any listing.
+func (m *Cache) DirRenamed(from, to string) {
+	fromFull, toFull := strings.TrimSuffix(from, "/"), strings.TrimSuffix(to, "/")
+	fromParent, toParent := parentPrefix(fromFull), parentPrefix(toFull)
+	m.ensure(from, to, fromParent, toParent)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	moved, ok := m.known.listing(from)
+	if !ok || unverified(moved.expires) || moved.Len() != moved.Dirs() || len(moved.hidden) > 0 {
+		moved = nil
+	}
+	for _, p := range []string{from, to} {
+		full := strings.TrimSuffix(p, "/")
+		m.changes[parentPrefix(full)]++ // a listing running now may predate the rename
+		m.changes[p]++
+		m.known.dropUnder(p)
+		m.known.dropEntry(full)
+		m.known.dropPlaceholdersUnder(p)
+	}
+	if l, ok := m.known.listing(fromParent); ok && !unverified(l.expires) {
+		seg := fromFull[len(fromParent):]
+		gone := Entry{Kind: None}
+		if h, ok := l.hidden[seg]; ok {
+			gone = h // the file the directory hid shows now
+		}
+		m.known.putListing(fromParent, l.with(seg, gone))
+	} else {
+		m.known.dropListing(fromParent)
+	}
+	if l, ok := m.known.listing(toParent); ok && !unverified(l.expires) {
+		seg := toFull[len(toParent):]
+		m.known.putListing(toParent, l.with(seg, Entry{Kind: Dir}))
+	} else {
+		m.known.dropListing(toParent)
+	}
+	if moved != nil {
+		m.known.putListing(to, newListing(moved.children(), moved.fetched, moved.expires, nil))
+	}
+}
+
 // Confirmed records that a local change of name reached the bucket: the
 // object a is there now, or (deleted) it is gone. The change then leaves
 // the local overlay, so the cached listing of its directory must say what
@@ -202,6 +252,10 @@ func (m *Cache) MadeEmpty(prefix string) {
 	if m.ttl <= 0 {
 		return
 	}
+	// Resident, so that the listing is held in memory, where Subdirs
+	// (the link count the kernel asks for next) looks: put into a group
+	// not loaded, it would go to names.db only.
+	m.ensure(prefix)
 	m.mu.Lock()
 	now := m.now()
 	m.known.putListing(prefix, newListing(map[string]Entry{}, now, now.Add(m.ttl), nil))
