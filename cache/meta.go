@@ -33,6 +33,9 @@ func FormatMtime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // ParseMtime reads a MtimeKey value.
 func ParseMtime(s string) (time.Time, bool) {
+	if s == "" {
+		return time.Time{}, false // most objects: no error made (and dropped) per getattr
+	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	return t, err == nil
 }

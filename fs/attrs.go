@@ -45,7 +45,11 @@ func isSymlink(a transfer.ObjectAttrs) bool { return a.Metadata[symlinkKey] != "
 
 // metaUint reads a numeric metadata value of base, or def.
 func metaUint(md map[string]string, key string, base int, def uint32) uint32 {
-	if v, err := strconv.ParseUint(md[key], base, 32); err == nil {
+	s, ok := md[key]
+	if !ok {
+		return def // most objects: no error made (and dropped) per getattr
+	}
+	if v, err := strconv.ParseUint(s, base, 32); err == nil {
 		return uint32(v)
 	}
 	return def

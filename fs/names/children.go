@@ -66,6 +66,35 @@ func newChildSet(children map[string]Entry) *childSet {
 	return s
 }
 
+// sortHidingFiles sorts s's records (made in any order) by name, and
+// takes out the files that have the name of a directory of the level (a
+// bucket may hold "a" and "a/x"): the directory wins, and the files are
+// returned (nil if none), each told to hidden first.
+func (s *childSet) sortHidingFiles(hide func(seg string)) map[string]Entry {
+	sort.SliceStable(s.recs, func(i, j int) bool {
+		a, b := &s.recs[i], &s.recs[j]
+		return a.seg < b.seg || a.seg == b.seg && a.kind == Dir && b.kind != Dir
+	})
+	var hidden map[string]Entry
+	out := s.recs[:0]
+	for i := range s.recs {
+		r := s.recs[i]
+		if len(out) > 0 && out[len(out)-1].seg == r.seg {
+			// After its directory (sorted first): a file of that name.
+			if hidden == nil {
+				hidden = map[string]Entry{}
+			}
+			hide(r.seg)
+			hidden[r.seg] = s.entry(&r)
+			continue
+		}
+		out = append(out, r)
+	}
+	clear(s.recs[len(out):]) // no strings held past the end
+	s.recs = out
+	return hidden
+}
+
 // set fills r from e.
 func (r *childRec) set(prefix string, e Entry) {
 	a := e.Attrs

@@ -471,19 +471,9 @@ func (r entryRec) entry() Entry {
 	return c
 }
 
-func recMap(m map[string]Entry) map[string]entryRec {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]entryRec, len(m))
-	for k, c := range m {
-		out[k] = toRec(c, time.Time{})
-	}
-	return out
-}
-
 // encode returns the stored value of o's put, written by session: the
-// names it holds and the JSON. A value still unverified (loaded after a
+// names it holds and the record (JSON; a listing in its binary form,
+// listingcodec.go). A value still unverified (loaded after a
 // crash and changed here without asking the bucket, as Confirmed does
 // to a listing) keeps session 0, never trusted after a crash: this
 // session does not vouch for the rest of it.
@@ -503,8 +493,8 @@ func encode(o op, session uint64) ([]byte, error) {
 		v = r
 	case o.listing != nil:
 		l := o.listing
-		v = listingRec{Fetched: l.fetched.UnixNano(), Children: recMap(l.children()), Hidden: recMap(l.hidden), S: vouch(l.expires)}
-		n += l.Len()
+		out := binary.AppendUvarint(make([]byte, 0, listingSize(l, o.key)), uint64(n+l.Len()))
+		return encodeListing(out, l, o.key, vouch(l.expires)) // listingcodec.go
 	case o.placeholder != nil:
 		p := o.placeholder
 		v = placeholderRec{Attrs: p.a, Exists: p.exists, Asked: p.asked.UnixNano(), S: vouch(p.expires)}
@@ -536,7 +526,16 @@ func (d *disk) decodeInto(gr *group, rest, v []byte) error {
 		asked := time.Unix(0, r.Asked)
 		gr.entries[name] = cachedEntry{Entry: r.entry(), asked: asked, expires: d.expiry(asked, r.S)}
 	case 'l':
-		var r listingRec
+		if len(js) > 0 && js[0] == listingBinary {
+			l, session, err := decodeListing(js) // listingcodec.go
+			if err != nil {
+				return err
+			}
+			l.expires = d.expiry(l.fetched, session)
+			gr.listing = l
+			return nil
+		}
+		var r listingRec // the JSON form, written before 2026-11-28
 		if err := json.Unmarshal(js, &r); err != nil {
 			return err
 		}

@@ -171,10 +171,14 @@ func (m *Cache) listRemoteOnce(ctx context.Context, prefix string, warn WarnFunc
 // fetchListing asks the bucket for the level under prefix, asked at
 // now, and remembers it (see listRemoteOnce).
 func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, before uint64, now time.Time) (*Listing, error) {
-
-	children := map[string]Entry{}
-	var hidden map[string]Entry
-	var files []transfer.ObjectAttrs
+	// The children go into compact records as the pages come (not into
+	// a map of Entry, nor a slice of every page's objects first): the
+	// level is held once, at about 90 bytes a child, while it is listed.
+	set := &childSet{prefix: prefix}
+	add := func(seg string, e Entry) {
+		set.recs = append(set.recs, childRec{seg: seg})
+		set.recs[len(set.recs)-1].set(prefix, e)
+	}
 	q := transfer.ListQuery{Prefix: prefix, Delimiter: "/", Placeholders: true}
 	phs := map[string]transfer.ObjectAttrs{} // placeholders seen: of prefix and of its subdirectories
 	for {
@@ -191,34 +195,30 @@ func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, 
 				warn(p, "objects hidden: their path has a segment that is not a valid file name (empty, '.', '..' or longer than 255 bytes)")
 				continue
 			}
-			children[seg] = Entry{Kind: Dir}
+			add(seg, Entry{Kind: Dir})
 		}
-		files = append(files, page.Objects...)
+		for _, a := range page.Objects {
+			seg := a.Name[len(prefix):]
+			switch {
+			case seg == "" || strings.IndexByte(seg, '/') == len(seg)-1:
+				// The directory's own placeholder object, or a
+				// subdirectory's (listed with Placeholders).
+				phs[a.Name] = a
+			case !ValidName(seg):
+				warn(a.Name, "object hidden: its name is not a valid file name (empty segment, '.', '..' or longer than 255 bytes)")
+			default:
+				add(seg, Entry{Kind: File, Attrs: a})
+			}
+		}
 		if page.NextPageToken == "" {
 			break
 		}
 		q.PageToken = page.NextPageToken
 	}
-	for _, a := range files {
-		seg := a.Name[len(prefix):]
-		switch {
-		case seg == "" || strings.IndexByte(seg, '/') == len(seg)-1:
-			// The directory's own placeholder object, or a
-			// subdirectory's (listed with Placeholders).
-			phs[a.Name] = a
-		case !ValidName(seg):
-			warn(a.Name, "object hidden: its name is not a valid file name (empty segment, '.', '..' or longer than 255 bytes)")
-		case children[seg].Kind == Dir:
-			warn(a.Name, "object hidden: a directory has the same name", "shown_as", a.Name+"/")
-			if hidden == nil {
-				hidden = map[string]Entry{}
-			}
-			hidden[seg] = Entry{Kind: File, Attrs: a}
-		default:
-			children[seg] = Entry{Kind: File, Attrs: a}
-		}
-	}
-	l := newListing(children, time.Time{}, time.Time{}, hidden)
+	hidden := set.sortHidingFiles(func(seg string) {
+		warn(prefix+seg, "object hidden: a directory has the same name", "shown_as", prefix+seg+"/")
+	})
+	l := newListingOf(set, time.Time{}, time.Time{}, hidden)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if before != ^uint64(0) && m.changes[prefix] != before {
@@ -230,10 +230,10 @@ func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, 
 		a, ok := phs[prefix]
 		m.notePlaceholderLocked(prefix, a, ok, now)
 	}
-	for seg, c := range children {
-		if c.Kind == Dir {
-			a, ok := phs[prefix+seg+"/"]
-			m.notePlaceholderLocked(prefix+seg+"/", a, ok, now)
+	for i := range set.recs {
+		if r := &set.recs[i]; r.kind == Dir {
+			a, ok := phs[prefix+r.seg+"/"]
+			m.notePlaceholderLocked(prefix+r.seg+"/", a, ok, now)
 		}
 	}
 	if m.ttl > 0 {

@@ -68,6 +68,18 @@ func newListing(children map[string]Entry, fetched, expires time.Time, hidden ma
 	return &Listing{lay: &layer{base: newChildSet(children)}, n: len(children), dirs: dirs, fetched: fetched, expires: expires, hidden: hidden}
 }
 
+// newListingOf returns a listing of the children in set, which it takes
+// (sorted by name, never changed afterwards).
+func newListingOf(set *childSet, fetched, expires time.Time, hidden map[string]Entry) *Listing {
+	dirs := 0
+	for i := range set.recs {
+		if set.recs[i].kind == Dir {
+			dirs++
+		}
+	}
+	return &Listing{lay: &layer{base: set}, n: len(set.recs), dirs: dirs, fetched: fetched, expires: expires, hidden: hidden}
+}
+
 // Names returns the names of the level, sorted. The caller must not
 // change the slice.
 func (l *Listing) Names() []string {
@@ -124,6 +136,36 @@ func (l *Listing) each(fn func(seg string, e Entry)) {
 			fn(seg, e)
 		}
 	}
+}
+
+// eachSorted calls fn for every child of the level, in order of their
+// names. It holds no lock while calling fn.
+func (l *Listing) eachSorted(fn func(seg string, e Entry)) {
+	changed := l.changed()
+	if len(changed) == 0 {
+		l.lay.base.each(fn)
+		return
+	}
+	segs := make([]string, 0, len(changed))
+	for seg := range changed {
+		segs = append(segs, seg)
+	}
+	sort.Strings(segs)
+	next := func(upTo string, inclusive bool) {
+		for len(segs) > 0 && (segs[0] < upTo || inclusive) {
+			if e := changed[segs[0]]; e.Kind != None {
+				fn(segs[0], e)
+			}
+			segs = segs[1:]
+		}
+	}
+	l.lay.base.each(func(seg string, e Entry) {
+		next(seg, false)
+		if _, ok := changed[seg]; !ok {
+			fn(seg, e)
+		}
+	})
+	next("", true)
 }
 
 // changed returns the children this listing sees changed over its base
