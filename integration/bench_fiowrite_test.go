@@ -42,8 +42,9 @@ import (
 // --end_fsync): a buffered figure is what an application gets from the
 // page cache, on the native file as on the mounts. Every job starts after
 // a sync(2), so that none pays for the dirty pages of the one before, and
-// on a mount after its cache files' pages were dropped (dropCachedPages),
-// as fio drops the native file's.
+// after the pages of the files it may write were dropped, the same way on
+// every target (dropPages: the native directory's files, a mount's cache
+// files); fio itself drops none (--invalidate=0, see fioWriteRow.spec).
 //
 // A bucketfs figure's ratio is to native buffered (issue 24's goal: >=
 // 0.8), for the O_DIRECT row to native O_DIRECT: the median of the
@@ -68,14 +69,23 @@ type fioWriteRow struct {
 	value            func(fioResult) float64
 }
 
-// spec is r as a fio job, with or without O_DIRECT.
+// spec is r as a fio job, with or without O_DIRECT. fio drops no pages
+// (--invalidate=0): its own drop (posix_fadvise DONTNEED at the open, and
+// again each time a time-based job wraps around the file) reaches a
+// native file, but on a mount only the FUSE inode, not the cache file the
+// kernel writes behind a passthrough handle or the daemon pwrites, so the
+// two sides would run different jobs. On a 1 GiB native file, fio's drop
+// at every pass (it writes back and drops the pages the pass dirtied) held
+// 1 MiB sequential writes to about a third of what the same job got with
+// --invalidate=0, or on a mount (2026-11-28, docs/bench.md). runFioWrites
+// drops every target's pages itself before each job (dropPages).
 func (r fioWriteRow) spec(direct bool) fioJobSpec {
 	d := "--direct=0"
 	if direct {
 		d = "--direct=1"
 	}
 	return fioJobSpec{key: r.key, label: r.label, unit: r.unit, args: r.args, value: r.value,
-		write: true, create: r.newFile, ioMode: append(slices.Clip(r.engine), d)}
+		write: true, create: r.newFile, ioMode: append(slices.Clip(r.engine), d, "--invalidate=0")}
 }
 
 func fioWriteRows() []fioWriteRow {
@@ -168,8 +178,9 @@ func benchFioWrites(t *testing.T, emu *emulator.Server, fioPath string, cfg benc
 	return append(notes,
 		"fio-write rows: fio time-based, psync and buffered (--direct=0) unless the row says O_DIRECT, no --end_fsync; "+
 			"'buf' and 'dio' are native buffered and native O_DIRECT, medians; ratio: bucketfs / native buffered of the same repeat "+
-			"(the O_DIRECT row: / native O_DIRECT), the median of the per-repeat ratios; every job starts after a sync(2), "+
-			"and on a mount after the pages of its cache files were dropped (POSIX_FADV_DONTNEED), as fio drops the native file's (--invalidate)",
+			"(the O_DIRECT row: / native O_DIRECT), the median of the per-repeat ratios; every job starts after a sync(2) "+
+			"and after the pages of the native directory's files, or of the mount's cache files, were dropped (POSIX_FADV_DONTNEED), "+
+			"the same way on every target; fio drops none (--invalidate=0: its drop, also at each pass of a time-based job, reaches the native file only)",
 		fmt.Sprintf("fio-write new-file rows: fio creates the file (a fresh name per repeat and target), which is removed after its job; "+
 			"cached-file rows: the object was read once through the mount (whole, clean copy), the native twin written and synced; "+
 			"mounts with --write-back-delay %s; at the end each unmount uploaded its changed file (no WAN), the bucket matched the mount (sha256), "+
@@ -196,10 +207,7 @@ func runFioWrites(t *testing.T, fioPath string, cfg benchConfig, rows []fioWrite
 				if row.newFile {
 					ft.path = filepath.Join(tg.dir, fmt.Sprintf("%s%s-t%d-r%d", benchFioNewPrefix, row.key, ti, rep+1))
 				}
-				syscall.Sync()
-				if tg.cacheDir != "" {
-					dropCachedPages(t, tg.cacheDir)
-				}
+				prepareFioWrite(t, tg)
 				r := runFioJob(t, fioPath, job, ft, cfg)
 				t.Logf("repeat %d %-12s %-28s %s", rep+1, row.key, tg.label, r.summary(job))
 				results[[2]int{ri, ti}] = append(results[[2]int{ri, ti}], r)
@@ -212,17 +220,32 @@ func runFioWrites(t *testing.T, fioPath string, cfg benchConfig, rows []fioWrite
 	return results
 }
 
-// dropCachedPages does for the files under dir (a mount's cache
-// directory) what fio does for the file a job opens (--invalidate, on by
-// default): it asks the kernel to drop their pages (POSIX_FADV_DONTNEED;
-// clean ones go, and the caller synced). fio's request on a mount's file
-// reaches the FUSE inode, not the cache file that the kernel writes behind
-// a passthrough handle or that the daemon pwrites, whose pages would stay
-// from earlier jobs and reads. Those pages change the figures as they
-// would on a native file: 4k random writes into a file read just before
-// ran at a third of the speed, 1 MiB sequential writes after 4k random
-// ones at less than half (native file, fio --invalidate=0, 2026-11-27).
-func dropCachedPages(t *testing.T, dir string) {
+// prepareFioWrite readies tg for the next job: a sync(2), so that no job
+// pays for the dirty pages of the one before, then the pages of every file
+// the job may write are dropped, the same way on every target: the files
+// of the native directory, or the mount's cache files (dropPages). fio
+// drops none itself (see fioWriteRow.spec).
+func prepareFioWrite(t *testing.T, tg writeTarget) {
+	t.Helper()
+	syscall.Sync()
+	if tg.native {
+		dropPages(t, tg.dir)
+	} else {
+		dropPages(t, tg.cacheDir)
+	}
+}
+
+// dropPages asks the kernel to drop the pages of the files under dir
+// (POSIX_FADV_DONTNEED; clean ones go, and the caller synced): the
+// native directory of the section, or a mount's cache directory, whose
+// files the kernel writes behind a passthrough handle or the daemon
+// pwrites. fio's own request (--invalidate) on a mount's file reaches
+// the FUSE inode only: the cache file's pages would stay from earlier
+// jobs and reads, and those pages change the figures as they would on a
+// native file: 4k random writes into a file read just before ran at a
+// third of the speed, 1 MiB sequential writes after 4k random ones at
+// less than half (native file, fio --invalidate=0, 2026-11-27).
+func dropPages(t *testing.T, dir string) {
 	t.Helper()
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -242,7 +265,7 @@ func dropCachedPages(t *testing.T, dir string) {
 		return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 	})
 	if err != nil {
-		t.Fatalf("dropping the pages of the cache files under %s: %v", dir, err)
+		t.Fatalf("dropping the pages of the files under %s: %v", dir, err)
 	}
 }
 
