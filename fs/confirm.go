@@ -13,6 +13,17 @@ import "github.com/bucketfs/bucketfs/transfer"
 // file, or a metadata patch refused for ever (issue 17, item 6, found by
 // the model tester's chown-then-rename-dir).
 
+// OnOwnUpload sets fn, told of each version this mount's own upload of
+// a name made, once the bucket confirmed it (the notifications expect
+// its announcement: internal/notify). nil turns it off.
+func (f *FS) OnOwnUpload(fn func(name string, gen int64)) {
+	if fn == nil {
+		f.ownUpload.Store(nil)
+		return
+	}
+	f.ownUpload.Store(&fn)
+}
+
 // confirmed is the function the cache calls (OnConfirmed).
 func (f *FS) confirmed(name string, a transfer.ObjectAttrs, deleted bool) {
 	f.names.Confirmed(name, a, deleted)
@@ -28,6 +39,9 @@ func (f *FS) confirmed(name string, a transfer.ObjectAttrs, deleted bool) {
 	base, own := f.cache.OwnUpload(name, a)
 	if !own {
 		return
+	}
+	if fn := f.ownUpload.Load(); fn != nil {
+		(*fn)(name, a.Generation)
 	}
 	for _, n := range f.nodesNamed(name) {
 		n.adopt(a, base)

@@ -85,6 +85,8 @@ type FS struct {
 	start    time.Time
 	dirTimes dirClock // when this mount last added or removed entries of a directory (times.go)
 
+	ownUpload atomic.Pointer[func(name string, gen int64)] // OnOwnUpload (confirm.go)
+
 	nodesMu sync.Mutex             // a leaf (LOCK ORDER above)
 	nodes   map[string][]*fileNode // guarded by nodesMu: object name -> file nodes the kernel has for it (mostly one: a slice, not a set, costs a few bytes a name)
 

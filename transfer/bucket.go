@@ -27,6 +27,15 @@ type ObjectAttrs struct {
 	MD5    []byte
 }
 
+// OrName returns *a, or, if a is nil, the attributes of generation gen
+// of name that are known without the object's resource.
+func (a *ObjectAttrs) OrName(name string, gen int64) ObjectAttrs {
+	if a != nil {
+		return *a
+	}
+	return ObjectAttrs{Name: name, Generation: gen}
+}
+
 // SameContent reports whether a and b have the same bytes, by size and
 // checksums (both must have a CRC32C; MD5 counts where both have one). A
 // server-side rename gives an object a new generation: this is how a

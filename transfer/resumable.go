@@ -369,6 +369,16 @@ func heldBytes(h string) (int64, error) {
 	return n + 1, nil
 }
 
+// ObjectFromJSON reads an object resource of the JSON API, as a bucket's
+// notification (payload format JSON_API_V1) carries it.
+func ObjectFromJSON(data []byte) (ObjectAttrs, error) {
+	var o rawstorage.Object
+	if err := json.Unmarshal(data, &o); err != nil {
+		return ObjectAttrs{}, err
+	}
+	return fromRaw(&o)
+}
+
 // fromRaw converts the JSON API's object resource.
 func fromRaw(o *rawstorage.Object) (ObjectAttrs, error) {
 	a := ObjectAttrs{Name: o.Name, Size: int64(o.Size), Generation: o.Generation, Metageneration: o.Metageneration,

@@ -161,6 +161,7 @@ func printStatus(w io.Writer, st control.Status, now time.Time) {
 	fmt.Fprintf(w, "bucketfs %s, pid %d, up %s\n", st.Version, st.PID, ago(st.Started))
 	fmt.Fprintf(w, "bucket:      gs://%s\n", st.Bucket)
 	printBucketState(w, st, now) // offline.go
+	printNotifyState(w, st, now) // announce.go
 	if st.Flushing {
 		fmt.Fprintf(w, "mountpoint:  %s (UNMOUNTED: sending the changes left before it exits)\n", st.Mountpoint)
 	} else {

@@ -38,6 +38,8 @@ type mountConfig struct {
 	endpoint     string
 	anonymous    bool
 	metadataTTL  time.Duration
+
+	notifyTopic, notifySubscription string // the bucket's change notifications (announce.go)
 	metaStrict   bool
 	metaMaxNames int
 	chunkSize    Size
@@ -136,6 +138,8 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.StringVar(&c.caFile, "ca-file", "", "PEM `FILE` of certificates trusted besides the system's, for an endpoint with a private CA (or an emulator over TLS)")
 	fl.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://`ADDR`/metrics; a bare port (9100 or :9100) listens on 127.0.0.1 only")
 	fl.BoolVar(&c.pprof, "pprof", false, "also serve Go's runtime profiles (heap, goroutines, CPU) at /debug/pprof/ on --metrics-addr, which must then be a loopback address")
+	fl.StringVar(&c.notifyTopic, "notify-topic", "", "apply the bucket's change notifications from this Pub/Sub `TOPIC` (projects/P/topics/T, the topic of a notification configuration of the bucket) as they come, through a subscription the mount makes (named bucketfs-HOST-HASH, filtered to the bucket, expiring a day after its last use) and deletes at unmount: changes made elsewhere show within a second, and what is known is trusted past --metadata-ttl while they are received")
+	fl.StringVar(&c.notifySubscription, "notify-subscription", "", "as --notify-topic, through this existing Pub/Sub `SUBSCRIPTION` (projects/P/subscriptions/S) of such a topic, kept at unmount")
 	fl.StringVar(&c.fsyncMode, "fsync", "local", "local: fsync makes a file durable on local disk; remote: fsync waits until it is in the bucket")
 	c.prefetch.addFlags(fl)
 	return fl
@@ -195,6 +199,9 @@ func parseFlags(fl *flag.FlagSet, args []string) ([]string, error) {
 
 func (c *mountConfig) validate() error {
 	bad := func(f string, a ...any) error { return &usageError{fmt.Sprintf(f, a...)} }
+	if c.notifyTopic != "" && c.notifySubscription != "" {
+		return bad("--notify-topic and --notify-subscription: give one (a subscription of the mount's own on a topic, or one made already)")
+	}
 	if err := transfer.ValidBucketName(c.bucket); err != nil {
 		return &usageError{err.Error()}
 	}
@@ -356,9 +363,15 @@ func runMount(args []string) error {
 	}
 	log.Info("mounted", "bucket", c.bucket, "mountpoint", mnt, "cache_dir", c.cacheDir,
 		"cache_max_size", FormatSize(int64(c.cacheMax)), "read_only", c.readOnly, "pid", os.Getpid())
+	sub, err := startAnnouncements(ctx, c, mnt, fsys, ops, log)
+	if err != nil {
+		// Mounted without them: said once, changes show by the TTL.
+		log.Error("notifications cannot be used; changes made elsewhere show after --metadata-ttl", "err", err)
+	}
 	notifyReady(log, fmt.Sprintf("gs://%s mounted on %s", c.bucket, mnt))
 
 	serveUntilUnmounted(server, mnt, sigs, log)
+	stopAnnouncements(sub, fsys, log)
 	ops.flushing.Store(true) // a start on the same cache dir says so (held.go)
 	fsys.StopPrefetch()      // before the cache closes
 

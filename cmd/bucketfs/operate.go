@@ -35,6 +35,8 @@ type operations struct {
 	metricsSrv *metrics.Server
 	ctl        *control.Server
 	unregister func()
+
+	notify announcements // the bucket's change notifications (announce.go)
 }
 
 func newOperations(log *slog.Logger) *operations {
@@ -152,6 +154,7 @@ func (o *operations) status(c *mountConfig, mnt, cacheDir string, ch *cache.Cach
 		Uploading: s.Uploading, Downloading: s.Downloading,
 	}
 	o.bucketState(&st)
+	o.notifyState(&st)
 	st.MinFreeBytes = ch.MinFree()
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(cacheDir, &fs); err == nil {

@@ -154,9 +154,10 @@ func (m *Cache) listRemoteOnce(ctx context.Context, prefix string, warn WarnFunc
 	now := m.now()
 	m.mu.Lock()
 	l, ok := m.known.listing(prefix)
+	trusted := ok && m.trustedLocked(l.fetched) // announcements are live (announce.go)
 	m.mu.Unlock()
-	if ok && !fetch && (now.Before(l.expires) || m.revalidate() && !unverified(l.expires)) {
-		if !now.Before(l.expires) {
+	if ok && !fetch && (trusted || now.Before(l.expires) || m.revalidate() && !unverified(l.expires)) {
+		if !trusted && !now.Before(l.expires) {
 			m.refreshListing(prefix, warn)
 		}
 		return l, nil

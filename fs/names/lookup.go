@@ -105,6 +105,9 @@ func (m *Cache) knownLocked(name string) (c Entry, expires time.Time, fromListin
 	if rc, ok := m.recentSinceLocked(name, at); ok && c.Kind != Dir {
 		c = rc // confirmed since the bucket was asked
 	}
+	if m.trustedLocked(at) {
+		expires = farFuture // announcements are live (announce.go)
+	}
 	return c, expires, fromListing, true
 }
 
@@ -214,6 +217,9 @@ func (m *Cache) DirAttrs(ctx context.Context, prefix string) (transfer.ObjectAtt
 	now := m.now()
 	m.mu.Lock()
 	p, ok := m.known.placeholder(prefix)
+	if ok && m.trustedLocked(p.asked) {
+		p.expires = farFuture // announcements are live (announce.go)
+	}
 	m.mu.Unlock()
 	if ok && (now.Before(p.expires) || m.revalidate() && !unverified(p.expires)) {
 		if !now.Before(p.expires) {

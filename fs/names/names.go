@@ -137,6 +137,12 @@ type Cache struct {
 	recent      map[string]map[string]recentChange // guarded by mu
 	recentSwept time.Time                          // guarded by mu: when old ones were last dropped
 
+	// gone holds the generations whose deletion was announced, by name
+	// (announce.go); trustFrom, if not zero, is when announcements
+	// became live: answers asked since are trusted past the TTL.
+	gone      map[string]int64 // guarded by mu
+	trustFrom time.Time        // guarded by mu
+
 	bg        refresher // background refreshes and change notes (refresh.go)
 	closeOnce sync.Once
 }
@@ -175,7 +181,7 @@ func Open(b Bucket, local Overlay, o Options) *Cache {
 		o.Logger = slog.Default()
 	}
 	m := &Cache{b: b, local: local, ttl: o.TTL, strict: o.Strict, now: time.Now, log: o.Logger, known: newStore(),
-		changes: map[string]uint64{}, recent: map[string]map[string]recentChange{}}
+		changes: map[string]uint64{}, recent: map[string]map[string]recentChange{}, gone: map[string]int64{}}
 	m.bg.init()
 	if o.MemNames > 0 {
 		m.known.memNames = o.MemNames

@@ -100,6 +100,16 @@ type Status struct {
 	OfflineCause string    `json:"offline_cause,omitempty"`
 	OnlineSince  time.Time `json:"online_since,omitzero"`
 
+	// The bucket's change notifications (--notify-topic,
+	// --notify-subscription): NotifyOn if configured; NotifyLive while
+	// received (what the mount knows is current), else down since
+	// NotifySince for NotifyWhy (the metadata TTL holds meanwhile).
+	NotifyOn           bool      `json:"notify_on,omitempty"`
+	NotifyLive         bool      `json:"notify_live,omitempty"`
+	NotifySince        time.Time `json:"notify_since,omitzero"`
+	NotifyWhy          string    `json:"notify_why,omitempty"`
+	NotifySubscription string    `json:"notify_subscription,omitempty"`
+
 	// Cache use.
 	UsedBytes int64 `json:"used_bytes"`
 	MaxBytes  int64 `json:"max_bytes"`
