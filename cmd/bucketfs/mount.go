@@ -38,8 +38,6 @@ type mountConfig struct {
 	endpoint     string
 	anonymous    bool
 	metadataTTL  time.Duration
-
-	notifyTopic, notifySubscription string // the bucket's change notifications (announce.go)
 	metaStrict   bool
 	metaMaxNames int
 	chunkSize    Size
@@ -80,6 +78,8 @@ type mountConfig struct {
 	metricsAddr string // see operate.go
 	pprof       bool   // Go's profiles on the metrics listener
 	prefetch    prefetchConfig
+
+	notifyTopic, notifySubscription string // the bucket's change notifications (announce.go)
 }
 
 func newMountFlags(c *mountConfig) *flag.FlagSet {
