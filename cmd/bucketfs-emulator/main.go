@@ -7,6 +7,8 @@
 //	bucketfs-emulator [--addr 127.0.0.1:4443] [--bucket demo] [--seed] [--wan]
 //	                  [--tls-addr 127.0.0.1:4444 --ca-out FILE]
 //	                  [--vm-credentials [--token-lifetime 1h]]
+//	                  [--pubsub-addr 127.0.0.1:8085 [--pubsub-topic projects/P/topics/T]
+//	                   [--notify-delay D] [--notify-duplicate RATE] [--notify-reorder]]
 //
 // When ready it prints one line to stdout,
 //
@@ -20,7 +22,11 @@
 //
 //	metadata server listening on ADDR: set GCE_METADATA_HOST=ADDR
 //
-// and it runs until SIGINT or SIGTERM. Logs go to stderr.
+// and, with --pubsub-addr, one more,
+//
+//	pubsub emulator listening on ADDR topic=projects/P/topics/T
+//
+// (topic= empty without --pubsub-topic), and it runs until SIGINT or SIGTERM. Logs go to stderr.
 package main
 
 import (
@@ -50,6 +56,8 @@ Usage:
   bucketfs-emulator [--addr 127.0.0.1:4443] [--bucket demo] [--seed] [--wan]
                     [--tls-addr 127.0.0.1:4444 --ca-out FILE]
                     [--vm-credentials [--token-lifetime 1h]]
+                    [--pubsub-addr 127.0.0.1:8085 [--pubsub-topic projects/P/topics/T]
+                     [--notify-delay D] [--notify-duplicate RATE] [--notify-reorder]]
 
 When ready it prints "emulator listening on http://ADDR bucket=NAME" to stdout
 (and, with --tls-addr, "emulator listening on https://ADDR ca=FILE") and serves
@@ -65,15 +73,28 @@ valid bearer token) and runs a stand-in for a VM's metadata server that
 hands out tokens: mount with GCE_METADATA_HOST=ADDR (printed) and without
 --anonymous, as on a Compute Engine VM.
 
+With --pubsub-addr it runs a Pub/Sub emulator there (set
+PUBSUB_EMULATOR_HOST=ADDR) and publishes GCS's object change notifications
+to it for the buckets with notification configurations (the JSON API's
+notificationConfigs). --pubsub-topic creates that topic and a configuration
+of the bucket for it (JSON_API_V1 payload, all events), and the emulator
+prints "pubsub emulator listening on ADDR topic=projects/P/topics/T". The
+--notify-* flags make notifications late, doubled or out of order, as
+Pub/Sub may deliver them.
+
 Flags:
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-// run is main without the exit, for readability: it returns the exit code.
-func run(args []string, stdout, stderr io.Writer) int {
+// run is main without the exit, for readability and tests: it serves
+// until ctx ends and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bucketfs-emulator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:4443", "listen `address` (host:port); port 0 picks a free port")
@@ -85,6 +106,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	vm := fs.Bool("vm-credentials", false, "check bearer tokens, handed out by a metadata server stand-in\n(printed: set GCE_METADATA_HOST to its address), as on a VM")
 	lifetime := fs.Duration("token-lifetime", time.Hour, "how long the tokens of --vm-credentials last")
 	hns := fs.Bool("hierarchical", false, "give the bucket a hierarchical namespace: folders, and atomic\nfolder renames (as GCS documents them; see internal/emulator)")
+	psAddr := fs.String("pubsub-addr", "", "run a Pub/Sub emulator on this `address` (port 0 picks one) and publish\nobject change notifications to it")
+	psTopic := fs.String("pubsub-topic", "", "create this `topic` (projects/P/topics/T) and a notification\nconfiguration of the bucket for it (needs --pubsub-addr)")
+	notifyDelay := fs.Duration("notify-delay", 0, "publish each notification this long after its change")
+	notifyDup := fs.Float64("notify-duplicate", 0, "share (0 to 1) of notifications published twice")
+	notifyReorder := fs.Bool("notify-reorder", false, "publish notifications in swapped pairs (a delete may come before\nthe create it follows)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -106,8 +132,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	var project, topic string
+	if *psTopic != "" {
+		var ok bool
+		if project, topic, ok = splitTopic(*psTopic); !ok || *psAddr == "" {
+			fmt.Fprintln(stderr, "bucketfs-emulator: --pubsub-topic needs --pubsub-addr and the form projects/P/topics/T")
+			return 2
+		}
+	}
+	if *notifyDup < 0 || *notifyDup > 1 {
+		fmt.Fprintln(stderr, "bucketfs-emulator: --notify-duplicate is a share, 0 to 1")
+		return 2
+	}
+
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	opts := emulator.Options{Addr: *addr, Buckets: []string{*bucket}, TLS: *tlsAddr != "", TLSAddr: *tlsAddr}
+	opts := emulator.Options{Addr: *addr, Buckets: []string{*bucket}, TLS: *tlsAddr != "", TLSAddr: *tlsAddr, PubSubAddr: *psAddr}
 	if *wan {
 		p := emulator.DefaultWAN()
 		opts.WAN = &p
@@ -130,6 +169,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer s.Close()
 	s.SetHierarchical(*bucket, *hns)
+	s.SetNotifyFaults(emulator.NotifyFaults{Delay: *notifyDelay, Duplicate: *notifyDup, Reorder: *notifyReorder})
+	if topic != "" {
+		if err := s.CreateTopic(project, topic); err != nil {
+			log.Error("cannot create the topic", "topic", *psTopic, "err", err)
+			return 1
+		}
+		if _, err := s.AddNotification(*bucket, emulator.NotificationConfig{Topic: *psTopic, PayloadFormat: emulator.PayloadJSON}); err != nil {
+			log.Error("cannot add the notification configuration", "topic", *psTopic, "err", err)
+			return 1
+		}
+	}
 
 	if *seed {
 		if err := seedBucket(s, *bucket, log); err != nil {
@@ -138,8 +188,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if opts.TLS {
 		if err := os.WriteFile(*caOut, s.CertPEM(), 0o644); err != nil {
 			log.Error("cannot write the certificate", "err", err)
@@ -153,8 +201,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if ms != nil {
 		fmt.Fprintf(stdout, "metadata server listening on %s: set GCE_METADATA_HOST=%s\n", ms.Addr(), ms.Addr())
 	}
+	if a := s.PubSubAddr(); a != "" {
+		fmt.Fprintf(stdout, "pubsub emulator listening on %s topic=%s\n", a, *psTopic)
+	}
 	<-ctx.Done()
-	log.Info("shutting down", "requests", s.Requests(), "media_reads", s.TotalMediaReads())
+	log.Info("shutting down", "requests", s.Requests(), "media_reads", s.TotalMediaReads(), "notifications", s.NotificationsPublished())
 	return 0
 }
 
@@ -235,4 +286,13 @@ func seedBucket(s *emulator.Server, bucket string, log *slog.Logger) error {
 	}
 	log.Info("seeded bucket", "bucket", bucket, "objects", len(objs), "bytes", total)
 	return nil
+}
+
+// splitTopic reads "projects/P/topics/T".
+func splitTopic(name string) (project, topic string, ok bool) {
+	parts := strings.Split(name, "/")
+	if len(parts) != 4 || parts[0] != "projects" || parts[1] == "" || parts[2] != "topics" || parts[3] == "" {
+		return "", "", false
+	}
+	return parts[1], parts[3], true
 }

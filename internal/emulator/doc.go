@@ -54,12 +54,17 @@
 //   - many objects: PutMany seeds a bucket with up to millions of objects
 //     kept in an ordered index of the emulator's own, which the fake
 //     cannot hold (see "Many objects" below; seeded.go, seedhttp.go,
-//     seedlist.go).
+//     seedlist.go);
+//   - notifications: with Options.PubSub the emulator runs a Pub/Sub fake
+//     and publishes GCS's object change notifications to it, for the
+//     buckets with notification configurations (see "Notifications"
+//     below; pubsub.go, notifyconfig.go, notifywatch.go,
+//     notifypublish.go).
 //
 // Middleware order, outermost first: counting, WAN shaping, the token
 // check, hook and fault injection, the seeded store, the object-name
-// limit, resumable sessions, folders, precondition checks, compose
-// checks, metadata patches run alone, the fake. Counters therefore see every request, including
+// limit, resumable sessions, notifications, folders, precondition
+// checks, compose checks, metadata patches run alone, the fake. Counters therefore see every request, including
 // shaped, hooked and faulted ones.
 //
 // # Using the official client
@@ -141,6 +146,46 @@
 //
 // TestSeededHundredThousand (100,000 objects, listed and read through
 // the client) runs in some 6-12 s under -race on the same machine.
+//
+// # Notifications
+//
+// With Options.PubSub (or PubSubAddr) the emulator starts a Pub/Sub fake
+// (cloud.google.com/go/pubsub/v2/pstest) on a gRPC listener of its own:
+// PubSubAddr is what a client puts in PUBSUB_EMULATOR_HOST, CreateTopic
+// makes a topic, PubSub returns the pstest server. Close stops it.
+//
+// The JSON API's notificationConfigs of a bucket (insert, list, get,
+// delete) are answered by the emulator with GCS's fields (kind, id,
+// topic written "//pubsub.googleapis.com/projects/P/topics/T", etag,
+// selfLink, payload_format, event_types, object_name_prefix,
+// custom_attributes); AddNotification and Notifications do the same
+// from Go. An insert whose topic the Pub/Sub fake does not have is
+// answered 400, as GCS answers it; a deleted bucket's configurations go
+// with it.
+//
+// Every change of an object in a bucket with configurations publishes,
+// to each matching configuration's topic, the message GCS publishes:
+// attributes notificationConfig, eventType, payloadFormat, bucketId,
+// objectId, objectGeneration, eventTime, the configuration's
+// custom_attributes, and overwroteGeneration (on the FINALIZE of a new
+// generation) or overwrittenByGeneration (on the DELETE, or ARCHIVE in a
+// bucket that keeps versions, of the one it replaced); with JSON_API_V1
+// the data is the object's resource as objects.get answers it. The
+// changes are seen at two points, each comparing the objects a change
+// may touch before and after it (notifywatch.go): a middleware for
+// requests (uploads of every kind, resumable sessions included, copies
+// and rewrites, compose and the sources it deletes, patches and updates
+// (OBJECT_METADATA_UPDATE), ACL calls, deletes, XML uploads and deletes,
+// folder renames: a FINALIZE at each new name, a DELETE at each old),
+// and Put, Delete and PutMany. Messages are queued and published by one
+// goroutine, in order; SetNotifyFaults delays, duplicates and reorders
+// them. NotificationsPublished counts them.
+//
+// Not notified: batch requests (/batch/storage/v1); the delete of a
+// version that is not live (a versioned bucket's ?generation=G of an
+// old one); changes made through Fake(); two changes of one name that
+// both complete before either is looked at again publish as one. The
+// fake keeps metageneration at 1, and so does the payload.
 //
 // # Behaviour of the fake worth knowing
 //

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2/pstest"
 	"cloud.google.com/go/storage"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"github.com/google/btree"
@@ -57,6 +58,14 @@ type Options struct {
 	// keeps versions). It runs a test written for the fake against the
 	// seeded store.
 	Seeded bool
+	// PubSub starts a Pub/Sub fake (pstest) on a gRPC listener of its
+	// own (PubSubAddr), to which the emulator publishes object change
+	// notifications for the buckets with notification configurations,
+	// as GCS does (notifyconfig.go). A non-empty PubSubAddr implies it.
+	PubSub bool
+	// PubSubAddr is the Pub/Sub fake's listen address; "" means
+	// "127.0.0.1:0".
+	PubSubAddr string
 }
 
 // Server is a running emulator. All methods are safe for concurrent use.
@@ -134,6 +143,15 @@ type Server struct {
 	ops           map[string]folderOp
 	opSeq         atomic.Int64
 	folderRenames atomic.Int64
+
+	// The Pub/Sub fake (pubsub.go; nil without Options.PubSub) and the
+	// notifications published to it (notifyconfig.go, notifywatch.go,
+	// notifypublish.go). publishCancel stops the publisher, which
+	// closes publishDone.
+	ps            *pstest.Server
+	notify        notifier
+	publishCancel context.CancelFunc
+	publishDone   chan struct{}
 }
 
 // hookFunc is the type stored by SetHook.
@@ -203,6 +221,22 @@ func Start(opts Options) (*Server, error) {
 		tokens:     opts.Tokens,
 		seedPuts:   opts.Seeded,
 	}
+	s.notify.configs = make(map[string][]NotificationConfig)
+	s.notify.wake = make(chan struct{}, 1)
+	s.publishDone = make(chan struct{})
+	if opts.PubSub || opts.PubSubAddr != "" {
+		if s.ps, err = startPubSub(opts.PubSubAddr); err != nil {
+			baseCancel()
+			l.Close()
+			fake.Stop()
+			return nil, err
+		}
+		var pubCtx context.Context
+		pubCtx, s.publishCancel = context.WithCancel(context.Background())
+		go s.publishLoop(pubCtx, s.publishDone)
+	} else {
+		close(s.publishDone)
+	}
 	if opts.WAN != nil {
 		s.SetWAN(opts.WAN)
 	}
@@ -214,7 +248,7 @@ func Start(opts Options) (*Server, error) {
 	}
 
 	s.http = &http.Server{
-		Handler:           s.countMiddleware(s.wanMiddleware(s.authMiddleware(s.faultMiddleware(s.seedMiddleware(s.nameLimitMiddleware(s.resumableMiddleware(s.folderMiddleware(s.preconditionMiddleware(s.composeMiddleware(s.patchMiddleware(fake.HTTPHandler()))))))))))),
+		Handler:           s.countMiddleware(s.wanMiddleware(s.authMiddleware(s.faultMiddleware(s.seedMiddleware(s.nameLimitMiddleware(s.resumableMiddleware(s.notifyMiddleware(s.folderMiddleware(s.preconditionMiddleware(s.composeMiddleware(s.patchMiddleware(fake.HTTPHandler())))))))))))),
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
@@ -224,6 +258,7 @@ func Start(opts Options) (*Server, error) {
 			baseCancel()
 			l.Close()
 			fake.Stop()
+			s.stopPubSub()
 			return nil, err
 		}
 	} else {
@@ -252,11 +287,12 @@ func (s *Server) ClientOptions() []option.ClientOption {
 
 // Fake returns the wrapped fake-gcs-server, for what this package does not
 // cover (for example versioned buckets via CreateBucketWithOpts). Changes made
-// through it bypass the counters and shaping.
+// through it bypass the counters, shaping and notifications.
 func (s *Server) Fake() *fakestorage.Server { return s.fake }
 
 // Close stops the listener, closes open connections, cancels in-flight
-// requests, waits (boundedly) for their handlers and stops the fake. It is
+// requests, waits (boundedly) for their handlers and stops the fake and
+// the Pub/Sub fake (notifications not published yet are dropped). It is
 // idempotent.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
@@ -271,7 +307,23 @@ func (s *Server) Close() {
 		// closeWait rather than hang the caller.
 		s.inflight.wait(closeWait, true)
 		s.fake.Stop()
+		s.stopPubSub()
 	})
+}
+
+// stopPubSub stops the publisher and the Pub/Sub fake, if started.
+func (s *Server) stopPubSub() {
+	if s.ps == nil {
+		return
+	}
+	s.publishCancel()
+	<-s.publishDone
+	s.notify.qmu.Lock()
+	if s.notify.timer != nil {
+		s.notify.timer.Stop()
+	}
+	s.notify.qmu.Unlock()
+	_ = s.ps.Close()
 }
 
 // CreateBucket creates an empty bucket (without versioning). Creating an
@@ -290,10 +342,19 @@ func (s *Server) bucketExists(bucket string) bool {
 // no counters, no shaping. It returns the new generation, which is strictly
 // greater than the object's previous generation. The bucket must exist. A
 // seeded object of that name (PutMany) is replaced by the new version.
+// The change is notified as an upload's is (notifywatch.go).
 func (s *Server) Put(bucket, name string, data []byte) (generation int64, err error) {
 	if !s.bucketExists(bucket) {
 		return 0, fmt.Errorf("put %s/%s: %w", bucket, name, ErrBucketNotFound)
 	}
+	w := s.watchObjects(bucket, name)
+	generation, err = s.put(bucket, name, data)
+	s.settle(w, err == nil)
+	return generation, err
+}
+
+// put is Put without the notifications.
+func (s *Server) put(bucket, name string, data []byte) (int64, error) {
 	s.putMu.Lock()
 	defer s.putMu.Unlock()
 	s.seedMu.Lock()
@@ -322,11 +383,13 @@ func (s *Server) nextGenerationLocked(cur int64) int64 {
 }
 
 // Delete removes the live version of an object directly in the fake (no
-// HTTP, no counters).
+// HTTP, no counters). The change is notified as a delete request's is.
 func (s *Server) Delete(bucket, name string) error {
 	if !s.bucketExists(bucket) {
 		return fmt.Errorf("delete %s/%s: %w", bucket, name, ErrBucketNotFound)
 	}
+	w := s.watchObjects(bucket, name)
+	defer s.settle(w, true)
 	if s.deleteSeed(bucket, name) {
 		s.keepFolders(bucket, name)
 		return nil

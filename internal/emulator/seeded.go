@@ -107,9 +107,25 @@ const seedBatch = 4096
 // the package documentation for what differs in a seeded bucket). The
 // bucket must exist. It returns how many objects were stored; on an
 // error (a name over MaxObjectName or empty) the objects before it stay.
+// In a bucket with notification configurations each object stored is
+// notified as an upload is, once PutMany is done.
 func (s *Server) PutMany(bucket string, objs iter.Seq[Seed]) (int, error) {
 	if !s.bucketExists(bucket) {
 		return 0, fmt.Errorf("put many in %s: %w", bucket, ErrBucketNotFound)
+	}
+	if w := s.watchObjects(bucket); w != nil {
+		// Notified: the state of each name is recorded as it comes,
+		// before its batch is stored (notifywatch.go).
+		defer func() { s.settle(w, true) }()
+		seeds := objs
+		objs = func(yield func(Seed) bool) {
+			for o := range seeds {
+				w.add(s, o.Name)
+				if !yield(o) {
+					return
+				}
+			}
+		}
 	}
 	s.putMu.Lock()
 	defer s.putMu.Unlock()
