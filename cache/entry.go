@@ -62,6 +62,7 @@ type entryWriteBack struct {
 	retries      int                       // failed uploads in a row
 	inflight     int                       // changes begun and not ended
 	forced       bool                      // FlushName asked: upload even while open for writing
+	remoteMoved  bool                      // announced changed in the bucket (RemoteChanged): sent at the last close, with no write-back delay
 	uploadSeq    uint64                    // uploads started
 	uploadedSeq  uint64                    // the last upload started that succeeded
 	uploadedHere bool                      // rec.Generation was written by this cache's upload

@@ -92,7 +92,7 @@ func (c *Cache) takeUpload(name string) (uploadJob, bool) {
 	u.src = copySource{from: e.rec.CopyFrom, gen: e.rec.CopyGen}
 	u.contentType, u.encoding = e.rec.CopyType, e.rec.Encoding
 	u.ref = sumsRef{chunk: e.rec.ChunkSize, sums: slices.Clone(e.rec.Sums), written: slices.Clone(e.rec.Written)}
-	e.forced = false
+	e.forced, e.remoteMoved = false, false
 	e.uploadSeq++
 	u.seq = e.uploadSeq
 	return u, true

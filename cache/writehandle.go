@@ -416,7 +416,11 @@ func (h *WriteHandle) Close() error {
 			e.writers--
 			delete(e.handles, h)
 			if e.writers == 0 && e.rec.Dirty {
-				c.scheduleLocked(e.name, c.writeBackDelayLocked())
+				delay := c.writeBackDelayLocked()
+				if e.remoteMoved {
+					delay = 0 // the conflict is settled now (announce.go)
+				}
+				c.scheduleLocked(e.name, delay)
 			}
 		}
 		c.mu.Unlock()

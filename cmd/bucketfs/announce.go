@@ -16,6 +16,7 @@ import (
 	"github.com/bucketfs/bucketfs/internal/control"
 	"github.com/bucketfs/bucketfs/internal/metrics"
 	"github.com/bucketfs/bucketfs/internal/notify"
+	"github.com/bucketfs/bucketfs/internal/testhook"
 )
 
 // The bucket's change notifications (--notify-topic, --notify-
@@ -53,6 +54,7 @@ func startAnnouncements(ctx context.Context, c *mountConfig, mnt string, fsys *b
 	apply := func(ev notify.Event) {
 		an := names.Announcement{Object: ev.Object.OrName(ev.Name, ev.Generation), Deleted: ev.Gone(), Full: ev.Object != nil, Meta: ev.Type == notify.MetadataUpdate}
 		out, _ := fsys.Announce(an)
+		log.Debug("notification", "type", ev.Type, "object", ev.Name, "generation", ev.Generation, "outcome", outcomeName(out))
 		lag := time.Duration(-1)
 		if !ev.Time.IsZero() {
 			lag = time.Since(ev.Time)
@@ -65,7 +67,9 @@ func startAnnouncements(ctx context.Context, c *mountConfig, mnt string, fsys *b
 	sub, err := notify.Start(sctx, notify.Options{
 		Topic: c.notifyTopic, Subscription: c.notifySubscription, Bucket: c.bucket,
 		Host: host, Mountpoint: mnt, ClientOptions: opts, Logger: log,
-		Apply: apply,
+		CheckEvery: testhook.Duration("notify.check-every", 0), // tests check more often
+		Silence:    testhook.Duration("notify.silence", 0),
+		Apply:      apply,
 		OnState: func(st notify.State) {
 			n.SetLive(st.Live)
 			// Since the state changed: answers asked before a break may

@@ -357,17 +357,20 @@ func runMount(args []string) error {
 	// flush as for Ctrl-C rather than die with the changes unsent.
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	server, err := fsys.Mount(mnt)
-	if err != nil {
-		return fmt.Errorf("mounting on %s: %w", mnt, err)
-	}
-	log.Info("mounted", "bucket", c.bucket, "mountpoint", mnt, "cache_dir", c.cacheDir,
-		"cache_max_size", FormatSize(int64(c.cacheMax)), "read_only", c.readOnly, "pid", os.Getpid())
+	// Subscribed before the mount is live: a change made once the mount
+	// can be used is announced to it.
 	sub, err := startAnnouncements(ctx, c, mnt, fsys, ops, log)
 	if err != nil {
 		// Mounted without them: said once, changes show by the TTL.
 		log.Error("notifications cannot be used; changes made elsewhere show after --metadata-ttl", "err", err)
 	}
+	server, err := fsys.Mount(mnt)
+	if err != nil {
+		stopAnnouncements(sub, fsys, log)
+		return fmt.Errorf("mounting on %s: %w", mnt, err)
+	}
+	log.Info("mounted", "bucket", c.bucket, "mountpoint", mnt, "cache_dir", c.cacheDir,
+		"cache_max_size", FormatSize(int64(c.cacheMax)), "read_only", c.readOnly, "pid", os.Getpid())
 	notifyReady(log, fmt.Sprintf("gs://%s mounted on %s", c.bucket, mnt))
 
 	serveUntilUnmounted(server, mnt, sigs, log)

@@ -1,6 +1,7 @@
 package names
 
 import (
+	"maps"
 	"strings"
 	"time"
 
@@ -89,7 +90,10 @@ func (m *Cache) Announce(an Announcement) Outcome {
 		switch {
 		case cg > gen, same && an.Full && mgen < cm:
 			return Stale
-		case same && an.Full && mgen == cm, same && !an.Full && !an.Meta:
+		case same && an.Full && mgen == cm && sameAttrs(cur.Attrs, an.Object), same && !an.Full && !an.Meta:
+			// (Compared, not only counted: a store that keeps the
+			// metageneration at 1, as the emulator's fake does, still
+			// changes the metadata.)
 			return Duplicate
 		}
 	}
@@ -136,11 +140,34 @@ func (m *Cache) Announce(an Announcement) Outcome {
 		default:
 			m.known.putListing(parent, l.with(seg, Entry{Kind: File, Attrs: an.Object}))
 		}
-	} else if !m.known.resident(parent) {
-		m.known.dropListing(parent) // names.db's may predate the change
+	} else {
+		if !m.known.resident(parent) {
+			m.known.dropListing(parent) // names.db's may predate the change
+		}
+		if an.Deleted {
+			m.maybeVanishedLocked(parent)
+		}
 	}
 	m.noteChangedLocked(full)
 	return Applied
+}
+
+// maybeVanishedLocked is told that an object of directory dir, whose
+// listing is not known, was deleted: dir may have gone with it (an
+// implicit directory), and so may those above it. The listings above
+// that may show them are dropped (asked again on their next use), up to
+// a directory whose placeholder is known to exist.
+func (m *Cache) maybeVanishedLocked(dir string) {
+	for dir != "" {
+		if p, ok := m.known.placeholder(dir); ok && p.exists {
+			return
+		}
+		up := parentPrefix(strings.TrimSuffix(dir, "/"))
+		m.known.dropListing(up)
+		m.known.dropEntry(strings.TrimSuffix(dir, "/"))
+		m.noteChangedLocked(strings.TrimSuffix(dir, "/"))
+		dir = up
+	}
 }
 
 // announceDirLocked applies the upload or deletion of the placeholder of
@@ -231,3 +258,10 @@ func (m *Cache) trustedLocked(asked time.Time) bool {
 
 // farFuture stands for "no expiry" while announcements are trusted.
 var farFuture = time.Unix(1<<62, 0)
+
+// sameAttrs reports whether a and b say the same of one version: its
+// custom metadata, time and content type and encoding.
+func sameAttrs(a, b transfer.ObjectAttrs) bool {
+	return maps.Equal(a.Metadata, b.Metadata) && a.Updated.Equal(b.Updated) && a.ContentType == b.ContentType &&
+		a.ContentEncoding == b.ContentEncoding && a.Size == b.Size
+}

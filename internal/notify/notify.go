@@ -90,6 +90,10 @@ type Options struct {
 	// Silence: an upload of this mount not announced within it means
 	// the announcements stopped (0: 30 s).
 	Silence time.Duration
+	// CheckEvery: how often the subscription is checked (it exists, its
+	// topic too); a stream on a deleted subscription may say nothing
+	// (0: 30 s).
+	CheckEvery time.Duration
 	// ClientOptions are given to the Pub/Sub client (credentials).
 	ClientOptions []option.ClientOption
 	// Apply is called with each event of Bucket, from the library's
@@ -109,6 +113,7 @@ type Subscriber struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	renew  chan string // the check found the stream useless: why (run starts it again)
 
 	mu       sync.Mutex
 	state    State
@@ -137,6 +142,9 @@ func Start(ctx context.Context, o Options) (*Subscriber, error) {
 	if o.Silence <= 0 {
 		o.Silence = 30 * time.Second
 	}
+	if o.CheckEvery <= 0 {
+		o.CheckEvery = 30 * time.Second
+	}
 	full := o.Subscription
 	if o.Topic != "" {
 		full = o.Topic
@@ -149,7 +157,7 @@ func Start(ctx context.Context, o Options) (*Subscriber, error) {
 	if err != nil {
 		return nil, fmt.Errorf("notify: the Pub/Sub client: %w", err)
 	}
-	s := &Subscriber{o: o, client: client, sub: o.Subscription, expected: map[expectKey]time.Time{}, seen: map[expectKey]time.Time{}, done: make(chan struct{})}
+	s := &Subscriber{o: o, client: client, sub: o.Subscription, expected: map[expectKey]time.Time{}, seen: map[expectKey]time.Time{}, done: make(chan struct{}), renew: make(chan string, 1)}
 	if o.Topic != "" {
 		s.own = true
 		s.sub = fmt.Sprintf("projects/%s/subscriptions/%s", project, SubscriptionID(o.Host, o.Mountpoint))
@@ -214,23 +222,38 @@ func (s *Subscriber) create(ctx context.Context) error {
 }
 
 // run receives until ctx ends, starting the stream again after a backoff
-// whenever the library gives up.
+// whenever the library gives up or the check finds the subscription
+// gone.
 func (s *Subscriber) run(ctx context.Context) {
 	defer close(s.done)
 	backoff := time.Second
 	go s.watchSilence(ctx)
+	go s.check(ctx)
 	for ctx.Err() == nil {
 		s.setState(true, "")
-		err := s.client.Subscriber(s.sub).Receive(ctx, s.receive)
+		sctx, stop := context.WithCancel(ctx)
+		var renewed string
+		go func() {
+			select {
+			case renewed = <-s.renew:
+				stop()
+			case <-sctx.Done():
+			}
+		}()
+		err := s.client.Subscriber(s.sub).Receive(sctx, s.receive)
+		stop()
 		if ctx.Err() != nil {
 			return
 		}
 		why := "the stream ended"
-		if err != nil {
+		switch {
+		case renewed != "":
+			why = renewed
+		case err != nil:
 			why = err.Error()
 		}
 		s.setState(false, why)
-		if s.own && status.Code(err) == codes.NotFound {
+		if s.own && (renewed != "" || status.Code(err) == codes.NotFound) {
 			// Deleted under the mount (or expired): made again.
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			if cerr := s.create(cctx); cerr != nil {
@@ -246,6 +269,38 @@ func (s *Subscriber) run(ctx context.Context) {
 		case <-t.C:
 		}
 		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+// check asks for the subscription every CheckEvery until ctx ends: one
+// deleted, or whose topic was deleted, ends the stream (a stream on it
+// may deliver nothing and say nothing), which run starts again.
+func (s *Subscriber) check(ctx context.Context) {
+	tick := time.NewTicker(s.o.CheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.o.CheckEvery)
+		sub, err := s.client.SubscriptionAdminClient.GetSubscription(cctx, &pb.GetSubscriptionRequest{Subscription: s.sub})
+		cancel()
+		why := ""
+		switch {
+		case status.Code(err) == codes.NotFound:
+			why = "the subscription " + s.sub + " is gone"
+		case err == nil && sub.GetTopic() == "_deleted-topic_":
+			why = "the topic of subscription " + s.sub + " was deleted"
+		}
+		if why == "" {
+			continue
+		}
+		select {
+		case s.renew <- why:
+		default:
+		}
 	}
 }
 

@@ -16,3 +16,12 @@ func Pause(point string) {
 		time.Sleep(d)
 	}
 }
+
+// Duration returns the duration BUCKETFS_TEST_PAUSE gives point, or def:
+// a test sets a period of the binary (a check's interval) shorter.
+func Duration(point string, def time.Duration) time.Duration {
+	if d := pauses[point]; d > 0 {
+		return d
+	}
+	return def
+}
