@@ -61,12 +61,27 @@ fifo=$(mktemp -u); mkfifo "$fifo"
 # stops the emulator.
 # DEMO_WAN=1: the WAN profile, over TLS (h2 offered by ALPN) as GCS is
 # reached; the mount trusts the emulator's certificate with --ca-file.
+# DEMO_FLEET=1: the emulator publishes the bucket's changes to a Pub/Sub
+# fake, and the bucket is mounted twice, on $mnt and on ${mnt}2 (DEMO_MNT2),
+# both with --notify-topic: a change made in one shows in the other at
+# once (the second mount runs in the background, stopped with the first).
 tls_addr=${DEMO_TLS_ADDR:-127.0.0.1:4444}
 wan_args=()
 mount_args=()
 if [ -n "${DEMO_WAN:-}" ]; then
   wan_args=(--wan --tls-addr "$tls_addr" --ca-out "$state/ca.pem")
   mount_args=(--ca-file "$state/ca.pem")
+fi
+fleet_topic=projects/demo/topics/changes
+mnt2=${DEMO_MNT2:-${mnt}2}
+if [ -n "${DEMO_FLEET:-}" ]; then
+  wan_args+=(--pubsub-addr 127.0.0.1:0 --pubsub-topic "$fleet_topic")
+  if is_mounted "$mnt2"; then
+    echo "demo: $mnt2 is still mounted: unmount it with 'fusermount3 -u $mnt2'" >&2
+    exit 1
+  fi
+  rm -rf "$state/cache2"
+  mkdir -p "$mnt2"
 fi
 setsid "$bin/bucketfs-emulator" --addr "$addr" --bucket "$bucket" --seed "${wan_args[@]}" ${DEMO_HNS:+--hierarchical} >"$fifo" 2>"$state/emulator.log" &
 emu=$!
@@ -87,6 +102,23 @@ if [ -n "${DEMO_WAN:-}" ] && read -r line <"$fifo"; then
   echo "demo: $line"
   url=${line#*listening on }
   url=${url%% *}
+fi
+if [ -n "${DEMO_FLEET:-}" ]; then
+  # "pubsub emulator listening on ADDR topic=T"
+  if ! read -r line <"$fifo"; then
+    echo "demo: the emulator did not start its Pub/Sub fake; its log:" >&2
+    cat "$state/emulator.log" >&2
+    exit 1
+  fi
+  echo "demo: $line"
+  ps_addr=${line#*listening on }
+  export PUBSUB_EMULATOR_HOST=${ps_addr%% *}
+  mount_args+=(--notify-topic "$fleet_topic")
+  "$bin/bucketfs" mount "$bucket" "$mnt2" --endpoint "$url" --anonymous "${mount_args[@]}" \
+    --cache-dir "$state/cache2" --cache-max-size 1GiB "$@" 2>"$state/mount2.log" &
+  mount2=$!
+  trap 'kill $mount2 2>/dev/null; wait $mount2 2>/dev/null; kill $emu 2>/dev/null; wait $emu 2>/dev/null; rm -f "$fifo" "$state/emulator.pid"' EXIT
+  echo "demo: also mounted on $mnt2 (log in $state/mount2.log): a change in one shows in the other at once"
 fi
 echo "demo: mounting gs://$bucket on $mnt (cache in $state/cache); browse it from another terminal, Ctrl-C to stop"
 "$bin/bucketfs" mount "$bucket" "$mnt" --endpoint "$url" --anonymous "${mount_args[@]}" \
