@@ -217,6 +217,15 @@ func (c *Cache) Warm(ctx context.Context, prefixes []string, o WarmOptions, prog
 	return r, ctx.Err()
 }
 
+// WarmVersion makes the copy of version a complete and pins it, as
+// Warm does for each object it lists: a pinned file replaced in the
+// bucket (the caller heard so from the bucket's notifications) is
+// fetched again.
+func (c *Cache) WarmVersion(ctx context.Context, a transfer.ObjectAttrs) error {
+	_, err := c.warmOne(ctx, a, true, make(chan struct{}, 1))
+	return err
+}
+
 // warmOne makes the copy of version a complete (pinned with pin), and
 // reports whether it was complete already. Its bytes are checked as any
 // download's are (per-chunk sums, the object's CRC32C).

@@ -34,8 +34,12 @@ func (f *FS) Announce(an names.Announcement) (names.Outcome, bool) {
 	if conflict {
 		f.log.Info("announced: the object changed in the bucket while it has local changes; they go now, beside it", "object", name, "generation", an.Object.Generation)
 	}
-	if pinned {
-		f.log.Info("announced: a pinned object changed in the bucket; the new version is fetched on its next use (bucketfs warm fetches it now)", "object", name)
+	if pinned && !an.Deleted && an.Full {
+		if f.prefetch.rewarm(an.Object) {
+			f.log.Info("announced: a pinned object changed in the bucket; its new version is fetched in the background", "object", name)
+		} else {
+			f.log.Info("announced: a pinned object changed in the bucket; the new version is fetched on its next use (bucketfs warm fetches it now)", "object", name)
+		}
 	}
 	return out, conflict
 }

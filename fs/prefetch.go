@@ -75,7 +75,7 @@ type pfDir struct {
 }
 
 type pfJob struct {
-	d     *pfDir
+	d     *pfDir // nil: a pinned file to fetch again (rewarm)
 	epoch int
 	a     transfer.ObjectAttrs
 }
@@ -271,6 +271,9 @@ func (p *prefetcher) next() (pfJob, bool) {
 		for len(p.queue) > 0 {
 			j := p.queue[0]
 			p.queue = p.queue[1:]
+			if j.d == nil {
+				return j, true
+			}
 			if i, ok := j.d.order.pos(j.a.Name); ok && j.epoch == j.d.epoch && j.d.last < i {
 				return j, true
 			}
@@ -288,11 +291,31 @@ func (p *prefetcher) work() {
 		if !ok {
 			return
 		}
+		if j.d == nil {
+			if err := p.c.WarmVersion(p.ctx, j.a); err != nil && !errors.Is(err, context.Canceled) {
+				p.fsys.log.Warn("fetching again a pinned file replaced in the bucket failed; it is fetched on its next use", "object", j.a.Name, "err", err)
+			}
+			continue
+		}
 		if _, err := p.c.Prefetch(p.ctx, j.a); err != nil && !errors.Is(err, context.Canceled) {
 			// The open of that file meets the failure again and says so.
 			p.fsys.log.Debug("prefetch failed", "object", j.a.Name, "err", err)
 		}
 	}
+}
+
+// rewarm queues version a of a pinned file, replaced in the bucket, to
+// be fetched whole again and pinned (fs.Announce). It reports false if
+// the prefetcher runs no workers (--prefetch=false) or is stopped.
+func (p *prefetcher) rewarm(a transfer.ObjectAttrs) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped || p.o.Files <= 0 {
+		return false
+	}
+	p.queue = append(p.queue, pfJob{a: a})
+	p.wake.Broadcast()
+	return true
 }
 
 // parentOf is the prefix of the directory object name is in.

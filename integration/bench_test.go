@@ -52,7 +52,10 @@ import (
 //	                   small-files, drain), or one of those (cached-write
 //	                   is the old name of fio-write), xml-drain, warm,
 //	                   offline, small-read, names, resumable, scale,
-//	                   footer (default: all)
+//	                   footer, fleet (default: all)
+//	BENCH_FLEET_CHANGES, BENCH_FLEET_EVERY
+//	                   the fleet section's changes (default 200) and
+//	                   their pace (default 100ms)
 //	BENCH_SCALE_10M    1: the scale section also walks 10,000,000 names
 //	BENCH_SCALE_ARGS   more mount flags for the scale section
 //	BENCH_OUT          also write the table and the machine facts here
@@ -131,6 +134,9 @@ func TestBench(t *testing.T) {
 	}
 	if cfg.runs("scale") {
 		notes = append(notes, benchScale(t, cfg, tbl)...) // bench_scale_test.go
+	}
+	if cfg.runs("fleet") {
+		notes = append(notes, benchFleet(t, cfg, tbl)...) // bench_fleet_test.go
 	}
 	if cfg.runs("resumable") {
 		notes = append(notes, benchResumable(t, cfg, tbl)...) // bench_resumable_test.go
@@ -299,7 +305,7 @@ type benchConfig struct {
 // benchSections are the names BENCH_ONLY takes; "read" stands for the
 // two read sections, "write" for the three write sections, and
 // "cached-write" is the old name of "fio-write".
-var benchSections = []string{"read", "cached-read", "cold", "write", "fio-write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable", "scale", "footer"}
+var benchSections = []string{"read", "cached-read", "cold", "write", "fio-write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable", "scale", "footer", "fleet"}
 
 // runs says whether section (one of benchSections) is to run.
 func (c benchConfig) runs(section string) bool {

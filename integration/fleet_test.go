@@ -266,3 +266,26 @@ func TestFleetSubscriptionLostAndCrash(t *testing.T) {
 	defer b2.unmount(t)
 	eventually(t, "a change made while the mount was down", func() bool { return reads(b2.path("one"), []byte("changed while the mount was down")) })
 }
+
+// A pinned file replaced in the bucket is fetched again in the
+// background, as soon as its replacement is announced: it reads with no
+// request afterwards.
+func TestFleetPinnedFetchedAgain(t *testing.T) {
+	emu := startFleetEmulator(t)
+	put(t, emu, "pin/p", []byte("version one"))
+	b := fleetMount(t, emu, "")
+	defer b.unmount(t)
+	if code, w, out := warm(t, "--pin", b.path("pin")); code != 0 || !w.Pinned || w.Files != 1 {
+		t.Fatalf("warm exited %d with %+v:\n%s", code, w, out)
+	}
+	put(t, emu, "pin/p", []byte("version two, longer"))
+	eventually(t, "the new version fetched", func() bool { return emu.MediaReads(testBucket, "pin/p") >= 2 })
+	eventually(t, "the new version pinned", func() bool { return strings.Contains(b.logs.String(), "fetched in the background") })
+	emu.ResetCounters()
+	if !reads(b.path("pin/p"), []byte("version two, longer")) {
+		t.Fatal("pin/p does not read the new version")
+	}
+	if n := emu.MediaReads(testBucket, "pin/p"); n != 0 {
+		t.Errorf("reading the pinned file after its new version was announced: %d media reads, want 0 (fetched already)", n)
+	}
+}
