@@ -87,10 +87,5 @@ func (o *obs) nlink(what, path string) {
 	if _, err := os.ReadDir(path); err != nil {
 		o.err(what+": list", err)
 	}
-	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
-		o.err(what, err)
-		return
-	}
-	o.add("%s: nlink %d", what, st.Nlink)
+	o.statNlink(what, path)
 }
