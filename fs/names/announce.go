@@ -163,6 +163,7 @@ func (m *Cache) maybeVanishedLocked(dir string) {
 			return
 		}
 		up := parentPrefix(strings.TrimSuffix(dir, "/"))
+		delete(m.recent[up], dir[len(up):len(dir)-1]) // may be gone: the bucket says on the next listing
 		m.known.dropListing(up)
 		m.known.dropEntry(strings.TrimSuffix(dir, "/"))
 		m.noteChangedLocked(strings.TrimSuffix(dir, "/"))
@@ -204,6 +205,7 @@ func (m *Cache) vanishIfEmptyLocked(dir string) {
 		if pok && p.exists {
 			return // an empty directory with its placeholder stays
 		}
+		delete(m.recent[up], seg) // a directory noted existing (ancestorsExistLocked) is gone
 		ul, uok := m.known.listing(up)
 		if !pok || !uok {
 			m.known.dropListing(up)

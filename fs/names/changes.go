@@ -81,7 +81,12 @@ func (m *Cache) DirRenamed(from, to string) {
 		m.known.dropUnder(p)
 		m.known.dropEntry(full)
 		m.known.dropPlaceholdersUnder(p)
+		delete(m.recent, p) // what was confirmed there is of the names before the rename
 	}
+	// A confirmation under from before the rename noted from's name as a
+	// directory of its parent (ancestorsExistLocked), newer than the
+	// parent's listing kept below: it would bring the name back.
+	delete(m.recent[fromParent], fromFull[len(fromParent):])
 	if l, ok := m.known.listing(fromParent); ok && !unverified(l.expires) {
 		seg := fromFull[len(fromParent):]
 		gone := Entry{Kind: None}
