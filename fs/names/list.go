@@ -115,6 +115,7 @@ func (m *Cache) List(ctx context.Context, prefix string, warn WarnFunc) (*Listin
 		}
 		out := m.withLocal(prefix, l)
 		if try == 3 || m.changeCount(prefix) == before {
+			m.listAhead(prefix, l, warn) // ahead.go
 			return out, nil
 		}
 	}

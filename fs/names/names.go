@@ -144,6 +144,7 @@ type Cache struct {
 	trustFrom time.Time        // guarded by mu
 
 	bg        refresher // background refreshes and change notes (refresh.go)
+	ahead     ahead     // directories listed ahead of a walk (ahead.go)
 	closeOnce sync.Once
 }
 
