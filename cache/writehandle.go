@@ -381,7 +381,35 @@ func (h *WriteHandle) Sync() error {
 	if err := c.j.sync(); err != nil {
 		return err
 	}
-	return h.CheckSize()
+	if err := h.CheckSize(); !errors.Is(err, os.ErrClosed) {
+		return err
+	}
+	return nil // closed since its bytes were synced: its size is its close's to check
+}
+
+// SyncName makes the local copy of name durable, its cache file and its
+// record, for an fsync through a handle that does not write it (a
+// read-only one) whose writer closed meanwhile (WriteHandle.Sync then
+// fails with os.ErrClosed).
+func (c *Cache) SyncName(name string) error {
+	c.mu.Lock()
+	e := c.entries[name]
+	var path string
+	if e != nil && !e.dropped && e.rec.ID != 0 {
+		path = c.dataPath(e.rec.ID)
+	}
+	c.mu.Unlock()
+	if path != "" {
+		f, err := os.Open(path)
+		if err == nil {
+			err = f.Sync()
+			f.Close()
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return c.j.sync()
 }
 
 // Sync makes every change recorded so far (names made, deleted, renamed;

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache"
+	"github.com/bucketfs/bucketfs/internal/testhook"
 	"github.com/bucketfs/bucketfs/transfer"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -606,7 +608,14 @@ func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if w == nil {
 		return 0
 	}
-	if err := w.Sync(); err != nil {
+	testhook.Pause("fs.fsync-writer") // tests widen the window here
+	err := w.Sync()
+	if errors.Is(err, os.ErrClosed) && w != h.w {
+		// A writer of the node borrowed by a read-only handle, closed
+		// since: its bytes are in the cache file.
+		err = h.node.fsys.cache.SyncName(h.node.objName())
+	}
+	if err != nil {
 		return h.node.fsys.errno(ctx, "fsync", h.node.objName(), err)
 	}
 	if h.node.fsys.opts.FsyncRemote && !w.Orphaned() {
