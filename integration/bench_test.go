@@ -52,7 +52,7 @@ import (
 //	                   small-files, drain), or one of those (cached-write
 //	                   is the old name of fio-write), xml-drain, warm,
 //	                   offline, small-read, names, resumable, scale,
-//	                   footer, fleet (default: all)
+//	                   footer, fleet, walk (default: all)
 //	BENCH_FLEET_CHANGES, BENCH_FLEET_EVERY
 //	                   the fleet section's changes (default 200) and
 //	                   their pace (default 100ms)
@@ -134,6 +134,9 @@ func TestBench(t *testing.T) {
 	}
 	if cfg.runs("scale") {
 		notes = append(notes, benchScale(t, cfg, tbl)...) // bench_scale_test.go
+	}
+	if cfg.runs("walk") {
+		notes = append(notes, benchWalk(t, cfg, tbl)...) // bench_walk_test.go
 	}
 	if cfg.runs("fleet") {
 		notes = append(notes, benchFleet(t, cfg, tbl)...) // bench_fleet_test.go
@@ -305,7 +308,7 @@ type benchConfig struct {
 // benchSections are the names BENCH_ONLY takes; "read" stands for the
 // two read sections, "write" for the three write sections, and
 // "cached-write" is the old name of "fio-write".
-var benchSections = []string{"read", "cached-read", "cold", "write", "fio-write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable", "scale", "footer", "fleet"}
+var benchSections = []string{"read", "cached-read", "cold", "write", "fio-write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable", "scale", "footer", "fleet", "walk"}
 
 // runs says whether section (one of benchSections) is to run.
 func (c benchConfig) runs(section string) bool {
