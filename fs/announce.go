@@ -30,6 +30,16 @@ func (f *FS) Announce(an names.Announcement) (names.Outcome, bool) {
 	if out != names.Applied || strings.HasSuffix(name, "/") {
 		return out, false
 	}
+	if !an.Deleted && an.Full {
+		// A metadata change of a version the kernel has inodes of (open
+		// files among them): they show it at their next getattr.
+		for _, n := range f.nodesNamed(name) {
+			if n.holds(an.Object.Generation) {
+				n.setAttrs(an.Object)
+				n.NotifyContent(-1, 0) // the kernel's attributes only
+			}
+		}
+	}
 	conflict, pinned := f.cache.RemoteChanged(name, an.Object.Generation, an.Deleted)
 	if conflict {
 		f.log.Info("announced: the object changed in the bucket while it has local changes; they go now, beside it", "object", name, "generation", an.Object.Generation)
