@@ -14,7 +14,6 @@ import (
 	bfs "github.com/bucketfs/bucketfs/fs"
 	"github.com/bucketfs/bucketfs/fs/names"
 	"github.com/bucketfs/bucketfs/internal/control"
-	"github.com/bucketfs/bucketfs/internal/metrics"
 	"github.com/bucketfs/bucketfs/internal/notify"
 	"github.com/bucketfs/bucketfs/internal/testhook"
 )
@@ -29,9 +28,8 @@ import (
 // announcements is the mount's subscriber, if any; operations.status
 // reads its state.
 type announcements struct {
-	sub     atomic.Pointer[notify.Subscriber]
-	failed  atomic.Pointer[control.Status] // the start failed: when and why (NotifySince, NotifyWhy)
-	metrics *metrics.Notify
+	sub    atomic.Pointer[notify.Subscriber]
+	failed atomic.Pointer[control.Status] // the start failed: when and why (NotifySince, NotifyWhy)
 }
 
 // startAnnouncements subscribes to the bucket's notifications, if the
@@ -42,7 +40,6 @@ func startAnnouncements(ctx context.Context, c *mountConfig, mnt string, fsys *b
 		return nil, nil
 	}
 	n := ops.m.Notify()
-	ops.notify.metrics = n
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "host"

@@ -38,15 +38,7 @@ func (m *Cache) listAhead(prefix string, l *Listing, warn WarnFunc) {
 	if m.ttl <= 0 || l.Dirs() == 0 {
 		return
 	}
-	var subs []string
-	for _, seg := range l.Names() {
-		if l.Child(seg).Kind == Dir {
-			subs = append(subs, prefix+seg+"/")
-			if len(subs) == aheadPerDir {
-				break
-			}
-		}
-	}
+	subs := l.dirNames(aheadPerDir)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.bg.closed {
@@ -58,7 +50,8 @@ func (m *Cache) listAhead(prefix string, l *Listing, warn WarnFunc) {
 	if m.ahead.queued == nil {
 		m.ahead.queued = map[string]struct{}{}
 	}
-	for _, p := range subs {
+	for _, seg := range subs {
+		p := prefix + seg + "/"
 		if _, ok := m.ahead.queued[p]; ok {
 			continue
 		}

@@ -102,6 +102,35 @@ func (l *Listing) Len() int { return l.n }
 // Dirs returns how many children of the level are directories.
 func (l *Listing) Dirs() int { return l.dirs }
 
+// dirNames returns the names of the level's subdirectories, in order,
+// at most limit. A listing made from a fetch (no changes over its base)
+// is walked by its records' kinds, with no Entry made per child: it runs
+// on every listing an application asks for (ahead.go).
+func (l *Listing) dirNames(limit int) []string {
+	var out []string
+	if l.dirs == 0 {
+		return nil
+	}
+	if l.ver == 0 {
+		for i := range l.lay.base.recs {
+			if r := &l.lay.base.recs[i]; r.kind == Dir {
+				if out = append(out, r.seg); len(out) == limit {
+					break
+				}
+			}
+		}
+		return out
+	}
+	for _, seg := range l.Names() {
+		if l.Child(seg).Kind == Dir {
+			if out = append(out, seg); len(out) == limit {
+				break
+			}
+		}
+	}
+	return out
+}
+
 // Child returns what seg, a name of the level, is (Kind None if absent).
 func (l *Listing) Child(seg string) Entry {
 	if l.ver == 0 {

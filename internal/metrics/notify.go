@@ -22,7 +22,7 @@ func (m *Metrics) Notify() *Notify {
 	n := &Notify{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bucketfs_notify_events_total",
-			Help: "Change notifications of the bucket received, by outcome: applied, stale (older than what is known), duplicate (known already, or this mount's own), invalid (not a GCS object notification).",
+			Help: "Change notifications of the bucket received, by outcome: applied, stale (older than what is known), duplicate (known already, or this mount's own). Messages that are not GCS object notifications are logged and dropped, not counted.",
 		}, []string{"outcome"}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bucketfs_notify_lag_seconds",
@@ -31,7 +31,7 @@ func (m *Metrics) Notify() *Notify {
 		}),
 	}
 	n.live.Store(-1)
-	for _, o := range []string{"applied", "stale", "duplicate", "invalid"} {
+	for _, o := range []string{"applied", "stale", "duplicate"} {
 		n.events.WithLabelValues(o)
 	}
 	m.reg.MustRegister(n.events, n.lag, prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -225,34 +225,40 @@ func (s *Subscriber) create(ctx context.Context) error {
 // whenever the library gives up or the check finds the subscription
 // gone.
 func (s *Subscriber) run(ctx context.Context) {
+	var wg sync.WaitGroup
 	defer close(s.done)
+	defer wg.Wait() // before done: Close returns with nothing of s still running
 	backoff := time.Second
-	go s.watchSilence(ctx)
-	go s.check(ctx)
+	wg.Add(2)
+	go func() { defer wg.Done(); s.watchSilence(ctx) }()
+	go func() { defer wg.Done(); s.check(ctx) }()
 	for ctx.Err() == nil {
 		s.setState(true, "")
 		sctx, stop := context.WithCancel(ctx)
-		var renewed string
+		why := make(chan string, 1) // why the check ended the stream, or ""
 		go func() {
 			select {
-			case renewed = <-s.renew:
+			case w := <-s.renew:
+				why <- w
 				stop()
 			case <-sctx.Done():
+				why <- ""
 			}
 		}()
 		err := s.client.Subscriber(s.sub).Receive(sctx, s.receive)
 		stop()
+		renewed := <-why
 		if ctx.Err() != nil {
 			return
 		}
-		why := "the stream ended"
+		down := "the stream ended"
 		switch {
 		case renewed != "":
-			why = renewed
+			down = renewed
 		case err != nil:
-			why = err.Error()
+			down = err.Error()
 		}
-		s.setState(false, why)
+		s.setState(false, down)
 		if s.own && (renewed != "" || status.Code(err) == codes.NotFound) {
 			// Deleted under the mount (or expired): made again.
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
