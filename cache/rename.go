@@ -710,19 +710,21 @@ func (c *Cache) unquiesce(prefixes ...string) {
 	c.mu.Unlock()
 }
 
-// listAll lists every object under prefix in the bucket, all pages.
+// listParallel is how many pages of one long listing are asked for at
+// once (transfer.ListAll): a directory's rename, a warm.
+const listParallel = 16
+
+// listAll lists every object under prefix in the bucket, all pages (a
+// long listing in name ranges at once, transfer.ListAll), in name order.
 func (c *Cache) listAll(ctx context.Context, prefix string) ([]transfer.ObjectAttrs, error) {
 	var out []transfer.ObjectAttrs
-	q := transfer.ListQuery{Prefix: prefix}
-	for {
-		page, err := c.b.List(ctx, q)
-		if err != nil {
-			return nil, err
-		}
+	err := transfer.ListAll(ctx, c.b, transfer.ListQuery{Prefix: prefix}, listParallel, func(page transfer.ListPage) error {
 		out = append(out, page.Objects...)
-		if page.NextPageToken == "" {
-			return out, nil
-		}
-		q.PageToken = page.NextPageToken
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	slices.SortFunc(out, func(a, b transfer.ObjectAttrs) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

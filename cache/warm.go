@@ -104,12 +104,7 @@ func (c *Cache) listUnder(ctx context.Context, prefixes []string) ([]transfer.Ob
 	seen := map[string]bool{}
 	var out []transfer.ObjectAttrs
 	for _, p := range prefixes {
-		q := transfer.ListQuery{Prefix: p}
-		for {
-			page, err := c.b.List(ctx, q)
-			if err != nil {
-				return nil, fmt.Errorf("listing %q: %w", p, err)
-			}
+		err := transfer.ListAll(ctx, c.b, transfer.ListQuery{Prefix: p}, listParallel, func(page transfer.ListPage) error {
 			for _, a := range page.Objects {
 				if strings.HasSuffix(a.Name, "/") || seen[a.Name] || !underAny(a.Name, []string{p}) {
 					continue
@@ -117,13 +112,15 @@ func (c *Cache) listUnder(ctx context.Context, prefixes []string) ([]transfer.Ob
 				seen[a.Name] = true
 				out = append(out, a)
 			}
-			if page.NextPageToken == "" {
-				break
-			}
-			q.PageToken = page.NextPageToken
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("listing %q: %w", p, err)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Size > out[j].Size })
+	sort.Slice(out, func(i, j int) bool { // pages come in any order: by name where sizes tie
+		return out[i].Size > out[j].Size || out[i].Size == out[j].Size && out[i].Name < out[j].Name
+	})
 	return out, nil
 }
 

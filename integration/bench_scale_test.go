@@ -79,8 +79,19 @@ type scaleStep struct {
 // stdout counted, and measures it.
 func runOnMount(t testing.TB, m *mountProc, cmdline string, limit time.Duration) scaleStep {
 	t.Helper()
+	secs, n := runIn(t, m.dir, cmdline, limit)
+	pid := m.cmd.Process.Pid
+	return scaleStep{secs: secs, lines: n,
+		rss: procStatusKiB(t, pid, "VmRSS") / 1024, peak: procStatusKiB(t, pid, "VmHWM") / 1024,
+		anon: procStatusKiB(t, pid, "RssAnon") / 1024, file: procStatusKiB(t, pid, "RssFile") / 1024}
+}
+
+// runIn runs cmdline in dir and returns how long it took and how many
+// lines it wrote.
+func runIn(t testing.TB, dir, cmdline string, limit time.Duration) (secs float64, lines int) {
+	t.Helper()
 	cmd := exec.Command("sh", "-c", cmdline+" | wc -l")
-	cmd.Dir = m.dir
+	cmd.Dir = dir
 	start := time.Now()
 	done := make(chan struct{})
 	var out []byte
@@ -96,15 +107,12 @@ func runOnMount(t testing.TB, m *mountProc, cmdline string, limit time.Duration)
 		<-done
 		t.Fatalf("%s: not done in %v", cmdline, limit)
 	}
-	secs := time.Since(start).Seconds()
+	secs = time.Since(start).Seconds()
 	if err != nil {
 		t.Fatalf("%s: %v", cmdline, err)
 	}
 	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
-	pid := m.cmd.Process.Pid
-	return scaleStep{secs: secs, lines: n,
-		rss: procStatusKiB(t, pid, "VmRSS") / 1024, peak: procStatusKiB(t, pid, "VmHWM") / 1024,
-		anon: procStatusKiB(t, pid, "RssAnon") / 1024, file: procStatusKiB(t, pid, "RssFile") / 1024}
+	return secs, n
 }
 
 func benchScale(t *testing.T, cfg benchConfig, tbl *benchTable) []string {

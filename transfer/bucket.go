@@ -56,6 +56,14 @@ type ListQuery struct {
 	Delimiter string // "/" for one directory level; "" for a flat listing
 	PageToken string // "" for the first page; ListPage.NextPageToken after that
 	PageSize  int    // 0 lets the implementation choose
+	// StartOffset and EndOffset, if set, keep to the objects whose names
+	// are at or after StartOffset and before EndOffset (GCS: startOffset,
+	// endOffset). With a Delimiter, a prefix is listed if one of its
+	// objects is in that range, so a prefix may come before StartOffset
+	// (as "d/" does for a StartOffset of "d/m"). Every implementation
+	// honours them; ListAll checks the answers and lists one page after
+	// another if a bucket does not.
+	StartOffset, EndOffset string
 	// Placeholders also returns, in Objects, the objects named like a
 	// prefix of the page ("dir/" under Prefix, with a Delimiter "/"),
 	// besides the prefix itself: a directory's placeholder, with its

@@ -258,6 +258,7 @@ var listAttrs = []string{"Name", "Size", "Generation", "Metageneration", "Update
 // List implements Bucket.
 func (g *GCS) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	sq := &storage.Query{Prefix: q.Prefix, Delimiter: q.Delimiter, Projection: storage.ProjectionNoACL,
+		StartOffset: q.StartOffset, EndOffset: q.EndOffset,
 		IncludeTrailingDelimiter: q.Placeholders && q.Delimiter != ""}
 	if err := sq.SetAttrSelection(listAttrs); err != nil {
 		return ListPage{}, err

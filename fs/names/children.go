@@ -69,7 +69,9 @@ func newChildSet(children map[string]Entry) *childSet {
 // sortHidingFiles sorts s's records (made in any order) by name, and
 // takes out the files that have the name of a directory of the level (a
 // bucket may hold "a" and "a/x"): the directory wins, and the files are
-// returned (nil if none), each told to hidden first.
+// returned (nil if none), each told to hidden first. A directory made
+// twice (its prefix on two pages of a listing cut into ranges) is kept
+// once.
 func (s *childSet) sortHidingFiles(hide func(seg string)) map[string]Entry {
 	sort.SliceStable(s.recs, func(i, j int) bool {
 		a, b := &s.recs[i], &s.recs[j]
@@ -79,6 +81,9 @@ func (s *childSet) sortHidingFiles(hide func(seg string)) map[string]Entry {
 	out := s.recs[:0]
 	for i := range s.recs {
 		r := s.recs[i]
+		if len(out) > 0 && out[len(out)-1].seg == r.seg && r.kind == Dir {
+			continue // a directory met twice (on two pages of a listing)
+		}
 		if len(out) > 0 && out[len(out)-1].seg == r.seg {
 			// After its directory (sorted first): a file of that name.
 			if hidden == nil {

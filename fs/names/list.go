@@ -170,6 +170,10 @@ func (m *Cache) listRemoteOnce(ctx context.Context, prefix string, warn WarnFunc
 	return fl, err
 }
 
+// listParallel is how many pages of one long listing are asked for at
+// once (transfer.ListAll).
+const listParallel = 16
+
 // fetchListing asks the bucket for the level under prefix, asked at
 // now, and remembers it (see listRemoteOnce).
 func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, before uint64, now time.Time) (*Listing, error) {
@@ -183,11 +187,10 @@ func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, 
 	}
 	q := transfer.ListQuery{Prefix: prefix, Delimiter: "/", Placeholders: true}
 	phs := map[string]transfer.ObjectAttrs{} // placeholders seen: of prefix and of its subdirectories
-	for {
-		page, err := m.b.List(ctx, q)
-		if err != nil {
-			return nil, err
-		}
+	// A long listing comes in name ranges at once (transfer.ListAll), its
+	// pages in any order; a subdirectory a range begins inside of is on
+	// two of them, and sortHidingFiles keeps one.
+	err := transfer.ListAll(ctx, m.b, q, listParallel, func(page transfer.ListPage) error {
 		for _, p := range page.Prefixes {
 			if p == transfer.StagingPrefix {
 				continue // parts of uploads in flight (see fs's dirNode.reserved)
@@ -212,10 +215,10 @@ func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, 
 				add(seg, Entry{Kind: File, Attrs: a})
 			}
 		}
-		if page.NextPageToken == "" {
-			break
-		}
-		q.PageToken = page.NextPageToken
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	hidden := set.sortHidingFiles(func(seg string) {
 		warn(prefix+seg, "object hidden: a directory has the same name", "shown_as", prefix+seg+"/")

@@ -2,6 +2,7 @@ package names
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,3 +178,37 @@ func TestPlaceholderConfirmedDuringAListingWins(t *testing.T) {
 // modeKey is the metadata key fs keeps a mode in; to this package, a
 // key like any other.
 const modeKey = "bucketfs-mode"
+
+// A subdirectory met twice in a listing (a listing cut into name ranges
+// shows one that a range begins inside of on two pages) is one child,
+// with no warning of a hidden object.
+func TestListingKeepsADirectoryMetTwice(t *testing.T) {
+	b := prefixBucket{"d/": {Prefixes: []string{"d/s/", "d/t/", "d/s/"}, Objects: []transfer.ObjectAttrs{{Name: "d/f", Generation: 1}}}}
+	m := New(b, noLocal{}, time.Minute)
+	var warned []string
+	l, err := m.List(context.Background(), "d/", func(name, msg string, _ ...any) { warned = append(warned, name+": "+msg) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Names(); !slices.Equal(got, []string{"f", "s", "t"}) {
+		t.Errorf("listing %v, want [f s t]", got)
+	}
+	if l.Dirs() != 2 {
+		t.Errorf("%d subdirectories, want 2", l.Dirs())
+	}
+	if len(warned) > 0 {
+		t.Errorf("warned: %v", warned)
+	}
+}
+
+// prefixBucket answers a listing of a prefix with its page (none if it
+// has none).
+type prefixBucket map[string]transfer.ListPage
+
+func (b prefixBucket) Stat(ctx context.Context, name string) (transfer.ObjectAttrs, error) {
+	return transfer.ObjectAttrs{}, transfer.ErrNotExist
+}
+
+func (b prefixBucket) List(ctx context.Context, q transfer.ListQuery) (transfer.ListPage, error) {
+	return b[q.Prefix], nil
+}
