@@ -39,7 +39,8 @@ import (
 type Options struct {
 	Dir         string // cache directory; created if missing
 	MaxSize     int64  // bytes of object data kept; > 0
-	ChunkSize   int64  // bytes per range request of a download
+	ChunkSize   int64  // bytes per range request of a download; the unit of presence and checksums
+	MinRange    int64  // least bytes per range request of a chunk fetched by several (transfer.DownloadOptions.MinRange); 0: one per chunk
 	Parallelism int    // range requests in flight per object download
 	// WholeMax: objects up to this size are fetched whole from their
 	// first read; larger ones as they are read, and whole once the reads
@@ -526,7 +527,7 @@ func (c *Cache) newDownloadLocked(e *entry) error {
 		e.rec.Sums, e.checked = nil, nil
 	}
 	src, gen := c.sourceLocked(e)
-	do := transfer.DownloadOptions{ChunkSize: c.opts.ChunkSize, Parallelism: c.opts.Parallelism, Sums: sums,
+	do := transfer.DownloadOptions{ChunkSize: c.opts.ChunkSize, MinRange: c.opts.MinRange, Parallelism: c.opts.Parallelism, Sums: sums,
 		CRC32C: e.rec.CRC32C, CheckCRC: e.rec.CRC32C != 0, StoredBytes: e.rec.Encoding != "", Logger: c.log,
 		Priority: c.prio, OnFetched: c.countFetched}
 	if e.rec.pendingCopy() {

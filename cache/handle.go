@@ -153,7 +153,8 @@ func (h *Handle) readChecked(ctx context.Context, p []byte, off int64) (int, boo
 // reads is still in the bucket, when reading it needs the bucket at all:
 // ErrStale if it is gone (another client overwrote or deleted the object
 // since its attributes were fetched). It waits for the first byte the
-// copy lacks, which the first read would wait for anyway; an object read
+// copy lacks to land, which the first read would wait for anyway (not for
+// the check of an object checked whole first); an object read
 // directly has its first bytes fetched, which the first read takes
 // (head.go): one request either way. Other errors (the bucket not
 // answering) are returned too; the reads would meet them again.
@@ -173,7 +174,9 @@ func (h *Handle) Check(ctx context.Context) error {
 		if !ok {
 			// The download's chunks are the cache's chunk size (a copy
 			// of another size is fetched again whole).
-			return staleOr(h.dl.Ensure(ctx, int64(i)*h.c.opts.ChunkSize, 1))
+			// Only that the version is there: an object checked whole
+			// before it is shown is not waited for (the reads do).
+			return staleOr(h.dl.EnsureBegun(ctx, int64(i)*h.c.opts.ChunkSize))
 		}
 	}
 	return nil

@@ -52,7 +52,7 @@ import (
 //	                   small-files, drain), or one of those (cached-write
 //	                   is the old name of fio-write), xml-drain, warm,
 //	                   offline, small-read, names, resumable, scale,
-//	                   footer, fleet, walk (default: all)
+//	                   footer, fleet, walk, medium (default: all)
 //	BENCH_FLEET_CHANGES, BENCH_FLEET_EVERY
 //	                   the fleet section's changes (default 200) and
 //	                   their pace (default 100ms)
@@ -110,6 +110,9 @@ func TestBench(t *testing.T) {
 	}
 	if cfg.runs("cold") {
 		notes = append(notes, benchColdReads(t, emu, cfg, tbl)...) // bench_cold_test.go
+	}
+	if cfg.runs("medium") {
+		notes = append(notes, benchMedium(t, emu, fioPath, cfg, tbl)...) // bench_medium_test.go
 	}
 	if cfg.runs("write") {
 		notes = append(notes, benchWrites(t, emu, fioPath, cfg, tbl)...)
@@ -308,7 +311,7 @@ type benchConfig struct {
 // benchSections are the names BENCH_ONLY takes; "read" stands for the
 // two read sections, "write" for the three write sections, and
 // "cached-write" is the old name of "fio-write".
-var benchSections = []string{"read", "cached-read", "cold", "write", "fio-write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable", "scale", "footer", "fleet", "walk"}
+var benchSections = []string{"read", "cached-read", "cold", "write", "fio-write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable", "scale", "footer", "fleet", "walk", "medium"}
 
 // runs says whether section (one of benchSections) is to run.
 func (c benchConfig) runs(section string) bool {

@@ -48,14 +48,9 @@ func (r fioIO) P99() float64 { return r.Clat.Percentile["99.000000"] }
 // is an error; whether it moved data in the direction that was meant is
 // for the caller to check.
 func parseFio(out []byte) (fioJob, error) {
-	i := bytes.IndexByte(out, '{')
-	if i < 0 {
-		return fioJob{}, errors.New("fio printed no JSON report")
-	}
-	var rep fioReport
-	dec := json.NewDecoder(bytes.NewReader(out[i:]))
-	if err := dec.Decode(&rep); err != nil {
-		return fioJob{}, fmt.Errorf("parsing fio's JSON report: %w", err)
+	rep, err := parseFioReport(out)
+	if err != nil {
+		return fioJob{}, err
 	}
 	if len(rep.Jobs) != 1 {
 		return fioJob{}, fmt.Errorf("fio report has %d jobs, want 1", len(rep.Jobs))
@@ -68,6 +63,39 @@ func parseFio(out []byte) (fioJob, error) {
 		return j, fmt.Errorf("fio job %q read and wrote nothing", j.Name)
 	}
 	return j, nil
+}
+
+// parseFioAll reads a report of several jobs and returns the bytes they
+// read in all and the sum of their read bandwidths (bytes/s, each over
+// its own runtime: what fio reports for a group), or the error of a job
+// that failed.
+func parseFioAll(out []byte) (n int64, bw float64, _ error) {
+	rep, err := parseFioReport(out)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, j := range rep.Jobs {
+		if j.Error != 0 {
+			return 0, 0, fmt.Errorf("fio job %q failed with error %d", j.Name, j.Error)
+		}
+		n += j.Read.IOBytes
+		bw += j.Read.BWBytes
+	}
+	return n, bw, nil
+}
+
+// parseFioReport decodes fio's JSON report, which may follow warnings.
+func parseFioReport(out []byte) (fioReport, error) {
+	i := bytes.IndexByte(out, '{')
+	if i < 0 {
+		return fioReport{}, errors.New("fio printed no JSON report")
+	}
+	var rep fioReport
+	dec := json.NewDecoder(bytes.NewReader(out[i:]))
+	if err := dec.Decode(&rep); err != nil {
+		return fioReport{}, fmt.Errorf("parsing fio's JSON report: %w", err)
+	}
+	return rep, nil
 }
 
 func TestParseFio(t *testing.T) {

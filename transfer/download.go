@@ -1,7 +1,6 @@
 package transfer
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -16,8 +15,14 @@ import (
 
 // DownloadOptions shape a Download.
 type DownloadOptions struct {
-	ChunkSize   int64 // bytes per range request; > 0
+	ChunkSize   int64 // the unit of presence and checksums; > 0
 	Parallelism int   // background range requests in flight; >= 1
+	// MinRange, if > 0, lets one chunk's fetch be split into range
+	// requests at once, of MinRange bytes at least (up to twice that),
+	// when the object has fewer chunks than Parallelism: a medium
+	// object (8 MiB, one chunk) then comes over as many connections as
+	// a big one. 0: one request per chunk.
+	MinRange int64
 	// Sums are the CRC-32C checksums of the chunks dst holds already
 	// (indexed as present); a present chunk without one leaves the
 	// object unchecked at the end.
@@ -46,7 +51,9 @@ type DownloadOptions struct {
 }
 
 // Download fetches one version of an object into dst in chunks of
-// ChunkSize. Background workers walk the object from the start with
+// ChunkSize, each by one request, or by a few at once (sub-ranges of at
+// least MinRange bytes) when the object has fewer chunks than it may
+// have requests in flight. Background workers walk the object from the start with
 // Parallelism requests in flight, once started (Start); Ensure fetches
 // the chunks a reader needs at once, ahead of the walk, and Readahead
 // those a reader will need. A chunk is fetched by one request at a time:
@@ -66,6 +73,7 @@ type Download struct {
 	size  int64
 	chunk int64
 	par   int
+	minRq int64 // DownloadOptions.MinRange
 	dst   io.WriterAt
 	crc   uint32 // the object's, if check
 	check bool
@@ -101,20 +109,28 @@ type chunkState struct {
 	fetch   *attempt // non-nil while a request for the chunk is in flight
 }
 
-// attempt is one request for one chunk; err is set before done is closed.
-// While it runs, written counts the bytes from the chunk's start that dst
-// already holds, so that a reader waits only for the bytes it needs, not
-// for the whole chunk.
+// attempt is one fetch of one chunk (by one request, or by several at
+// once, each a part of it); err is set before done is closed. While it
+// runs, written counts the bytes from the chunk's start that dst already
+// holds, so that a reader waits only for the bytes it needs, not for the
+// whole chunk.
 type attempt struct {
 	done chan struct{}
 	err  error
 	why  FetchReason // what it was claimed for
 
-	written int64         // guarded by Download.mu
-	moved   chan struct{} // guarded by Download.mu: closed (and replaced) when written grows
-	wanted  chan struct{} // closed (under Download.mu) when a reader first waits for it
-	waited  atomic.Bool   // wanted is closed; set under Download.mu
+	written   int64          // guarded by Download.mu
+	parts     []partProgress // guarded by Download.mu: how far each part got, if in parts
+	moved     chan struct{}  // guarded by Download.mu: closed (and replaced) when written grows
+	wanted    chan struct{}  // closed (under Download.mu) when a reader first waits for it
+	heard     chan struct{}  // closed when the first bytes of the body came (heardOnce)
+	heardOnce atomic.Bool
+	waited    atomic.Bool // wanted is closed; set under Download.mu
 }
+
+// partProgress is one part of an attempt: its length, and the bytes of
+// it written so far.
+type partProgress struct{ len, n int64 }
 
 // wantLocked marks a as waited for by a reader; d.mu is held.
 func (a *attempt) wantLocked() {
@@ -136,7 +152,7 @@ func NewDownload(b Bucket, name string, gen, size int64, dst io.WriterAt, presen
 	}
 	n := int((size + o.ChunkSize - 1) / o.ChunkSize)
 	d := &Download{
-		b: b, name: name, gen: gen, size: size, chunk: o.ChunkSize, par: o.Parallelism, dst: dst,
+		b: b, name: name, gen: gen, size: size, chunk: o.ChunkSize, par: o.Parallelism, minRq: o.MinRange, dst: dst,
 		crc: o.CRC32C, check: o.CheckCRC, log: o.Logger, prio: o.Priority, onGot: o.OnFetched,
 		walkWhy:  FetchWhole,
 		idle:     make(chan struct{}),
@@ -243,76 +259,13 @@ func (d *Download) claimNext() (int, *attempt) {
 }
 
 func (d *Download) claimLocked(i int, why FetchReason) *attempt {
-	a := &attempt{done: make(chan struct{}), moved: make(chan struct{}), wanted: make(chan struct{}), why: why}
+	a := &attempt{done: make(chan struct{}), moved: make(chan struct{}), wanted: make(chan struct{}), heard: make(chan struct{}), why: why}
 	if why == FetchRead {
 		a.wantLocked()
 	}
 	d.chunks[i].fetch = a
 	d.fetching++
 	return a
-}
-
-// progressBuf is the buffer a fetch writes through: every flush lands in
-// dst at the next offset and is announced to waiting readers.
-const progressBuf = 1 << 20
-
-var bufPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, progressBuf) }}
-
-// progressWriter writes a chunk's bytes to dst in order, publishing how
-// far it got.
-type progressWriter struct {
-	d   *Download
-	a   *attempt
-	off int64  // the chunk's offset in the object
-	n   int64  // bytes written so far
-	crc uint32 // CRC-32C of those bytes
-}
-
-// Write lands p, counts it (OnFetched), and tells the readers waiting
-// for it, in that order: a reader that has its bytes finds them counted.
-func (w *progressWriter) Write(p []byte) (int, error) {
-	n, err := w.d.dst.WriteAt(p, w.off+w.n)
-	w.crc = crc32c.Update(w.crc, p[:n])
-	w.n += int64(n)
-	if w.d.onGot != nil && n > 0 {
-		why := w.a.why
-		if w.a.waited.Load() && why != FetchRead {
-			why = FetchRead // a reader came to wait for it
-		}
-		w.d.onGot(why, int64(n))
-	}
-	w.d.mu.Lock()
-	w.a.written = w.n
-	close(w.a.moved)
-	w.a.moved = make(chan struct{})
-	w.d.mu.Unlock()
-	return n, err
-}
-
-// yieldGrain is how much of a background fetch's body is read between
-// looks at whether a reader waits (Priority): a look is an atomic load.
-const yieldGrain = 64 << 10
-
-// yieldWriter passes a fetch's body on to w, and in a fetch no reader
-// waits for, pauses every yieldGrain bytes while readers wait for
-// others: the body is not read meanwhile.
-type yieldWriter struct {
-	d     *Download
-	a     *attempt
-	w     io.Writer
-	since int
-	bg    pauser
-}
-
-func (y *yieldWriter) Write(p []byte) (int, error) {
-	n, err := y.w.Write(p)
-	if y.since += n; y.since >= yieldGrain && err == nil {
-		y.since = 0
-		if !y.a.waited.Load() {
-			y.bg.pause(y.d.life, y.a.wanted)
-		}
-	}
-	return n, err
 }
 
 // fetch runs one claimed attempt to its end and publishes the outcome.
@@ -351,28 +304,6 @@ func (d *Download) fetch(i int, a *attempt) error {
 	a.err = err
 	close(a.done)
 	return err
-}
-
-// read copies n bytes at off into dst for attempt a and returns their
-// CRC-32C.
-func (d *Download) read(a *attempt, off, n int64) (uint32, error) {
-	pw := &progressWriter{d: d, a: a, off: off}
-	bw := bufPool.Get().(*bufio.Writer)
-	bw.Reset(pw)
-	ctx := d.life
-	if a.waited.Load() {
-		ctx = Foreground(ctx)
-	}
-	got, err := d.b.ReadRange(ctx, d.name, d.gen, off, n, &yieldWriter{d: d, a: a, w: bw, bg: pauser{p: d.prio}})
-	if err == nil {
-		err = bw.Flush()
-	}
-	bw.Reset(nil)
-	bufPool.Put(bw)
-	if err == nil && got != n {
-		err = sizeMismatch(d.b.Name(), d.name, d.gen, off, got, n)
-	}
-	return pw.crc, err
 }
 
 // verifiesFirst reports whether the object is one chunk checked before
@@ -422,6 +353,17 @@ func (d *Download) Ensure(ctx context.Context, off, length int64) error {
 	return d.ensure(ctx, off, length, ensureRead)
 }
 
+// EnsureBegun starts the fetch of the chunk at off, as Ensure would, and
+// returns once the bucket answers it with bytes (or the byte at off is
+// present): that tells that the version is in the bucket. It waits
+// neither for the byte to land nor for the check of an object checked
+// whole before its bytes are shown, and shows no byte to anyone: an
+// open's check (cache's Handle.Check), so that opening a medium object
+// does not wait for all of it.
+func (d *Download) EnsureBegun(ctx context.Context, off int64) error {
+	return d.ensure(ctx, off, 1, ensureBegun)
+}
+
 // EnsureInOrder is Ensure for a reader reading the object in order: its
 // wait does not hold back the background fetches (Priority), since the
 // walk ahead of it is what it reads next.
@@ -436,6 +378,7 @@ const (
 	ensureRead    ensureMode = iota // for its bytes, first (Priority)
 	ensureInOrder                   // for its bytes, beside the walk ahead of it
 	ensureWhole                     // for the fetches' ends, as a walk done at once
+	ensureBegun                     // for the bucket to answer with bytes (EnsureBegun)
 )
 
 // EnsureComplete returns when every chunk is present and the object has
@@ -530,7 +473,7 @@ func (d *Download) ensureOnce(ctx context.Context, off, length int64, mode ensur
 		}
 	}
 	d.mu.Unlock()
-	if mode == ensureRead && len(waits) > 0 {
+	if (mode == ensureRead || mode == ensureBegun) && len(waits) > 0 {
 		defer d.prio.enter()()
 	}
 	for _, w := range waits {
@@ -538,7 +481,13 @@ func (d *Download) ensureOnce(ctx context.Context, off, length int64, mode ensur
 		if whole {
 			need = math.MaxInt64 // until the fetch ends
 		}
-		if err := d.waitFor(ctx, w.a, need); err != nil {
+		if mode == ensureBegun {
+			if err := d.waitHeard(ctx, w.a); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := d.waitFor(ctx, w.a, need, d.verifiesFirst()); err != nil {
 			return err
 		}
 	}
@@ -578,14 +527,28 @@ func (d *Download) Readahead(off, length int64) {
 	}
 }
 
+// waitHeard returns once the bucket answers attempt a with bytes, or a
+// ended: with its error if it failed before that.
+func (d *Download) waitHeard(ctx context.Context, a *attempt) error {
+	select {
+	case <-a.heard:
+		return nil
+	case <-a.done:
+		return a.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // waitFor returns once attempt a has written the first need bytes of its
-// chunk, or ended: with its error if it failed before that.
-func (d *Download) waitFor(ctx context.Context, a *attempt, need int64) error {
+// chunk (or, if untilDone, has ended), or ended: with its error if it
+// failed before that.
+func (d *Download) waitFor(ctx context.Context, a *attempt, need int64, untilDone bool) error {
 	for {
 		d.mu.Lock()
 		written, moved := a.written, a.moved
 		d.mu.Unlock()
-		if written >= need && !d.verifiesFirst() {
+		if written >= need && !untilDone {
 			return nil
 		}
 		select {

@@ -16,7 +16,7 @@ var flagGroups = []struct {
 	{"Bucket and credentials", []string{"endpoint", "anonymous", "ca-file", "client-protocol", "max-requests", "check-timeout", "offline-after", "stall-timeout"}},
 	{"Cache", []string{"cache-dir", "cache-max-size", "cache-min-free", "cache-full-wait", "metadata-ttl",
 		"metadata-strict", "metadata-max-names", "memory-limit", "notify-topic", "notify-subscription"}},
-	{"Prefetch (reads)", []string{"prefetch-chunk-size", "prefetch-parallelism", "prefetch-whole-max", "prefetch", "prefetch-files", "prefetch-max-size", "prefetch-window"}},
+	{"Prefetch (reads)", []string{"prefetch-chunk-size", "prefetch-min-range", "prefetch-parallelism", "prefetch-whole-max", "prefetch", "prefetch-files", "prefetch-max-size", "prefetch-window"}},
 	{"Write-back", []string{"write-back-delay", "upload-parallelism", "parallel-upload-threshold", "resumable-threshold",
 		"part-size", "part-parallelism", "multipart-endpoint", "fsync", "flush-timeout"}},
 	{"FUSE and permissions", []string{"uid", "gid", "file-mode", "dir-mode", "read-only", "noexec",

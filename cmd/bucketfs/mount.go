@@ -41,6 +41,7 @@ type mountConfig struct {
 	metaStrict   bool
 	metaMaxNames int
 	chunkSize    Size
+	minRange     Size
 	wholeMax     AutoSize
 	parallelism  int
 	maxRequests  int
@@ -88,6 +89,7 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	c.cacheMax = 10 << 30
 	c.cacheMinFree = -1
 	c.chunkSize = 8 << 20
+	c.minRange = 1 << 20
 	c.wholeMax = -1
 	c.largeThreshold = 32 << 20
 	c.resumableAt = transfer.DefaultResumableThreshold
@@ -105,7 +107,8 @@ func newMountFlags(c *mountConfig) *flag.FlagSet {
 	fl.BoolVar(&c.metaStrict, "metadata-strict", false, "past --metadata-ttl, wait for the bucket; by default a known name or listing is answered at once and refreshed in the background")
 	fl.IntVar(&c.metaMaxNames, "metadata-max-names", names.DefaultMaxNames, "most names and attributes kept in CACHE_DIR/names.db across mounts; the least recently used directories go first")
 	fl.Var(&c.memoryLimit, "memory-limit", "memory the mount aims to stay within: past their shares of it, the kernel is asked to forget the least recently used inodes and names leave memory for CACHE_DIR/names.db; also the Go runtime's soft memory limit; 0 for no bound")
-	fl.Var(&c.chunkSize, "prefetch-chunk-size", "bytes per range request when an object is fetched")
+	fl.Var(&c.chunkSize, "prefetch-chunk-size", "bytes per range request when an object is fetched, and the unit of the cache's checksums")
+	fl.Var(&c.minRange, "prefetch-min-range", "least bytes per range request when an object of fewer chunks than --prefetch-parallelism is fetched in several at once (an 8MiB object in 8 of 1MiB); --prefetch-chunk-size or more: one request per chunk")
 	fl.Var(&c.wholeMax, "prefetch-whole-max", "objects up to this size are fetched whole on their first read; larger ones as they are read, and whole once read in order or a quarter of them is; auto is 1/64 of --cache-max-size, between the chunk size and 256MiB; 0 fetches every object whole")
 	fl.IntVar(&c.parallelism, "prefetch-parallelism", 16, "range requests in flight per object being fetched")
 	fl.IntVar(&c.maxRequests, "max-requests", 64, "requests in flight to the bucket, over all objects")
@@ -212,6 +215,8 @@ func (c *mountConfig) validate() error {
 		return bad("--cache-full-wait must be more than 0")
 	case c.chunkSize < 64<<10 || c.chunkSize > 1<<30:
 		return bad("--prefetch-chunk-size must be between 64KiB and 1GiB, got %s", FormatSize(int64(c.chunkSize)))
+	case c.minRange < 64<<10:
+		return bad("--prefetch-min-range must be at least 64KiB, got %s", FormatSize(int64(c.minRange)))
 	case c.parallelism < 1 || c.parallelism > 1024:
 		return bad("--prefetch-parallelism must be between 1 and 1024, got %d", c.parallelism)
 	case c.maxRequests < 1 || c.maxRequests > 4096:
@@ -454,6 +459,7 @@ func openCache(c *mountConfig, bucket transfer.Bucket, large *transfer.Parallel,
 		MinFree:     int64(c.cacheMinFree),
 		FullWait:    c.fullWait,
 		ChunkSize:   int64(c.chunkSize),
+		MinRange:    int64(c.minRange),
 		Parallelism: c.parallelism,
 		WholeMax:    wholeMax(c),
 		Logger:      log,

@@ -50,6 +50,7 @@ func TestParseMountArgs(t *testing.T) {
 		{[]string{"b-1"}, "got 1 arguments"},
 		{[]string{"b-1", "/mnt", "extra"}, "got 3 arguments"},
 		{[]string{"b-1", "/mnt", "--prefetch-chunk-size", "1KiB"}, "--prefetch-chunk-size must be between"},
+		{[]string{"b-1", "/mnt", "--prefetch-min-range", "4KiB"}, "--prefetch-min-range must be at least 64KiB"},
 		{[]string{"b-1", "/mnt", "--prefetch-parallelism", "0"}, "--prefetch-parallelism must be between"},
 		{[]string{"b-1", "/mnt", "--max-requests", "0"}, "--max-requests must be between"},
 		{[]string{"b-1", "/mnt", "--metadata-ttl", "-1s"}, "--metadata-ttl must not be negative"},
