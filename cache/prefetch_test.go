@@ -142,3 +142,35 @@ func TestPrefetchNoRoomRemovesDroppedCopy(t *testing.T) {
 		t.Errorf("the dropped copy's file %s is still there", file)
 	}
 }
+
+// A file fetched ahead (the directory prefetch, warm) comes as a reader's
+// would: an object of fewer chunks than the parallelism in sub-ranges of
+// MinRange (issue 37), checked whole, and then served with no request.
+func TestPrefetchSplitsAMediumObject(t *testing.T) {
+	e := newEnv(t)
+	o := e.opts(1 << 20)
+	o.Parallelism, o.MinRange = 16, chunk/4
+	c, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	data := bytes.Repeat([]byte("m"), chunk)
+	a := e.put("d/m", data)
+	if fetched, err := c.Prefetch(e.ctx, a); err != nil || !fetched {
+		t.Fatalf("Prefetch = %v, %v; want true, nil", fetched, err)
+	}
+	if n := e.mediaReads("d/m"); n != 4 {
+		t.Errorf("%d media reads for one chunk with MinRange a quarter of it; want 4", n)
+	}
+	e.emu.ResetCounters()
+	h := e.openHandle(c, a)
+	if !h.complete {
+		t.Fatal("the open after a prefetch found the copy incomplete")
+	}
+	e.mustReadAll(h, data)
+	h.Close()
+	if n := e.emu.Requests(); n != 0 {
+		t.Fatalf("open and read after prefetch sent %d requests; want 0", n)
+	}
+}
