@@ -246,3 +246,31 @@ func TestPinnedOverCapWarns(t *testing.T) {
 		t.Errorf("no warning at the start of a cache smaller than its pins; log:\n%s", log.String())
 	}
 }
+
+// Warm fetches a medium object as a reader would (issue 37): one chunk in
+// sub-ranges of MinRange at once, the copy checked and complete.
+func TestWarmSplitsAMediumObject(t *testing.T) {
+	e := newEnv(t)
+	o := e.opts(1 << 20)
+	o.Parallelism, o.MinRange = 16, chunk/4
+	c, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	data := pattern(chunk, 77)
+	a := e.put("w/m", data)
+	r, err := c.Warm(e.ctx, []string{"w"}, WarmOptions{Parallelism: 8}, nil)
+	if err != nil || r.Files != 1 || r.Failed != 0 {
+		t.Fatalf("Warm = %+v, %v; want 1 file fetched", r, err)
+	}
+	if n := e.mediaReads("w/m"); n != 4 {
+		t.Errorf("%d media reads for one chunk with MinRange a quarter of it; want 4", n)
+	}
+	h := e.openHandle(c, a)
+	if !h.complete {
+		t.Fatal("the copy is not complete after the warm")
+	}
+	e.mustReadAll(h, data)
+	h.Close()
+}
