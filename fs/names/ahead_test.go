@@ -91,3 +91,40 @@ func TestListAheadStopsAtClose(t *testing.T) {
 		t.Errorf("%d workers still running after Close", running)
 	}
 }
+
+// Names looked up one by one in a directory never listed (fio's setup, a
+// loader reading a manifest): after the second, the directory is listed
+// in the background, and the rest are answered from its listing, with
+// no request each; its subdirectories are not listed for it.
+func TestLookupsListTheirDirectory(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	for i := range 10 {
+		e.put(fmt.Sprintf("d/f%d", i), "x")
+	}
+	e.put("d/sub/g", "y")
+	if c, n := e.resolve("d/f0"); c.Kind != File || n == 0 {
+		t.Fatalf("first lookup: %v with %d requests; want a file, asked of the bucket", c.Kind, n)
+	}
+	e.m.mu.Lock()
+	_, listed := e.m.known.listing("d/")
+	e.m.mu.Unlock()
+	if listed {
+		t.Fatal("d/ listed after one lookup")
+	}
+	e.resolve("d/f1")
+	e.waitAhead()
+	for i := 2; i < 10; i++ {
+		if c, n := e.resolve(fmt.Sprintf("d/f%d", i)); c.Kind != File || n != 0 {
+			t.Errorf("d/f%d: %v with %d requests; want a file answered from the listing", i, c.Kind, n)
+		}
+	}
+	if c, n := e.resolve("d/nothing"); c.Kind != None || n != 0 {
+		t.Errorf("d/nothing: %v with %d requests; want none, answered from the listing", c.Kind, n)
+	}
+	e.m.mu.Lock()
+	_, sub := e.m.known.listing("d/sub/")
+	e.m.mu.Unlock()
+	if sub {
+		t.Error("d/sub/ was listed: a directory listed for lookups lists nothing below it")
+	}
+}
