@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/transfer"
 	bolt "go.etcd.io/bbolt"
 )
@@ -21,10 +21,11 @@ import (
 // own lock (taken inside its methods). persistMu is never taken with
 // Cache.mu held; Rename and RenameDir hold the persistMu of the entries
 // they turn into deletions across their journal write (RenameDir several,
-// in name order; nothing else holds two). journal.mu is taken under
-// persistMu or nothing, never under Cache.mu (the journal writes to
-// disk). describer.mu (describe.go) is a leaf, taken under journal.mu,
-// persistMu or nothing.
+// in name order; nothing else holds two). The locks of the durable
+// record (package durable: durable.Journal's, then durable.Describer's,
+// a leaf) are taken inside its methods, which are called under persistMu
+// or nothing, never under Cache.mu (they write to disk); they never take
+// a lock of this package.
 // waitLocked (wait.go) releases Cache.mu while it waits. In tests,
 // releasing Cache.mu checks the invariants (state.go); the check only
 // tries an entry's persistMu (TryLock), never waits for it.
@@ -114,8 +115,8 @@ type Cache struct {
 	opts    Options
 	b       transfer.Bucket
 	db      *bolt.DB
-	j       *journal // every change of the objects bucket goes through it
-	desc    *describer
+	j       *durable.Journal // every change of the objects bucket goes through it
+	desc    *durable.Describer
 	dataDir string
 	log     *slog.Logger
 	wg      sync.WaitGroup // download finishers
@@ -226,7 +227,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 	if err := checkBucketFile(o.Dir, b.Name()); err != nil {
 		return nil, err
 	}
-	c.desc = newDescriber(c.dataDir, c.log)
+	c.desc = durable.NewDescriber(c.dataDir, c.log)
 	if err := c.openState(); err != nil {
 		if !errors.Is(err, ErrCacheInUse) && !errors.Is(err, ErrOtherBucket) {
 			err = &StateError{Dir: o.Dir, Err: err}
@@ -238,12 +239,13 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 	return c, nil
 }
 
-// startCheckpointer applies the journal to bbolt every checkpointEvery.
+// startCheckpointer applies the journal to bbolt every
+// durable.CheckpointEvery.
 func (c *Cache) startCheckpointer() {
 	c.checkpointWG.Add(1)
 	go func() {
 		defer c.checkpointWG.Done()
-		t := time.NewTicker(checkpointEvery)
+		t := time.NewTicker(durable.CheckpointEvery)
 		defer t.Stop()
 		hidden := time.NewTicker(hiddenEvery)
 		defer hidden.Stop()
@@ -257,7 +259,7 @@ func (c *Cache) startCheckpointer() {
 				continue
 			case <-t.C:
 			}
-			if err := c.j.update(nil); err != nil {
+			if err := c.j.Update(nil); err != nil {
 				warn.failed(c.log, "applying the cache journal to the index failed; retrying", err)
 			} else {
 				warn.succeeded(c.log, "applying the cache journal to the index works again")
@@ -279,11 +281,7 @@ func checkWritable(dir, dataDir string) error {
 	return os.Remove(f.Name())
 }
 
-func (c *Cache) dataPath(id uint64) string { return dataPathIn(c.dataDir, id) }
-
-func dataPathIn(dataDir string, id uint64) string {
-	return filepath.Join(dataDir, strconv.FormatUint(id, 16))
-}
+func (c *Cache) dataPath(id uint64) string { return durable.DataPath(c.dataDir, id) }
 
 // Open returns a handle for reading the version of the object described
 // by a. A complete local copy of that version (or of a later one this
@@ -331,7 +329,7 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 	// GCS generations of one name only grow. A newer one than the copy's
 	// is a change made elsewhere: the copy goes. An older one is a caller
 	// that has not seen this cache's own upload yet: the copy stays.
-	if e != nil && !e.rec.localContent() && !e.rec.pendingCopy() && e.writers == 0 && !e.uploading && a.Generation > e.rec.Generation {
+	if e != nil && !e.rec.LocalContent() && !e.rec.PendingCopy() && e.writers == 0 && !e.uploading && a.Generation > e.rec.Generation {
 		if e.rec.MetaOnly {
 			c.log.Warn("an attribute change (mode, owner or times) not yet sent is dropped: the object changed in the bucket since", "object", a.Name)
 			e.rec.Dirty, e.rec.MetaOnly, e.dirtying = false, false, nil
@@ -413,8 +411,8 @@ func (c *Cache) create(e *entry) error {
 	c.mu.Lock()
 	rec := e.rec
 	c.mu.Unlock()
-	rec.ID = c.j.newID()
-	err := c.j.append(putOp(e.name, rec, 0))
+	rec.ID = c.j.NewID()
+	err := c.j.Append(durable.PutOp(e.name, rec, 0))
 	if err != nil {
 		c.forget(e)
 		return fmt.Errorf("cache index: %w", err)
@@ -425,7 +423,7 @@ func (c *Cache) create(e *entry) error {
 	f, err := os.OpenFile(c.dataPath(rec.ID), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err == nil {
 		// Before any byte: the journal entry above came before the file.
-		c.desc.describeFile(f, e.name, rec)
+		c.desc.DescribeFile(f, e.name, rec)
 	}
 	if err == nil && rec.Size > 0 {
 		err = f.Truncate(rec.Size)
@@ -482,7 +480,7 @@ func (c *Cache) newHandle(e *entry, why transfer.FetchReason) (*Handle, error) {
 		h.Close()
 		return nil, fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, why)
 	}
-	if e.rec.Complete || e.rec.localContent() || (e.dl != nil && isClosed(e.dl.Complete())) {
+	if e.rec.Complete || e.rec.LocalContent() || (e.dl != nil && isClosed(e.dl.Complete())) {
 		c.stats.Hits++
 		h.complete = true
 		h.verify = pending
@@ -512,14 +510,14 @@ func (c *Cache) newHandle(e *entry, why transfer.FetchReason) (*Handle, error) {
 // local I/O done under the lock so that two opens cannot make two
 // downloads.
 func (c *Cache) newDownloadLocked(e *entry) error {
-	if e.rec.localContent() || e.rec.Complete {
+	if e.rec.LocalContent() || e.rec.Complete {
 		return fmt.Errorf("internal error: download of %s, whose copy is complete or has local changes", e.name)
 	}
 	f, err := os.OpenFile(c.dataPath(e.rec.ID), os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("opening cache file: %w", err)
 	}
-	present, sums := e.rec.presentBools(), e.rec.allSums()
+	present, sums := e.rec.PresentBools(), e.rec.AllSums()
 	if e.rec.ChunkSize != c.opts.ChunkSize {
 		// Chunk size changed since the last mount: refetch everything.
 		present, sums = nil, nil
@@ -530,7 +528,7 @@ func (c *Cache) newDownloadLocked(e *entry) error {
 	do := transfer.DownloadOptions{ChunkSize: c.opts.ChunkSize, MinRange: c.opts.MinRange, Parallelism: c.opts.Parallelism, Sums: sums,
 		CRC32C: e.rec.CRC32C, CheckCRC: e.rec.CRC32C != 0, StoredBytes: e.rec.Encoding != "", Logger: c.log,
 		Priority: c.prio, OnFetched: c.countFetched}
-	if e.rec.pendingCopy() {
+	if e.rec.PendingCopy() {
 		// The download reads that version: it is held while it runs,
 		// even if the copy is made meanwhile.
 		e.dlHold = src
@@ -543,7 +541,7 @@ func (c *Cache) newDownloadLocked(e *entry) error {
 // sourceLocked is the version e's download reads: e's own, or, while a
 // copy is pending, the version its content is.
 func (c *Cache) sourceLocked(e *entry) (string, int64) {
-	if e.rec.pendingCopy() {
+	if e.rec.PendingCopy() {
 		return e.rec.CopyFrom, e.rec.CopyGen
 	}
 	return e.name, e.rec.Generation
@@ -611,7 +609,7 @@ func (c *Cache) takeDownloadLocked(e *entry) (*transfer.Download, *os.File) {
 	dl, f := e.dl, e.dlFile
 	e.dl, e.dlFile = nil, nil
 	c.releaseDownloadHoldLocked(e)
-	if dl != nil && !e.rec.localContent() {
+	if dl != nil && !e.rec.LocalContent() {
 		c.absorbLocked(e, dl)
 	}
 	return dl, f
@@ -621,7 +619,7 @@ func (c *Cache) takeDownloadLocked(e *entry) (*transfer.Download, *os.File) {
 // and their sums. Chunks it fetched count as checked for this process.
 func (c *Cache) absorbLocked(e *entry, dl *transfer.Download) {
 	present, summed, sums := dl.Snapshot()
-	before := e.rec.presentBools()
+	before := e.rec.PresentBools()
 	for i, p := range present {
 		if p && (i >= len(before) || !before[i]) && summed[i] {
 			e.setCheckedLocked(i, true)
@@ -630,8 +628,8 @@ func (c *Cache) absorbLocked(e *entry, dl *transfer.Download) {
 			e.setCheckedLocked(i, false)
 		}
 	}
-	e.rec.setPresent(present)
-	e.rec.setSums(present, summed, sums)
+	e.rec.SetPresent(present)
+	e.rec.SetSums(present, summed, sums)
 }
 
 // retire stops dl, syncs its file and records which chunks it holds.
@@ -649,7 +647,7 @@ func (c *Cache) retire(e *entry, dl *transfer.Download, f *os.File) {
 		c.mu.Unlock()
 		return
 	}
-	if !e.rec.localContent() { // a changed copy is complete, whatever its old chunks were
+	if !e.rec.LocalContent() { // a changed copy is complete, whatever its old chunks were
 		c.absorbLocked(e, dl)
 	}
 	rec, seq := c.snapshotLocked(e)
@@ -701,7 +699,7 @@ func (c *Cache) Stats() Stats {
 			s.DirtyFiles++
 			s.DirtyBytes += e.rec.Size
 		}
-		if e.rec.heldWhy() != "" {
+		if e.rec.HeldWhy() != "" {
 			s.DamagedFiles++
 		}
 		if e.rec.Pinned {
@@ -768,15 +766,15 @@ func (c *Cache) Close() error {
 	c.checkpointWG.Wait()
 	// Access times, so that the LRU order survives the remount; and the
 	// mark of a clean stop (the next start skips the index check).
-	err := c.j.update(func(tx *bolt.Tx) error {
+	err := c.j.Update(func(tx *bolt.Tx) error {
 		for i := range recs {
-			if err := putRecord(tx, names[i], &recs[i]); err != nil {
+			if err := durable.PutRecord(tx, names[i], &recs[i]); err != nil {
 				return err
 			}
 		}
-		return markClean(tx)
+		return durable.MarkClean(tx)
 	})
-	if cerr := c.j.close(); err == nil {
+	if cerr := c.j.Close(); err == nil {
 		err = cerr
 	}
 	if cerr := c.db.Close(); err == nil {

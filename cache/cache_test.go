@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/internal/emulator"
 	"github.com/bucketfs/bucketfs/internal/testutil"
 	"github.com/bucketfs/bucketfs/transfer"
@@ -200,17 +201,17 @@ func dataFiles(t *testing.T, dir string) []string {
 // start sees it: with the journal applied.
 func records(t *testing.T, dir string) map[string]record {
 	t.Helper()
-	db, err := openIndex(filepath.Join(dir, "index.db"), bucketName)
+	db, err := durable.OpenIndex(filepath.Join(dir, "index.db"), bucketName)
 	if err != nil {
 		t.Fatalf("opening the index: %v", err)
 	}
 	defer db.Close()
-	j, _, err := openJournal(db, filepath.Join(dir, journalName))
+	j, _, err := durable.OpenJournal(db, filepath.Join(dir, durable.JournalName))
 	if err != nil {
 		t.Fatalf("opening the journal: %v", err)
 	}
-	defer j.close()
-	recs, err := loadRecords(db)
+	defer j.Close()
+	recs, err := durable.LoadRecords(db)
 	if err != nil {
 		t.Fatalf("loading records: %v", err)
 	}
@@ -227,7 +228,7 @@ func (c *Cache) crash() {
 	c.uploadWG.Wait()
 	close(c.stopCheckpoint)
 	c.checkpointWG.Wait()
-	c.j.f.Close()
+	c.j.Abandon()
 	c.db.Close()
 }
 
@@ -557,12 +558,12 @@ func TestOpenReconciles(t *testing.T) {
 	}
 
 	// A record without a file, and files without a record.
-	db, err := openIndex(filepath.Join(e.dir, "index.db"), bucketName)
+	db, err := durable.OpenIndex(filepath.Join(e.dir, "index.db"), bucketName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ghost := record{ID: 1 << 20, Generation: 42, Size: 1000, ChunkSize: chunk, Complete: true}
-	if err := db.Update(func(tx *bolt.Tx) error { return putRecord(tx, "ghost", &ghost) }); err != nil {
+	if err := db.Update(func(tx *bolt.Tx) error { return durable.PutRecord(tx, "ghost", &ghost) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -672,7 +673,7 @@ func TestPartialCopyResumes(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := records(t, e.dir)["obj"]
-			if r.Complete || !slices.Equal(r.presentBools()[:5], []bool{true, true, true, true, true}) {
+			if r.Complete || !slices.Equal(r.PresentBools()[:5], []bool{true, true, true, true, true}) {
 				t.Fatalf("record after Close = %+v, want chunks 0-4 present and incomplete", r)
 			}
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/internal/crc32c"
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -53,103 +54,6 @@ var ErrDamaged = errors.New("the cached copy of a changed file failed its checks
 // checked in the background (Cache.syncVerifyMax; tests lower it).
 const syncVerifyMax = 16 << 20
 
-// chunkSum returns the recorded CRC-32C of chunk i, if the record has one
-// that still describes the file: the chunk is present (or the copy
-// complete) and was not written here since the sums were taken.
-func (r *record) chunkSum(i int) (uint32, bool) {
-	if i < 0 || 4*(i+1) > len(r.Sums) || bitSet(r.Written, i) {
-		return 0, false
-	}
-	if !r.Complete && !bitSet(r.Present, i) {
-		return 0, false
-	}
-	return binary.BigEndian.Uint32(r.Sums[4*i:]), true
-}
-
-// setSums records the checksums of the chunks whose sum is known. A
-// present chunk without one (a copy from before sums were kept) leaves
-// the copy without sums: a sum of 0 would be taken for a real one.
-func (r *record) setSums(present, known []bool, sums []uint32) {
-	for i := range present {
-		if present[i] && !known[i] {
-			r.Sums = nil
-			return
-		}
-	}
-	n := r.chunks()
-	// A new slice: snapshots of the record (being written to the journal
-	// without the lock) share the old one.
-	old := r.Sums
-	r.Sums = make([]byte, 4*n)
-	copy(r.Sums, old)
-	for i := 0; i < n && i < len(known); i++ {
-		if known[i] {
-			binary.BigEndian.PutUint32(r.Sums[4*i:], sums[i])
-		}
-	}
-}
-
-// markWritten records that the bytes [from, to) change here: the sums of
-// their chunks no longer describe the file. It reports whether the record
-// changed (it must then be persisted before the bytes change). A record
-// without sums has nothing to protect.
-func (r *record) markWritten(from, to int64) bool {
-	n := len(r.Sums) / 4
-	if n == 0 || to <= from || r.ChunkSize <= 0 {
-		return false
-	}
-	first := int(from / r.ChunkSize)
-	last := min(int((to-1)/r.ChunkSize), n-1)
-	changed := false
-	for i := first; i <= last; i++ {
-		if !bitSet(r.Written, i) {
-			if !changed {
-				// A new slice: snapshots of the record share the old one.
-				r.Written = slices.Clone(r.Written)
-			}
-			r.Written = setBit(r.Written, i)
-			changed = true
-		}
-	}
-	return changed
-}
-
-// allSums returns the sums of every present chunk, or nil if one of them
-// has none (the download cannot check the whole object then).
-func (r *record) allSums() []uint32 {
-	present := r.presentBools()
-	sums := make([]uint32, len(present))
-	for i, p := range present {
-		if !p {
-			continue
-		}
-		sum, ok := r.chunkSum(i)
-		if !ok {
-			return nil
-		}
-		sums[i] = sum
-	}
-	return sums
-}
-
-// forgetSums drops every sum: the file is written where the daemon cannot
-// see it (passthrough).
-func (r *record) forgetSums() bool {
-	changed := len(r.Sums) > 0
-	r.Sums, r.Written = nil, nil
-	return changed
-}
-
-func bitSet(b []byte, i int) bool { return i/8 < len(b) && b[i/8]&(1<<(i%8)) != 0 }
-
-func setBit(b []byte, i int) []byte {
-	for len(b) <= i/8 {
-		b = append(b, 0)
-	}
-	b[i/8] |= 1 << (i % 8)
-	return b
-}
-
 // chunkSpan returns the offset and length of chunk i of a size-byte file.
 func chunkSpan(i int, chunk, size int64) (int64, int64) {
 	off := int64(i) * chunk
@@ -176,7 +80,7 @@ func readChunkSum(f *os.File, buf []byte, off, n int64) (uint32, error) {
 // cleanContentLocked reports whether e's file is (a copy of) a version in
 // the bucket, which its sums describe and which can be fetched again.
 func cleanContentLocked(e *entry) bool {
-	return !e.rec.localContent() && !e.rec.Deleted && e.rec.Damaged == ""
+	return !e.rec.LocalContent() && !e.rec.Deleted && e.rec.Damaged == ""
 }
 
 // allCheckedLocked reports whether every chunk of e's copy was checked (or
@@ -186,8 +90,8 @@ func allCheckedLocked(e *entry) bool {
 	if len(e.rec.Sums) == 0 || e.rec.Deleted {
 		return true // nothing recorded to check against
 	}
-	for i := range e.rec.chunks() {
-		if _, ok := e.rec.chunkSum(i); ok && !e.checkedLocked(i) {
+	for i := range e.rec.Chunks() {
+		if _, ok := e.rec.ChunkSum(i); ok && !e.checkedLocked(i) {
 			return false
 		}
 	}
@@ -197,7 +101,7 @@ func allCheckedLocked(e *entry) bool {
 func (e *entry) checkedLocked(i int) bool { return i < len(e.checked) && e.checked[i] }
 
 func (e *entry) setCheckedLocked(i int, ok bool) {
-	n := e.rec.chunks()
+	n := e.rec.Chunks()
 	if len(e.checked) < n {
 		e.checked = append(e.checked, make([]bool, n-len(e.checked))...)
 	}
@@ -224,7 +128,7 @@ func (c *Cache) checkChunks(e *entry, f *os.File, first, last int) []bool {
 	chunk, size, version := e.rec.ChunkSize, e.rec.Size, e.version
 	clean := cleanContentLocked(e)
 	for i := first; i <= last; i++ {
-		sum, ok := e.rec.chunkSum(i)
+		sum, ok := e.rec.ChunkSum(i)
 		switch {
 		case e.checkedLocked(i):
 			good[i-first] = true
@@ -232,7 +136,7 @@ func (c *Cache) checkChunks(e *entry, f *os.File, first, last int) []bool {
 			// Present without a sum (a copy from before sums were kept):
 			// served as before. Not present (dropped as bad): from the
 			// bucket.
-			good[i-first] = e.rec.Complete || bitSet(e.rec.Present, i)
+			good[i-first] = e.rec.Complete || durable.BitSet(e.rec.Present, i)
 		case !ok:
 			// Written here (the file is the truth), or held already.
 			good[i-first] = e.rec.Damaged == ""
@@ -298,14 +202,14 @@ func (c *Cache) dropBadChunks(e *entry, bad []int, why error) {
 		c.mu.Unlock()
 		return
 	}
-	present := e.rec.presentBools()
+	present := e.rec.PresentBools()
 	for _, i := range bad {
 		if i < len(present) {
 			present[i] = false
 		}
 		e.setCheckedLocked(i, false)
 	}
-	e.rec.setPresent(present)
+	e.rec.SetPresent(present)
 	c.stats.ChecksumMismatches++
 	err := fmt.Errorf("%w: %v", errBadCopy, why)
 	c.noteErrorLocked("check", e.name, err)
@@ -335,7 +239,7 @@ func (c *Cache) checkSize(e *entry, f *os.File) {
 		return
 	}
 	size := e.rec.Size
-	bad := make([]int, e.rec.chunks())
+	bad := make([]int, e.rec.Chunks())
 	for i := range bad {
 		bad[i] = i
 	}
@@ -361,7 +265,7 @@ func (c *Cache) verifyCopy(e *entry, f *os.File) (pending bool) {
 		c.mu.Unlock()
 		return false
 	}
-	small, n := e.rec.Size <= c.syncVerifyMax, e.rec.chunks()
+	small, n := e.rec.Size <= c.syncVerifyMax, e.rec.Chunks()
 	c.mu.Unlock()
 	if small {
 		c.checkChunks(e, f, 0, n-1)
@@ -397,7 +301,7 @@ func (c *Cache) startVerify(e *entry) <-chan struct{} {
 	}
 	e.verifying = done
 	e.refs++
-	id, n := e.rec.ID, e.rec.chunks()
+	id, n := e.rec.ID, e.rec.Chunks()
 	c.mu.Unlock()
 	c.wg.Add(1)
 	go func() {
@@ -446,7 +350,7 @@ func (c *Cache) checkBeforeWrite(e *entry, trunc bool) error {
 		return err
 	}
 	need := !trunc && cleanContentLocked(e) && e.rec.Complete && e.dl == nil && !allCheckedLocked(e)
-	id, n := e.rec.ID, e.rec.chunks()
+	id, n := e.rec.ID, e.rec.Chunks()
 	c.mu.Unlock()
 	if !need {
 		return nil
@@ -519,7 +423,7 @@ func (c *Cache) scanForUpload(ctx context.Context, e *entry, name string, id uin
 		if ctx.Err() != nil {
 			return fileSums{}, false
 		}
-		want, check := refRec.chunkSum(i)
+		want, check := refRec.ChunkSum(i)
 		if i >= n {
 			if check { // recorded, never written here, and gone from the file
 				bad, why = append(bad, i), fmt.Errorf("chunk %d is missing: the file ends at %d", i, size)
@@ -550,7 +454,7 @@ func (c *Cache) hold(e *entry, name string, bad []int, why error) bool {
 	c.mu.Lock()
 	still := false
 	for _, i := range bad {
-		if !bitSet(e.rec.Written, i) && 4*(i+1) <= len(e.rec.Sums) {
+		if !durable.BitSet(e.rec.Written, i) && 4*(i+1) <= len(e.rec.Sums) {
 			still = true
 		}
 	}
@@ -603,7 +507,7 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 	c.mu.Lock()
 	e := c.entries[name]
 	switch {
-	case e == nil || e.rec.heldWhy() == "":
+	case e == nil || e.rec.HeldWhy() == "":
 		c.mu.Unlock()
 		return "", fmt.Errorf("%s is not held (bucketfs status lists the held files)", name)
 	case e.writers > 0:
@@ -612,7 +516,7 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 	}
 	if keepLocal {
 		if e.rec.Damaged != "" {
-			e.rec.forgetSums()
+			e.rec.ForgetSums()
 		}
 		e.rec.Damaged, e.rec.Refused = "", ""
 		e.version++
@@ -714,19 +618,19 @@ func (h *WriteHandle) checkRead(off, n int64) error {
 func fsckSums(dataDir string, recs map[string]record, rep *FsckReport) {
 	var buf []byte
 	for name, r := range recs {
-		if why := r.heldWhy(); why != "" {
+		if why := r.HeldWhy(); why != "" {
 			rep.Held = append(rep.Held, name+": "+why)
 			continue
 		}
 		if r.Deleted || len(r.Sums) == 0 || r.ChunkSize <= 0 {
 			continue
 		}
-		f, err := os.Open(dataPathIn(dataDir, r.ID))
+		f, err := os.Open(durable.DataPath(dataDir, r.ID))
 		if err != nil {
 			continue // reported as a record without a file
 		}
 		rep.CheckedCopies++
-		clean := !r.localContent()
+		clean := !r.LocalContent()
 		if buf == nil {
 			buf = make([]byte, 1<<20)
 		}
@@ -759,7 +663,7 @@ func checkFileSums(f *os.File, buf []byte, r record, clean bool) string {
 		size = st.Size() // the file is the truth about its length
 	}
 	for i := range len(r.Sums) / 4 {
-		want, ok := r.chunkSum(i)
+		want, ok := r.ChunkSum(i)
 		if !ok {
 			continue
 		}

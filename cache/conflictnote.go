@@ -44,7 +44,7 @@ func (c *Cache) HasLocalContent(name string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[name]
-	return e != nil && !e.dropped && !e.rec.Deleted && e.rec.localContent()
+	return e != nil && !e.dropped && !e.rec.Deleted && e.rec.LocalContent()
 }
 
 // HasCopy reports whether the cache holds all the bytes of generation gen
@@ -57,5 +57,5 @@ func (c *Cache) HasCopy(name string, gen int64) bool {
 	if e == nil || e.dropped || e.rec.Deleted || e.rec.Damaged != "" {
 		return false
 	}
-	return e.rec.localContent() || (e.rec.Generation == gen && (e.rec.Complete || (e.dl != nil && isClosed(e.dl.Complete()))))
+	return e.rec.LocalContent() || (e.rec.Generation == gen && (e.rec.Complete || (e.dl != nil && isClosed(e.dl.Complete()))))
 }

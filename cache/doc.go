@@ -2,13 +2,13 @@
 //
 // Layout of a cache directory:
 //
-//	index.db    bbolt: one record per cached object (see index.go)
-//	journal     changes of index.db not yet applied to it (see journal.go)
+//	index.db    bbolt: one record per cached object (internal/durable)
+//	journal     changes of index.db not yet applied to it (internal/durable)
 //	data/ID     one sparse file per cached object version, ID in hex; each
-//	            describes its record in an extended attribute (describe.go)
+//	            describes its record in an extended attribute (internal/durable)
 //	bucket      the bucket's name (outlives a lost index.db)
 //	lost+found/ data files a start could not place, with a note each
-//	index.db.corrupt-TIME  a damaged index, moved aside (index_open.go)
+//	index.db.corrupt-TIME  a damaged index, moved aside (load.go)
 //
 // Cache.Open returns a Handle for one version of an object (its
 // generation). A complete local copy is read as is, and its descriptor can
@@ -41,7 +41,7 @@
 // are evicted to make room, and to keep Options.MinFree free on the disk.
 // A version that cannot fit is read from the bucket directly, uncached.
 // A pinned copy (Warm with Pin, warm.go) is never evicted until Unpin.
-// The exception is a pending copy not cached (record.cost): it counts
+// The exception is a pending copy not cached (costOf): it counts
 // nothing until it is made or written. Writes reserve their growth before
 // they write, no file grows past MaxFileSize (ErrTooBig), and changed
 // files near the cap are sent at once (space.go).
@@ -55,7 +55,7 @@
 // files without a record are placed by their own descriptions
 // (rebuild.go): never deleted while they may hold bytes that are not in
 // the bucket. A missing or damaged index.db is rebuilt the same way
-// (index_open.go); Fsck checks an unmounted cache.
+// (load.go); Fsck checks an unmounted cache.
 //
 // Integrity: the cache directory is not trusted blindly (checksum.go).
 // Every record keeps the CRC-32C of each chunk of its copy and the
@@ -74,7 +74,7 @@
 //	entry.go        entry (its fields by subsystem), persisting its record
 //	state.go        Cache's guarded state by subsystem; invariants
 //	evict.go        making room: eviction, dropping and removing entries
-//	space.go        space accounting (record.cost, charges), disk floor, growth
+//	space.go        space accounting (costOf, charges), disk floor, growth
 //	handle.go       Handle: reading a version
 //	writeback.go    the durability contract; Remove, Flush, FlushName
 //	writehandle.go  WriteHandle: OpenWrite, changes (begin, end), Close
@@ -90,9 +90,15 @@
 //	exchange.go     swapping two names (Exchange)
 //	staging.go      parallel uploads and the cleaning of their staging objects
 //	checksum.go     integrity: chunk sums, checks, held files, Resolve
-//	describe.go     data files' descriptions of their records
-//	index.go, index_open.go, journal.go, load.go, rebuild.go, fsck.go
-//	                the index on disk, its journal, loading and rebuilding it
+//	record.go       record, an alias of durable.Record
+//	load.go, rebuild.go, fsck.go
+//	                opening and loading the index, placing data files no
+//	                record names, rebuilding a lost index, Fsck
 //	status.go, warnlimit.go  Status and rate-limited warnings
 //	warm.go         Warm (fill the cache under prefixes), pins, Unpin
+//
+// The durable record (the index's bbolt schema, the journal, the Record
+// and its encodings, the data files' descriptions) is package
+// internal/durable: this package decides which records exist and when
+// they change; durable keeps them, in order, on disk.
 package cache

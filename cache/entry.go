@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -32,7 +33,7 @@ type entryIndex struct {
 	elem    *list.Element // in Cache.lru while indexed
 	refs    int           // open handles
 	dropped bool          // no longer indexed: remove the file when the last handle goes
-	charged int64         // bytes this entry counts in Cache.used (see record.cost)
+	charged int64         // bytes this entry counts in Cache.used (see costOf)
 	spare   *os.File      // the new data file, open read-write, until OpenWrite takes it
 }
 
@@ -107,7 +108,7 @@ func (c *Cache) persistEntry(e *entry, rec record, seq uint64) error {
 		e.persistMu.Unlock()
 		return nil
 	}
-	err := c.j.append(putOp(e.name, rec, rec.ID))
+	err := c.j.Append(durable.PutOp(e.name, rec, rec.ID))
 	if err == nil {
 		e.persistedSeq = seq
 	}

@@ -6,6 +6,8 @@ package cache
 import (
 	"errors"
 	"os"
+
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 )
 
 // makeRoomLocked picks least recently used idle entries to evict until
@@ -112,15 +114,15 @@ func (c *Cache) removeAll(victims []*entry) {
 			f.Close()
 		}
 	}
-	var ops []journalOp
+	var ops []durable.Op
 	for _, e := range victims {
 		if e.rec.ID != 0 {
-			ops = append(ops, removeOp(e.name, e.rec.ID))
+			ops = append(ops, durable.RemoveOp(e.name, e.rec.ID))
 		}
 	}
 	var err error
 	if len(ops) > 0 {
-		err = c.j.append(ops...)
+		err = c.j.Append(ops...)
 	}
 	if err != nil {
 		// The files go below anyway (none holds changes): the next start

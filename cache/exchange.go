@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -56,7 +57,7 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) (baseA,
 		sizes[h] = st.Size()
 	}
 	ea, eb := ha.e, hb.e
-	idA, idB := c.j.newID(), c.j.newID() // the new records of a.Name and b.Name
+	idA, idB := c.j.NewID(), c.j.NewID() // the new records of a.Name and b.Name
 
 	c.mu.Lock()
 	err = c.waitLocked(ctx, func() bool { return !c.frozen.covers(a.Name) && !c.frozen.covers(b.Name) })
@@ -101,7 +102,7 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) (baseA,
 	if err == nil {
 		// Both records in one journal entry: after a crash, both or
 		// neither.
-		if err = c.j.append(putOp(a.Name, na.rec, 0), putOp(b.Name, nb.rec, 0)); err != nil {
+		if err = c.j.Append(durable.PutOp(a.Name, na.rec, 0), durable.PutOp(b.Name, nb.rec, 0)); err != nil {
 			os.Remove(c.dataPath(idA))
 			os.Remove(c.dataPath(idB))
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -134,7 +135,7 @@ type Moved struct{ Old, New transfer.ObjectAttrs }
 // that nothing uses: a folder rename may move it.
 func (c *Cache) settledCleanLocked(e *entry) bool {
 	r := e.rec
-	return isClosed(e.ready) && e.err == nil && !e.dropped && !r.Dirty && !r.Deleted && !r.pendingCopy() &&
+	return isClosed(e.ready) && e.err == nil && !e.dropped && !r.Dirty && !r.Deleted && !r.PendingCopy() &&
 		e.refs == 0 && e.writers == 0 && e.dl == nil && e.spare == nil && !e.uploading &&
 		e.holding == "" && e.dlHold == "" && c.holds[e.name] == 0
 }
@@ -144,7 +145,7 @@ func (c *Cache) settledCleanLocked(e *entry) bool {
 // moved with its content), each copy of the version that moved takes the
 // new name (rename), the others are dropped; without, all are dropped.
 func (c *Cache) forgetClean(checked []*entry, versions func(name string) (old, new transfer.ObjectAttrs), rename func(string) string) {
-	var ops []journalOp
+	var ops []durable.Op
 	var victims []*entry
 	c.mu.Lock()
 	for _, e := range checked {
@@ -154,12 +155,12 @@ func (c *Cache) forgetClean(checked []*entry, versions func(name string) (old, n
 		if versions != nil {
 			old, now := versions(e.name)
 			if now.Name != "" && old.Generation == e.rec.Generation {
-				ops = append(ops, removeOp(e.name, e.rec.ID))
+				ops = append(ops, durable.RemoveOp(e.name, e.rec.ID))
 				delete(c.entries, e.name)
 				e.name = rename(e.name)
 				e.rec.Generation = now.Generation
 				c.entries[e.name] = e
-				ops = append(ops, putOp(e.name, e.rec, 0))
+				ops = append(ops, durable.PutOp(e.name, e.rec, 0))
 				continue
 			}
 		}
@@ -168,7 +169,7 @@ func (c *Cache) forgetClean(checked []*entry, versions func(name string) (old, n
 	c.mu.Unlock()
 	c.removeAll(victims)
 	if len(ops) > 0 {
-		if err := c.j.append(ops...); err != nil {
+		if err := c.j.Append(ops...); err != nil {
 			// The records keep the old names: stale copies of objects
 			// that are gone, dropped when looked up.
 			c.log.Warn("recording the new names of a renamed folder's cached files failed", "err", err)

@@ -8,9 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"syscall"
-	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 )
 
 // FsckOptions configure Fsck.
@@ -54,11 +53,11 @@ type FsckReport struct {
 }
 
 // ErrCacheInUse means a running bucketfs holds the cache directory.
-var ErrCacheInUse = errors.New("another bucketfs process uses this cache dir (unmount it first)")
+var ErrCacheInUse = durable.ErrInUse
 
 // IndexPath is the cache index's path in the cache directory dir: the
 // file whose lock (bbolt's flock) a process using the directory holds.
-func IndexPath(dir string) string { return filepath.Join(dir, "index.db") }
+func IndexPath(dir string) string { return filepath.Join(dir, durable.IndexName) }
 
 // InUse reports whether another process holds the cache directory dir:
 // a mount, or fsck, holds its index's lock for as long as it uses it.
@@ -95,12 +94,12 @@ func Fsck(dir string, o FsckOptions) (FsckReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	jops, err := fsckJournal(filepath.Join(dir, journalName))
+	jops, err := fsckJournal(filepath.Join(dir, durable.JournalName))
 	if err != nil {
 		return rep, err
 	}
 	rep.JournalOps = len(jops)
-	applyJournal(recs, jops)
+	durable.Apply(recs, jops)
 	if err := fsckFiles(dataDir, recs, &rep); err != nil {
 		return rep, err
 	}
@@ -114,39 +113,12 @@ func Fsck(dir string, o FsckOptions) (FsckReport, error) {
 // fsckIndex reads index.db read-only and checks all of it. A damaged or
 // missing index is reported, not an error.
 func fsckIndex(path string, rep *FsckReport) (map[string]record, error) {
-	recs := map[string]record{}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		rep.IndexMissing = true
-		return recs, nil
+		return map[string]record{}, nil
 	}
-	var db *bolt.DB
-	err := protect(func() error {
-		var err error
-		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
-		switch {
-		case errors.Is(err, bolt.ErrTimeout):
-			return ErrCacheInUse
-		case errors.Is(err, fs.ErrPermission):
-			return err
-		case err != nil:
-			return &corruptError{err}
-		}
-		if err := checkIndex(db, path, true); err != nil {
-			return err
-		}
-		return db.View(func(tx *bolt.Tx) error {
-			if tx.Bucket(objectsBucket) == nil {
-				return nil
-			}
-			var err error
-			recs, err = loadRecords(db)
-			return err
-		})
-	})
-	if db != nil {
-		_ = protect(db.Close)
-	}
-	var ce *corruptError
+	recs, err := durable.CheckAndLoad(path)
+	var ce *durable.CorruptError
 	if errors.As(err, &ce) {
 		rep.IndexDamage = ce.Error()
 		return map[string]record{}, nil
@@ -154,7 +126,7 @@ func fsckIndex(path string, rep *FsckReport) (map[string]record, error) {
 	return recs, err
 }
 
-func fsckJournal(path string) ([]journalOp, error) {
+func fsckJournal(path string) ([]durable.Op, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -163,7 +135,7 @@ func fsckJournal(path string) ([]journalOp, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return readJournal(f)
+	return durable.ReadJournal(f)
 }
 
 // fsckFiles compares data/ with recs.
@@ -186,7 +158,7 @@ func fsckFiles(dataDir string, recs map[string]record, rep *FsckReport) error {
 		switch {
 		case r.Dirty && r.Deleted:
 			rep.Deletions++
-		case r.localContent():
+		case r.LocalContent():
 			rep.ChangedFiles++
 		case r.Dirty:
 			rep.OtherPending++
@@ -236,22 +208,22 @@ func fsckRebuild(dir string, rep *FsckReport) error {
 		if rep.IndexDamage != "" {
 			kind = "corrupt"
 		}
-		aside, err := moveAside(dir, kind)
+		aside, err := durable.MoveAside(dir, kind)
 		if err != nil {
 			return err
 		}
 		rep.MovedAside = aside
 	}
-	db, err := openIndex(filepath.Join(dir, "index.db"), "")
+	db, err := durable.OpenIndex(filepath.Join(dir, "index.db"), "")
 	if err != nil {
 		return fmt.Errorf("creating a new cache index: %w", err)
 	}
 	p, _, err := rebuildRecords(db, filepath.Join(dir, "data"), 0)
 	if err == nil {
-		var j *journal
-		j, _, err = openJournal(db, filepath.Join(dir, journalName))
+		var j *durable.Journal
+		j, _, err = durable.OpenJournal(db, filepath.Join(dir, durable.JournalName))
 		if err == nil {
-			err = j.close()
+			err = j.Close()
 		}
 	}
 	if cerr := db.Close(); err == nil {

@@ -124,7 +124,7 @@ func (h *Handle) readChecked(ctx context.Context, p []byte, off int64) (int, boo
 	h.c.mu.Lock()
 	chunk := h.e.rec.ChunkSize
 	src, gen := h.name, h.gen
-	if h.e.rec.pendingCopy() {
+	if h.e.rec.PendingCopy() {
 		src, gen = h.e.rec.CopyFrom, h.e.rec.CopyGen
 	}
 	h.c.mu.Unlock()

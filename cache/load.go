@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -17,7 +19,7 @@ import (
 const bucketFile = "bucket"
 
 // ErrOtherBucket means the cache directory belongs to another bucket.
-var ErrOtherBucket = errors.New("use one cache dir per bucket")
+var ErrOtherBucket = durable.ErrOtherBucket
 
 // checkBucketFile refuses a cache directory that holds another bucket,
 // and notes the bucket if the directory does not say yet.
@@ -64,7 +66,7 @@ func (c *Cache) openState() error {
 	}
 	for try := 0; ; try++ {
 		err := c.openLoaded(db, fresh)
-		var ce *corruptError
+		var ce *durable.CorruptError
 		if err == nil || !errors.As(err, &ce) || try > 0 {
 			return err
 		}
@@ -78,7 +80,7 @@ func (c *Cache) openState() error {
 // journal into db and loads it. On failure db is closed.
 func (c *Cache) openLoaded(db *bolt.DB, fresh bool) error {
 	fail := func(err error) error {
-		_ = protect(db.Close)
+		_ = durable.Protect(db.Close)
 		return err
 	}
 	if fresh {
@@ -86,23 +88,23 @@ func (c *Cache) openLoaded(db *bolt.DB, fresh bool) error {
 			return fail(fmt.Errorf("rebuilding the cache index from %s: %w", c.dataDir, err))
 		}
 	}
-	var j *journal
+	var j *durable.Journal
 	var replayed int
-	err := protect(func() error {
+	err := durable.Protect(func() error {
 		var err error
-		j, replayed, err = openJournal(db, filepath.Join(c.opts.Dir, journalName))
+		j, replayed, err = durable.OpenJournal(db, filepath.Join(c.opts.Dir, durable.JournalName))
 		return err
 	})
 	if err != nil {
 		return fail(err)
 	}
-	j.onAppend = c.desc.journaled
+	j.OnAppend(c.desc.Journaled)
 	c.db, c.j = db, j
 	if replayed > 0 {
 		c.log.Info("applied the changes the last run left in the cache journal", "changes", replayed)
 	}
 	if err := c.load(); err != nil {
-		j.f.Close()
+		j.Abandon()
 		return fail(err)
 	}
 	return nil
@@ -135,15 +137,11 @@ func rebuildRecords(db *bolt.DB, dataDir string, chunkSize int64) (orphanPlan, i
 	p := planOrphans(nil, files, chunkSize)
 	err = db.Update(func(tx *bolt.Tx) error {
 		for name, r := range p.adopt {
-			if err := putRecord(tx, name, &r); err != nil {
+			if err := durable.PutRecord(tx, name, &r); err != nil {
 				return err
 			}
 		}
-		b := tx.Bucket(objectsBucket)
-		if b.Sequence() < p.maxID {
-			return b.SetSequence(p.maxID) // new IDs never name a file found
-		}
-		return nil
+		return durable.ReserveIDs(tx, p.maxID) // new IDs never name a file found
 	})
 	return p, len(files), err
 }
@@ -152,14 +150,14 @@ func rebuildRecords(db *bolt.DB, dataDir string, chunkSize int64) (orphanPlan, i
 // are placed by their descriptions: rebuild.go), and evicts to the cap.
 func (c *Cache) load() error {
 	var recs map[string]record
-	if err := protect(func() error {
+	if err := durable.Protect(func() error {
 		var err error
-		recs, err = loadRecords(c.db)
+		recs, err = durable.LoadRecords(c.db)
 		return err
 	}); err != nil {
-		var ce *corruptError
+		var ce *durable.CorruptError
 		if !errors.As(err, &ce) {
-			err = &corruptError{err} // a record that does not parse
+			err = &durable.CorruptError{Err: err} // a record that does not parse
 		}
 		return err
 	}
@@ -185,12 +183,12 @@ func (c *Cache) load() error {
 	for _, name := range p.trimmed {
 		c.log.Warn("a changed file recovered from its description lost its custom metadata (too big to describe): it is uploaded without it", "object", name)
 	}
-	c.j.advancePast(p.maxID)
+	c.j.AdvancePast(p.maxID)
 	if err := c.reconcile(recs, p.adopt); err != nil {
 		return err
 	}
 	lost := settleOrphans(c.opts.Dir, p, c.log)
-	if n := c.desc.backfill(recs, files); n > 0 {
+	if n := c.desc.Backfill(recs, undescribed(files)); n > 0 {
 		c.log.Info("described cache files that carried no description yet", "files", n)
 	}
 	if n := len(p.adopt); n > 0 {
@@ -231,7 +229,7 @@ func (c *Cache) reconcile(recs map[string]record, adopted map[string]record) err
 			}
 		}
 		switch {
-		case r.localContent():
+		case r.LocalContent():
 			// The file is the truth about local changes: writes land there
 			// before the record is updated again.
 			r.Size = st.Size()
@@ -254,16 +252,16 @@ func (c *Cache) reconcile(recs map[string]record, adopted map[string]record) err
 	if len(missing) == 0 && len(adopted) == 0 {
 		return nil
 	}
-	return c.j.update(func(tx *bolt.Tx) error {
+	return c.j.Update(func(tx *bolt.Tx) error {
 		for _, name := range missing {
-			if err := tx.Bucket(objectsBucket).Delete([]byte(name)); err != nil {
+			if err := durable.DeleteRecord(tx, name); err != nil {
 				return err
 			}
 			delete(recs, name)
 		}
 		for name := range adopted {
 			if r, ok := recs[name]; ok {
-				if err := putRecord(tx, name, &r); err != nil {
+				if err := durable.PutRecord(tx, name, &r); err != nil {
 					return err
 				}
 			}
@@ -290,7 +288,7 @@ func (c *Cache) index(recs map[string]record) {
 	for _, e := range ordered {
 		e.elem = c.lru.PushBack(e)
 		c.entries[e.name] = e
-		c.chargeLocked(e, e.rec.cost())
+		c.chargeLocked(e, costOf(e.rec))
 	}
 	dirty := 0
 	for _, e := range ordered {
@@ -311,4 +309,34 @@ func (c *Cache) index(recs map[string]record) {
 	if dirty > 0 {
 		c.log.Info("re-queued changes not uploaded by the last run", "files", dirty)
 	}
+}
+
+// openOrRebuildIndex opens index.db in dir; if it is damaged, it moves it
+// aside and creates a new one. fresh is true if the index is new
+// (missing, or replaced): its records are to be rebuilt from data/.
+func openOrRebuildIndex(dir, bucket string, log *slog.Logger) (db *bolt.DB, fresh bool, err error) {
+	path := filepath.Join(dir, durable.IndexName)
+	_, serr := os.Stat(path)
+	missing := errors.Is(serr, fs.ErrNotExist)
+	db, err = durable.OpenIndex(path, bucket)
+	var ce *durable.CorruptError
+	if !errors.As(err, &ce) {
+		return db, missing, err
+	}
+	return replaceIndex(dir, bucket, ce, log)
+}
+
+// replaceIndex moves a damaged index aside and opens a new one.
+func replaceIndex(dir, bucket string, cause error, log *slog.Logger) (*bolt.DB, bool, error) {
+	aside, err := durable.MoveAside(dir, "corrupt")
+	if err != nil {
+		return nil, false, fmt.Errorf("%v; %w", cause, err)
+	}
+	log.Error("the cache index was damaged: it was moved aside and a new one is rebuilt from the data files (changes not yet uploaded are kept)",
+		"moved_to", aside, "err", cause, "check_with", fsckHint(dir))
+	db, err := durable.OpenIndex(filepath.Join(dir, durable.IndexName), bucket)
+	if err != nil {
+		return nil, false, fmt.Errorf("creating a new cache index after moving the damaged one to %s: %w", aside, err)
+	}
+	return db, true, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -59,15 +60,6 @@ func ownMeta(md map[string]string) map[string]string {
 	delete(out, AttemptKey)
 	return out
 }
-
-// localContent reports whether the cache file, not the bucket, holds the
-// truth about the content: local changes other than metadata alone or a
-// copy of another object.
-func (r *record) localContent() bool { return r.Dirty && !r.MetaOnly && r.CopyFrom == "" }
-
-// pendingCopy reports whether the content is a copy of another object not
-// yet made in the bucket.
-func (r *record) pendingCopy() bool { return r.Dirty && r.CopyFrom != "" }
 
 // SetMeta sets the custom metadata keys of md on the local version of a,
 // an object version whose metadata in the bucket is a.Metadata (keys are
@@ -122,7 +114,7 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 	id := e.rec.ID
 	rec, seq := c.snapshotLocked(e)
 	c.mu.Unlock()
-	err = c.j.append(putOp(e.name, rec, rec.ID))
+	err = c.j.Append(durable.PutOp(e.name, rec, rec.ID))
 	if err == nil {
 		e.persistedSeq = seq
 	}

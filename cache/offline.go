@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/transfer"
-	bolt "go.etcd.io/bbolt"
 )
 
 // While the bucket is offline (Options.Online), the uploader starts no
@@ -48,33 +45,7 @@ func (c *Cache) offlineLocked(e *entry, err error) bool {
 // is unreachable) can serve. It only reads the index, and fails if
 // another process holds it.
 func HasRecords(dir, bucket string) (bool, error) {
-	path := filepath.Join(dir, "index.db")
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	var has bool
-	err := protect(func() error {
-		db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-		if errors.Is(err, bolt.ErrTimeout) {
-			return fmt.Errorf("cache index %s is locked: %w", path, ErrCacheInUse)
-		}
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		return db.View(func(tx *bolt.Tx) error {
-			meta, objs := tx.Bucket(metaBucket), tx.Bucket(objectsBucket)
-			if meta == nil || objs == nil || string(meta.Get(bucketKey)) != bucket {
-				return nil
-			}
-			k, _ := objs.Cursor().First()
-			// Changes not yet checkpointed are in the journal (journal.go).
-			st, err := os.Stat(filepath.Join(dir, journalName))
-			has = k != nil || err == nil && st.Size() > 0
-			return nil
-		})
-	})
-	return has, err
+	return durable.HasRecords(dir, bucket)
 }
 
 // offlineErr is the error of FlushName while the bucket is offline: the

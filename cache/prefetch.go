@@ -47,7 +47,7 @@ func (c *Cache) Prefetch(ctx context.Context, a transfer.ObjectAttrs) (bool, err
 		return false, nil // made by an open meanwhile: that open fetches it
 	}
 	c.mu.Lock()
-	if e.rec.Complete || e.rec.localContent() || e.dropped {
+	if e.rec.Complete || e.rec.LocalContent() || e.dropped {
 		c.mu.Unlock()
 		return false, nil
 	}
@@ -64,7 +64,7 @@ func (c *Cache) Prefetch(ctx context.Context, a transfer.ObjectAttrs) (bool, err
 		c.mu.Lock()
 		e.prefetched = false // nothing usable was fetched
 		var victims []*entry
-		if errors.Is(err, ErrStale) && e.refs == 1 && !e.rec.Dirty && !e.rec.localContent() {
+		if errors.Is(err, ErrStale) && e.refs == 1 && !e.rec.Dirty && !e.rec.LocalContent() {
 			// The version is gone (overwritten, deleted, renamed since
 			// the listing): no copy of it stays behind. The last
 			// release (the deferred one) removes the file.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 )
 
 // Placing data files that no record names (at every start, and for all of
@@ -42,7 +44,7 @@ type diskFile struct {
 	ino    uint64
 	size   int64
 	blocks int64 // allocated 512-byte blocks: 0 means it holds no bytes
-	desc   *description
+	desc   *durable.Description
 }
 
 // scanData lists data/ with each file's inode and description.
@@ -65,10 +67,22 @@ func scanData(dataDir string) ([]diskFile, error) {
 		if id, err := strconv.ParseUint(de.Name(), 16, 64); err == nil && strconv.FormatUint(id, 16) == de.Name() {
 			f.id = id
 		}
-		f.desc, _ = readDescription(path) // unreadable: as none
+		f.desc, _ = durable.ReadDescription(path) // unreadable: as none
 		files = append(files, f)
 	}
 	return files, nil
+}
+
+// undescribed returns the IDs of the data files among files that carry
+// no description.
+func undescribed(files []diskFile) map[uint64]bool {
+	bare := map[uint64]bool{}
+	for _, f := range files {
+		if f.desc == nil && f.id != 0 {
+			bare[f.id] = true
+		}
+	}
+	return bare
 }
 
 // lostFile is a data file for lost+found, and why.
@@ -151,7 +165,7 @@ func planOrphans(recs map[string]record, files []diskFile, chunkSize int64) orph
 		sort.Slice(c, func(a, b int) bool { return files[c[a]].id > files[c[b]].id })
 		if r, ok := recs[name]; !ok || r.ID < files[c[0]].id {
 			f := files[c[0]]
-			p.adopt[name] = f.desc.record(f.id, f.size, chunkSize)
+			p.adopt[name] = f.desc.Record(f.id, f.size, chunkSize)
 			if f.desc.Partial {
 				p.trimmed = append(p.trimmed, name)
 			}
@@ -162,7 +176,7 @@ func planOrphans(recs map[string]record, files []diskFile, chunkSize int64) orph
 		}
 		for _, i := range c {
 			f := files[i]
-			if f.desc.localContent() {
+			if f.desc.LocalContent() {
 				p.lost = append(p.lost, lostFile{f, fmt.Sprintf("a newer version of %q is in the cache", name)})
 			} else {
 				p.remove = append(p.remove, f) // a deletion, or the bucket's content
@@ -189,10 +203,10 @@ func claimant(files []diskFile, g []int) int {
 
 // lostNote is written beside a file moved to lost+found.
 type lostNote struct {
-	File        string       `json:"file"`
-	Reason      string       `json:"reason"`
-	MovedAt     time.Time    `json:"moved_at"`
-	Description *description `json:"description,omitempty"`
+	File        string               `json:"file"`
+	Reason      string               `json:"reason"`
+	MovedAt     time.Time            `json:"moved_at"`
+	Description *durable.Description `json:"description,omitempty"`
 }
 
 // moveToLostFound moves data file f to dir/lost+found (never deletes it)
@@ -251,7 +265,7 @@ func settleOrphans(dir string, p orphanPlan, log *slog.Logger) int {
 func (p *orphanPlan) unseated() {
 	for name, r := range p.unseat {
 		f := diskFile{name: strconv.FormatUint(r.ID, 16), id: r.ID}
-		if r.localContent() {
+		if r.LocalContent() {
 			p.lost = append(p.lost, lostFile{f, fmt.Sprintf("a newer version of %q was found in the cache", name)})
 		} else {
 			p.remove = append(p.remove, f)
@@ -265,7 +279,7 @@ func countAdopted(adopt map[string]record) (changed, deleted, other int) {
 		switch {
 		case r.Deleted:
 			deleted++
-		case r.localContent():
+		case r.LocalContent():
 			changed++
 		default:
 			other++

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/transfer"
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
@@ -66,7 +67,7 @@ func (e *env) damageCase() map[string][]byte {
 		e.write(c, transfer.ObjectAttrs{Name: name}, true, 0, data)
 		want[name] = data
 	}
-	if err := c.j.update(nil); err != nil { // into bbolt, as after a checkpoint
+	if err := c.j.Update(nil); err != nil { // into bbolt, as after a checkpoint
 		e.t.Fatal(err)
 	}
 	c.crash()
@@ -142,7 +143,7 @@ func (e *env) holdUploads() (started <-chan struct{}, release func()) {
 func TestLostIndexRebuilt(t *testing.T) {
 	e := newEnv(t)
 	want := e.damageCase()
-	for _, f := range []string{"index.db", journalName} {
+	for _, f := range []string{"index.db", durable.JournalName} {
 		if err := os.Remove(filepath.Join(e.dir, f)); err != nil {
 			t.Fatal(err)
 		}
@@ -267,13 +268,13 @@ func TestRenameLinkWindow(t *testing.T) {
 			id := c.entries["f"].rec.ID
 			c.mu.Unlock()
 			c.crash()
-			link := dataPathIn(filepath.Join(e.dir, "data"), id+5)
-			if err := os.Link(dataPathIn(filepath.Join(e.dir, "data"), id), link); err != nil {
+			link := durable.DataPath(filepath.Join(e.dir, "data"), id+5)
+			if err := os.Link(durable.DataPath(filepath.Join(e.dir, "data"), id), link); err != nil {
 				t.Fatal(err)
 			}
 			if lose {
 				os.Remove(filepath.Join(e.dir, "index.db"))
-				os.Remove(filepath.Join(e.dir, journalName))
+				os.Remove(filepath.Join(e.dir, durable.JournalName))
 			}
 			c2 := e.openWB(time.Hour)
 			if exists(link) {
@@ -283,9 +284,7 @@ func TestRenameLinkWindow(t *testing.T) {
 			if lf := e.lostFound(); len(lf) != 0 {
 				t.Errorf("lost+found = %v, want empty", lf)
 			}
-			c2.mu.Lock()
-			next := c2.j.nextID
-			c2.mu.Unlock()
+			next := c2.j.PeekID()
 			if next <= id+5 {
 				t.Errorf("next ID %d would reuse a file's ID %d", next, id+5)
 			}
@@ -304,15 +303,15 @@ func TestTwoFilesClaimOneName(t *testing.T) {
 	c.mu.Unlock()
 	c.crash()
 	dataDir := filepath.Join(e.dir, "data")
-	newer := dataPathIn(dataDir, id+1)
+	newer := durable.DataPath(dataDir, id+1)
 	if err := os.WriteFile(newer, []byte("newer"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := setDescription(newer, -1, description{V: 1, ID: id + 1, Name: "n", Dirty: true, Size: 5}); err != nil {
+	if err := durable.SetDescription(newer, -1, durable.Description{V: 1, ID: id + 1, Name: "n", Dirty: true, Size: 5}); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(filepath.Join(e.dir, "index.db"))
-	os.Remove(filepath.Join(e.dir, journalName))
+	os.Remove(filepath.Join(e.dir, durable.JournalName))
 	c2 := e.openWB(time.Hour)
 	e.checkBucket(c2, map[string][]byte{"n": []byte("newer")})
 	old := strconv.FormatUint(id, 16)
@@ -392,12 +391,12 @@ func TestUndescribedRecordsGetDescribed(t *testing.T) {
 	path := c.dataPath(c.entries["x"].rec.ID)
 	c.mu.Unlock()
 	c.crash()
-	if err := unix.Removexattr(path, describeAttr); err != nil {
+	if err := unix.Removexattr(path, durable.DescribeAttr); err != nil {
 		t.Fatal(err)
 	}
 	e.openWB(time.Hour).crash()
 	os.Remove(filepath.Join(e.dir, "index.db"))
-	os.Remove(filepath.Join(e.dir, journalName))
+	os.Remove(filepath.Join(e.dir, durable.JournalName))
 	e.checkBucket(e.openWB(time.Hour), map[string][]byte{"x": data})
 }
 
@@ -424,7 +423,7 @@ func TestCorruptIndexAfterCleanStop(t *testing.T) {
 			}
 			defer db.Close()
 			err = db.Update(func(tx *bolt.Tx) error {
-				return tx.Bucket(objectsBucket).Put([]byte("kept/7"), []byte("{not json"))
+				return tx.Bucket([]byte("objects")).Put([]byte("kept/7"), []byte("{not json"))
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -469,12 +468,12 @@ func TestDescriptions(t *testing.T) {
 	path := c.dataPath(c.entries["obj"].rec.ID)
 	c.mu.Unlock()
 	buf := make([]byte, 4096)
-	n, err := unix.Getxattr(path, describeAttr, buf)
+	n, err := unix.Getxattr(path, durable.DescribeAttr, buf)
 	if err != nil || n > 40 {
 		t.Fatalf("clean copy's description: %q, %v; want at most 40 bytes", buf[:max(n, 0)], err)
 	}
 	e.write(c, a, false, 0, []byte("changed"))
-	d, err := readDescription(path)
+	d, err := durable.ReadDescription(path)
 	if err != nil || d == nil || d.Name != "obj" || !d.Dirty || d.Generation != a.Generation {
 		t.Errorf("changed file's description: %+v, %v", d, err)
 	}
@@ -484,7 +483,7 @@ func TestDescriptions(t *testing.T) {
 // with an error that names the command that repairs it.
 func TestOpenErrorNamesFsck(t *testing.T) {
 	e := newEnv(t)
-	if err := os.MkdirAll(filepath.Join(e.dir, journalName, "x"), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(e.dir, durable.JournalName, "x"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Open(e.opts(1<<20), e.b)
@@ -510,13 +509,13 @@ func TestOversizedDescription(t *testing.T) {
 	c.mu.Lock()
 	path := c.dataPath(c.entries["big-meta"].rec.ID)
 	c.mu.Unlock()
-	d, err := readDescription(path)
+	d, err := durable.ReadDescription(path)
 	if err != nil || d == nil || !d.Partial || d.Name != "big-meta" || !d.Dirty || d.Meta != nil {
 		t.Fatalf("description: %+v, %v; want a partial one", d, err)
 	}
 	c.crash()
 	os.Remove(filepath.Join(e.dir, "index.db"))
-	os.Remove(filepath.Join(e.dir, journalName))
+	os.Remove(filepath.Join(e.dir, durable.JournalName))
 	// The reopened cache sends the recovered change at once; hold it in
 	// flight, so that Local is asked before the upload ends, every time.
 	started, release := e.holdUploads()

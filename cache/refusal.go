@@ -37,18 +37,6 @@ const invalidLimit = 3
 // fix (it is tried again every few minutes).
 var ErrRefused = errors.New("the bucket refused the upload")
 
-// heldWhy says why the file of r is held (not uploaded until Resolve),
-// or "" if it is not.
-func (r *record) heldWhy() string {
-	switch {
-	case r.Damaged != "":
-		return r.Damaged
-	case r.Refused != "":
-		return "the bucket refused its upload: " + r.Refused
-	}
-	return ""
-}
-
 // fixableRefusal reports whether err is a refusal a person can fix.
 func fixableRefusal(err error) bool {
 	return errors.Is(err, ErrTooBig) || errors.Is(err, transfer.ErrPermission) || errors.Is(err, transfer.ErrUnauthenticated) || errors.Is(err, transfer.ErrBucketNotExist)
@@ -98,5 +86,5 @@ func (c *Cache) refusedLocked(e *entry, err error) {
 // upload will bring by itself: it is held, or the bucket refused an upload
 // of it (in a way a person can fix) at or after start.
 func (e *entry) stuckSinceLocked(start time.Time) bool {
-	return e.rec.heldWhy() != "" || (e.refusedWhy != "" && !e.refusedAt.Before(start))
+	return e.rec.HeldWhy() != "" || (e.refusedWhy != "" && !e.refusedAt.Before(start))
 }

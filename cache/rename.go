@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -40,7 +41,7 @@ import (
 
 // holdLocked records e's pending copy, if any, as a hold on its source.
 func (c *Cache) holdLocked(e *entry) {
-	if !e.rec.pendingCopy() || e.holding != "" {
+	if !e.rec.PendingCopy() || e.holding != "" {
 		return
 	}
 	e.holding = e.rec.CopyFrom
@@ -228,7 +229,7 @@ type dirRename struct {
 
 	// Built by commit under Cache.mu.
 	now     time.Time
-	ops     []journalOp       // the journal entry
+	ops     []durable.Op      // the journal entry
 	victims []*entry          // entries the new names replace, removed once the journal has the rename
 	tombs   []dirTomb         // the old names' deletions
 	sizes   map[uint64]int64  // cache files of copies not cached, to be sized
@@ -275,7 +276,7 @@ func (r *dirRename) plan(ctx context.Context) error {
 		moves[from] = &dirMove{old: from, new: to, remote: transfer.ObjectAttrs{Name: from, Generation: -1}}
 	}
 	for _, m := range moves {
-		if m.e != nil && !m.e.rec.Deleted && (m.e.rec.localContent() || m.e.rec.Complete) {
+		if m.e != nil && !m.e.rec.Deleted && (m.e.rec.LocalContent() || m.e.rec.Complete) {
 			m.linked = true
 		}
 	}
@@ -303,7 +304,7 @@ func (r *dirRename) prepare() error {
 	for _, m := range r.moves {
 		deleted := m.e != nil && m.e.rec.Deleted
 		if !deleted || m.old == r.from {
-			m.newID = c.j.newID()
+			m.newID = c.j.NewID()
 			if m.linked {
 				links = append(links, linkJob{m.e.rec.ID, m.newID})
 			} else {
@@ -311,7 +312,7 @@ func (r *dirRename) prepare() error {
 			}
 		}
 		if m.e == nil {
-			m.tombID = c.j.newID()
+			m.tombID = c.j.NewID()
 			empties = append(empties, m.tombID)
 		}
 	}
@@ -373,7 +374,7 @@ func (r *dirRename) commit() error {
 		}
 	}
 	if err == nil {
-		err = c.j.append(r.ops...)
+		err = c.j.Append(r.ops...)
 	}
 	if err != nil {
 		r.undo(err)
@@ -427,7 +428,7 @@ func (r *dirRename) buildLocked() {
 		if m.e != nil && m.e.rec.Deleted {
 			tomb = m.e.rec // a deletion already: it stays as it is
 		} else {
-			r.ops = append(r.ops, putOp(m.old, tomb, 0))
+			r.ops = append(r.ops, durable.PutOp(m.old, tomb, 0))
 		}
 		r.tombs = append(r.tombs, dirTomb{m, tomb})
 		if m.newID == 0 {
@@ -492,10 +493,10 @@ func (r *dirRename) addNewLocked(m *dirMove, base int64) {
 	}
 	ne.elem = c.lru.PushFront(ne)
 	c.entries[m.new] = ne
-	c.chargeLocked(ne, nrec.cost())
+	c.chargeLocked(ne, costOf(nrec))
 	c.holdLocked(ne)
 	r.fresh = append(r.fresh, ne)
-	r.ops = append(r.ops, putOp(m.new, nrec, 0))
+	r.ops = append(r.ops, durable.PutOp(m.new, nrec, 0))
 	if m.e != nil {
 		c.moveHandlesLocked(m.e, ne, nil)
 		r.moved[m.e] = ne
@@ -513,7 +514,7 @@ func (r *dirRename) newRecord(m *dirMove, base int64) record {
 		// No placeholder to copy: the new directory gets one of its
 		// own, so that it exists whatever happens to its files.
 		nrec.Complete = true
-	case m.e != nil && m.e.rec.localContent():
+	case m.e != nil && m.e.rec.LocalContent():
 		nrec.Size, nrec.Complete, nrec.Meta = m.e.rec.Size, true, m.e.rec.Meta
 		if st, err := os.Stat(c.dataPath(m.newID)); err == nil {
 			nrec.Size = st.Size() // writes through passthrough handles count when they close
@@ -524,7 +525,7 @@ func (r *dirRename) newRecord(m *dirMove, base int64) record {
 		if m.e != nil {
 			e := m.e
 			switch {
-			case e.rec.pendingCopy():
+			case e.rec.PendingCopy():
 				src = transfer.ObjectAttrs{Name: e.rec.CopyFrom, Generation: e.rec.CopyGen, Size: e.rec.Size, ContentType: e.rec.CopyType}
 				meta = e.rec.Meta
 			case e.rec.Generation >= src.Generation:
@@ -546,7 +547,7 @@ func (r *dirRename) newRecord(m *dirMove, base int64) record {
 		}
 		nrec.Size, nrec.Meta = src.Size, meta
 		nrec.CopyFrom, nrec.CopyGen, nrec.CopyType = src.Name, src.Generation, src.ContentType
-		if m.linked && m.e.rec.Complete && (m.e.rec.pendingCopy() || m.e.rec.Generation == src.Generation) {
+		if m.linked && m.e.rec.Complete && (m.e.rec.PendingCopy() || m.e.rec.Generation == src.Generation) {
 			nrec.Complete = true // the cached bytes are that version's
 		}
 		if src.Name == m.new && src.Generation == base {
@@ -612,7 +613,7 @@ func (r *dirRename) apply() {
 		if !e.rec.Dirty && t.rec.Generation > gen {
 			gen = t.rec.Generation
 		}
-		if t.m.linked || e.rec.localContent() {
+		if t.m.linked || e.rec.LocalContent() {
 			detach = append(detach, detachJob{e.rec.ID, e.name, t.rec})
 		}
 		attempts := t.rec.Attempts
@@ -665,7 +666,7 @@ func (c *Cache) settleDeletion(e *entry, rec record) {
 	}
 	c.mu.Unlock()
 	if !same {
-		if err := c.j.append(putOp(e.name, cur, cur.ID)); err != nil {
+		if err := c.j.Append(durable.PutOp(e.name, cur, cur.ID)); err != nil {
 			c.log.Warn("recording the deletion of a renamed file's old name failed; the next start may leave it in the bucket", "object", e.name, "err", err)
 		}
 	}
@@ -680,7 +681,7 @@ func (c *Cache) quiesce(ctx context.Context, prefixes ...string) error {
 	for {
 		busy := false
 		for name := range c.inFlight {
-			if e := c.entries[name]; e != nil && e.uploading && !e.rec.Deleted && !e.rec.pendingCopy() {
+			if e := c.entries[name]; e != nil && e.uploading && !e.rec.Deleted && !e.rec.PendingCopy() {
 				continue // an upload of content: its entry stays whatever happens
 			}
 			for _, p := range prefixes {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -72,7 +73,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 		return 0, fmt.Errorf("renaming %s: %w", from.Name, err)
 	}
 
-	newID := c.j.newID() // before the entry is visible: an upload must never see ID 0
+	newID := c.j.NewID() // before the entry is visible: an upload must never see ID 0
 	c.mu.Lock()
 	if err := c.waitThawedLocked(ctx, to); err != nil {
 		c.mu.Unlock()
@@ -117,7 +118,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	if err == nil {
 		// Both records in one journal entry: after a crash, both or
 		// neither.
-		err = c.j.append(putOp(to, nrec, 0), putOp(from.Name, tomb, 0))
+		err = c.j.Append(durable.PutOp(to, nrec, 0), durable.PutOp(from.Name, tomb, 0))
 		if err != nil {
 			os.Remove(c.dataPath(nrec.ID))
 		} else if derr := c.detachData(tomb.ID, from.Name, tomb); derr != nil {
@@ -170,10 +171,10 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 // is to itself): Rename then completes the local copy first. base is as
 // Rename's.
 func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase int64) (base int64, done bool, err error) {
-	newID := c.j.newID()
+	newID := c.j.NewID()
 	c.mu.Lock()
 	e := c.entries[from.Name]
-	if e == nil || !isClosed(e.ready) || e.err != nil || e.dropped || !e.rec.pendingCopy() || e.rec.Deleted ||
+	if e == nil || !isClosed(e.ready) || e.err != nil || e.dropped || !e.rec.PendingCopy() || e.rec.Deleted ||
 		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.dl != nil || e.uploading || c.inFlight[from.Name] ||
 		c.frozen.covers(from.Name) || c.frozen.covers(to) {
 		c.mu.Unlock()
@@ -196,7 +197,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	ne.elem = c.lru.PushFront(ne)
 	c.entries[to] = ne
 	c.markLocalLocked(to)
-	c.chargeLocked(ne, nrec.cost())
+	c.chargeLocked(ne, costOf(nrec))
 	c.holdLocked(ne) // before e lets go of the source
 	tomb := e.rec
 	tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
@@ -209,7 +210,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	e.persistMu.Lock()
 	err = os.Link(c.dataPath(e.rec.ID), c.dataPath(newID))
 	if err == nil {
-		if err = c.j.append(putOp(to, nrec, 0), putOp(from.Name, tomb, 0)); err != nil {
+		if err = c.j.Append(durable.PutOp(to, nrec, 0), durable.PutOp(from.Name, tomb, 0)); err != nil {
 			os.Remove(c.dataPath(newID))
 		}
 	}

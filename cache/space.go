@@ -23,7 +23,7 @@ import (
 //     changed files now and waits for room, up to Options.FullWait, then
 //     fails with ErrNoSpace, saying why (room.go). Changed bytes are part
 //     of used, so they never pass the cap either; a deletion costs
-//     nothing (record.cost).
+//     nothing (costOf).
 //   - When changed files fill pressureTenths of the cap, every one not
 //     open for writing is sent at once, whatever the write-back delay.
 //   - The cache's disk keeps Options.MinFree bytes free: below that,
@@ -235,8 +235,8 @@ func (c *Cache) chargeSizeLocked(e *entry) {
 // settleChargeLocked gives back what e reserved beyond its size once no
 // change of it is in flight.
 func (c *Cache) settleChargeLocked(e *entry) {
-	if e.inflight == 0 && !e.dropped && e.charged > e.rec.cost() {
-		c.chargeLocked(e, e.rec.cost())
+	if e.inflight == 0 && !e.dropped && e.charged > costOf(e.rec) {
+		c.chargeLocked(e, costOf(e.rec))
 	}
 }
 
@@ -257,7 +257,7 @@ func (h *WriteHandle) Allocate(off, length int64) error {
 			return err
 		}
 	}
-	if err := h.begin(func(r *record) bool { return r.markWritten(r.Size, end) }); err != nil {
+	if err := h.begin(func(r *record) bool { return r.MarkWritten(r.Size, end) }); err != nil {
 		h.c.settleCharge(h)
 		return err
 	}
@@ -386,13 +386,13 @@ func (c *Cache) countHidden() {
 	c.removeAll(append(victims, more...))
 }
 
-// cost is what a record counts against the cache's size: its size, but
+// costOf is what a record counts against the cache's size: its size, but
 // nothing for a pending copy not cached (renaming a directory bigger than
 // the cache must not evict everything else), nor for a deletion (its
 // cache file is empty). Bytes read into such a copy before it is made
 // are not counted until it is made or written.
-func (r *record) cost() int64 {
-	if r.pendingCopy() && !r.Complete || r.Deleted {
+func costOf(r record) int64 {
+	if r.PendingCopy() && !r.Complete || r.Deleted {
 		return 0
 	}
 	return r.Size

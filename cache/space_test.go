@@ -195,13 +195,9 @@ func (l *logBuffer) String() string {
 // breakJournal makes every journal append fail, as a full disk does;
 // the returned function mends it.
 func breakJournal(c *Cache) func() {
-	c.j.mu.Lock()
-	c.j.broken = errors.New("no space left on device (test)")
-	c.j.mu.Unlock()
+	c.j.SetBroken(errors.New("no space left on device (test)"))
 	return func() {
-		c.j.mu.Lock()
-		c.j.broken = nil
-		c.j.mu.Unlock()
+		c.j.SetBroken(nil)
 	}
 }
 

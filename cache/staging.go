@@ -2,13 +2,12 @@ package cache
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/transfer"
-	bolt "go.etcd.io/bbolt"
 )
 
 // Large files go up in parts (Options.Large). A parallel upload stages its
@@ -25,22 +24,9 @@ type LargeUploader interface {
 	Clean(ctx context.Context, staging string) error
 }
 
-// stagingRecord is the index's note of a parallel upload's staging prefix.
-type stagingRecord struct {
-	Object  string    `json:"object"`
-	Started time.Time `json:"started"`
-}
-
 // recordStaging notes staging in the index (a synced commit).
 func (c *Cache) recordStaging(staging, object string) error {
-	v, err := json.Marshal(stagingRecord{Object: object, Started: time.Now().UTC()})
-	if err != nil {
-		return err
-	}
-	err = c.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(stagingBucket).Put([]byte(staging), v)
-	})
-	if err != nil {
+	if err := durable.PutStaging(c.db, staging, object); err != nil {
 		return fmt.Errorf("recording the staging prefix of an upload in the cache index: %w", err)
 	}
 	return nil
@@ -51,9 +37,7 @@ func (c *Cache) recordStaging(staging, object string) error {
 func (c *Cache) cleanStaging(ctx context.Context, staging string) {
 	err := c.opts.Large.Clean(ctx, staging)
 	if err == nil {
-		err = c.db.Update(func(tx *bolt.Tx) error {
-			return tx.Bucket(stagingBucket).Delete([]byte(staging))
-		})
+		err = durable.DeleteStaging(c.db, staging)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -124,15 +108,7 @@ func (c *Cache) CleanStaging(ctx context.Context) error {
 func (c *Cache) cleanRound(ctx context.Context) int {
 	c.cleanMu.Lock() // the background cleaner and CleanStaging
 	defer c.cleanMu.Unlock()
-	recs := map[string]stagingRecord{}
-	err := c.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(stagingBucket).ForEach(func(k, v []byte) error {
-			var r stagingRecord
-			_ = json.Unmarshal(v, &r) // an unreadable note still names its prefix
-			recs[string(k)] = r
-			return nil
-		})
-	})
+	recs, err := durable.LoadStaging(c.db) // an unreadable note still names its prefix
 	if err != nil {
 		c.log.Warn("reading the staging prefixes from the cache index failed", "err", err)
 		return max(len(recs), 1)
@@ -152,9 +128,7 @@ func (c *Cache) cleanRound(ctx context.Context) int {
 			left++
 			continue
 		}
-		err := c.db.Update(func(tx *bolt.Tx) error {
-			return tx.Bucket(stagingBucket).Delete([]byte(staging))
-		})
+		err := durable.DeleteStaging(c.db, staging)
 		if err != nil {
 			left++
 			continue

@@ -99,7 +99,7 @@ func (c *Cache) Status(maxDirty int) Status {
 		if !e.rec.Dirty {
 			continue
 		}
-		if why := e.rec.heldWhy(); why != "" {
+		if why := e.rec.HeldWhy(); why != "" {
 			s.DamagedFiles++
 			s.Held = append(s.Held, HeldFile{Name: name, Why: why})
 		}

@@ -128,7 +128,7 @@ func (c *Cache) takeDue() (due []string, next time.Time) {
 	for name, at := range c.queue {
 		e := c.entries[name]
 		switch {
-		case e == nil || !e.rec.Dirty || e.dropped || e.rec.heldWhy() != "":
+		case e == nil || !e.rec.Dirty || e.dropped || e.rec.HeldWhy() != "":
 			delete(c.queue, name) // a held file waits for Resolve (checksum.go, refusal.go)
 		case e.writers > 0 && !e.forced:
 			delete(c.queue, name) // the last writer's Close queues it again

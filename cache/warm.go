@@ -267,7 +267,7 @@ func (c *Cache) warmAlready(a transfer.ObjectAttrs, pin bool) bool {
 	c.mu.Lock()
 	e := c.entries[a.Name]
 	ok := e != nil && isClosed(e.ready) && e.err == nil && e.rec.Damaged == "" &&
-		(e.rec.localContent() || (e.rec.Complete && e.rec.Generation == a.Generation))
+		(e.rec.LocalContent() || (e.rec.Complete && e.rec.Generation == a.Generation))
 	if ok {
 		c.lru.MoveToFront(e.elem)
 		e.rec.LastAccess = time.Now().UnixNano()

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -54,7 +54,7 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	rec := deletionOf(e.rec, base)
 	for {
 		c.mu.Unlock()
-		if err := c.j.append(putOp(name, rec, rec.ID)); err != nil {
+		if err := c.j.Append(durable.PutOp(name, rec, rec.ID)); err != nil {
 			e.persistMu.Unlock()
 			if created {
 				c.forget(e) // made only for this deletion: nothing of it stays
@@ -93,7 +93,7 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	e.recSeq++ // the state the journal entry wrote
 	e.persistedSeq = e.recSeq
 	c.releaseHoldLocked(e)
-	c.chargeLocked(e, rec.cost()) // nothing; the writers waiting for room wake
+	c.chargeLocked(e, costOf(rec)) // nothing; the writers waiting for room wake
 	c.scheduleLocked(name, c.opts.WriteBackDelay)
 	version := e.version
 	c.mu.Unlock()
@@ -167,27 +167,11 @@ func deletionOf(r record, base int64) record {
 // again so never writes into either. Called only after the deletion is
 // in the journal: before, the bytes may still be needed.
 //
-// The new inode gets the deletion's description (describe.go): the one
-// the journal entry owed it, else the old inode's if it is still id's own,
-// else rec's (name's record).
+// The new inode gets the deletion's description (durable.Describer.Detach):
+// the one the journal entry owed it, else the old inode's if it is still
+// id's own, else rec's (name's record).
 func (c *Cache) detachData(id uint64, name string, rec record) error {
-	d := c.desc
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	f, err := os.CreateTemp(c.dataDir, ".detach-*") // a stray if a crash leaves it: removed at start
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if !d.off {
-		d.writeLocked(tmp, int(f.Fd()), d.detachDescLocked(id, describe(name, rec)))
-	}
-	f.Close()
-	if err := os.Rename(tmp, c.dataPath(id)); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return c.desc.Detach(id, durable.Describe(name, rec))
 }
 
 // Progress reports what Flush still has to upload.
@@ -289,7 +273,7 @@ func (c *Cache) FlushName(ctx context.Context, name string) error {
 		}
 		done := e.dropped || !e.rec.Dirty || e.uploadedSeq >= target
 		if !done && e.stuckSinceLocked(start) {
-			why := e.rec.heldWhy()
+			why := e.rec.HeldWhy()
 			if why == "" {
 				why = e.refusedWhy
 			}

@@ -8,14 +8,15 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/transfer"
-	bolt "go.etcd.io/bbolt"
 )
 
 // The write-back tests use the emulator, which honours generation
@@ -264,7 +265,7 @@ func TestTruncateAndSync(t *testing.T) {
 	if err := w.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := c.j.records() // what a crash now would leave
+	recs, err := c.j.Records() // what a crash now would leave
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,16 +480,15 @@ func TestLocalSubdirs(t *testing.T) {
 // stagingRecords returns the staging prefixes noted in c's index.
 func stagingRecords(t *testing.T, c *Cache) []string {
 	t.Helper()
-	var out []string
-	err := c.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(stagingBucket).ForEach(func(k, _ []byte) error {
-			out = append(out, string(k))
-			return nil
-		})
-	})
+	recs, err := durable.LoadStaging(c.db)
 	if err != nil {
 		t.Fatalf("reading staging records: %v", err)
 	}
+	var out []string
+	for k := range recs {
+		out = append(out, k)
+	}
+	sort.Strings(out) // as bbolt lists them
 	return out
 }
 

@@ -114,7 +114,7 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	// The cache file's modification time is the file's from now on (an
 	// upload sends it): a copy of the bucket's version starts with that
 	// version's.
-	fromBucket := !e.rec.localContent() && e.writers == 0 && !e.rec.Deleted
+	fromBucket := !e.rec.LocalContent() && e.writers == 0 && !e.rec.Deleted
 	mtimeOf := a
 	if e.rec.Meta != nil {
 		mtimeOf.Metadata = e.rec.Meta // with a time set here (MetaOnly), that one
@@ -151,7 +151,7 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	e.handles[h] = struct{}{}
 	c.writeHandles[h] = struct{}{}
 	// Every byte is local now; a dirty copy must never be downloaded over.
-	if e.dl != nil && !e.rec.localContent() {
+	if e.dl != nil && !e.rec.LocalContent() {
 		c.absorbLocked(e, e.dl) // the sums of what it fetched, before a change makes the file the truth
 	}
 	if hidden && !trunc {
@@ -166,7 +166,7 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 		if h.untouched != nil && !h.untouched.start(f) {
 			h.untouched = nil
 		}
-		err := h.begin((*record).forgetSums)
+		err := h.begin((*record).ForgetSums)
 		if err == nil && h.untouched != nil {
 			c.mu.Lock()
 			h.untouched.changes, h.untouched.uploads = e.changes, e.uploadSeq
@@ -184,7 +184,7 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 			// The copy was declared complete for the truncation: unless the
 			// change is recorded, it must not be served as the object.
 			c.mu.Lock()
-			if !e.rec.localContent() {
+			if !e.rec.LocalContent() {
 				e.rec.Complete = false
 				if !e.rec.Dirty {
 					c.dropLocked(e) // removed when h releases it below
@@ -305,7 +305,7 @@ func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
 		}
 	}
 	end := off + int64(len(p))
-	if err := h.begin(func(r *record) bool { return r.markWritten(min(off, r.Size), end) }); err != nil {
+	if err := h.begin(func(r *record) bool { return r.MarkWritten(min(off, r.Size), end) }); err != nil {
 		h.c.settleCharge(h)
 		return 0, err
 	}
@@ -325,7 +325,7 @@ func (h *WriteHandle) Truncate(size int64) error {
 			return err
 		}
 	}
-	if err := h.begin(func(r *record) bool { return r.markWritten(min(size, r.Size), max(size, r.Size)) }); err != nil {
+	if err := h.begin(func(r *record) bool { return r.MarkWritten(min(size, r.Size), max(size, r.Size)) }); err != nil {
 		h.c.settleCharge(h)
 		return err
 	}
@@ -378,7 +378,7 @@ func (h *WriteHandle) Sync() error {
 	if err := c.persistEntry(e, rec, seq); err != nil {
 		return err
 	}
-	if err := c.j.sync(); err != nil {
+	if err := c.j.Sync(); err != nil {
 		return err
 	}
 	if err := h.CheckSize(); !errors.Is(err, os.ErrClosed) {
@@ -409,13 +409,13 @@ func (c *Cache) SyncName(name string) error {
 			return err
 		}
 	}
-	return c.j.sync()
+	return c.j.Sync()
 }
 
 // Sync makes every change recorded so far (names made, deleted, renamed;
 // files changed) durable against power loss. The bytes of changed files
 // are made durable by their own WriteHandle.Sync.
-func (c *Cache) Sync() error { return c.j.sync() }
+func (c *Cache) Sync() error { return c.j.Sync() }
 
 // Close releases the handle. The last writer to close queues the upload,
 // after the write-back delay.

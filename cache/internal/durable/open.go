@@ -1,11 +1,10 @@
-package cache
+package durable
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -17,29 +16,38 @@ import (
 // Opening index.db safely. A damaged bbolt file makes bbolt panic (slice
 // bounds, assertions) or fault (SIGBUS on a page past the end of a
 // truncated file, which it maps). So:
-//   - everything that reads the file at open runs under protect, which
-//     turns a panic or a memory fault into a corruptError;
+//   - everything that reads the file at open runs under Protect, which
+//     turns a panic or a memory fault into a CorruptError;
 //   - after an unclean stop (no clean marker in meta/, set by Close and
 //     cleared at open), the whole file is checked: its size against its
 //     pages, every key and record read, then bbolt's Tx.Check;
 //   - a damaged index is moved aside (index.db.corrupt-TIME) and a new
 //     one is rebuilt from the data files' descriptions (describe.go,
-//     rebuild.go); the journal is replayed on top of it (it holds whole
-//     records, newer than anything in the lost index).
+//     cache/rebuild.go); the journal is replayed on top of it (it holds whole
+//     records, newer than anything in the lost index). Moving aside and
+//     rebuilding are the cache's (cache/load.go, cache/rebuild.go).
 
 var cleanKey = []byte("clean") // in meta/: the last run closed the index
 
-// corruptError is damage found in index.db.
-type corruptError struct{ err error }
+// ErrInUse means a running bucketfs holds the cache directory.
+var ErrInUse = errors.New("another bucketfs process uses this cache dir (unmount it first)")
 
-func (e *corruptError) Error() string { return "the cache index is damaged: " + e.err.Error() }
-func (e *corruptError) Unwrap() error { return e.err }
+// ErrOtherBucket means the cache directory belongs to another bucket.
+var ErrOtherBucket = errors.New("use one cache dir per bucket")
 
-func corrupt(format string, a ...any) error { return &corruptError{fmt.Errorf(format, a...)} }
+// CorruptError is damage found in index.db.
+type CorruptError struct{ Err error }
 
-// protect runs fn and turns a panic, or a memory fault in a mapped file,
-// into a corruptError. fn must only read or write index.db.
-func protect(fn func() error) (err error) {
+func (e *CorruptError) Error() string { return "the cache index is damaged: " + e.Err.Error() }
+
+// Unwrap returns the damage.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+func corrupt(format string, a ...any) error { return &CorruptError{fmt.Errorf(format, a...)} }
+
+// Protect runs fn and turns a panic, or a memory fault in a mapped file,
+// into a *CorruptError. fn must only read or write index.db.
+func Protect(fn func() error) (err error) {
 	old := debug.SetPanicOnFault(true)
 	defer debug.SetPanicOnFault(old)
 	defer func() {
@@ -50,10 +58,11 @@ func protect(fn func() error) (err error) {
 	return fn()
 }
 
-// openIndex opens (or creates) index.db and checks that it belongs to
-// bucket (an empty bucket name: any, as fsck does). A damaged file is a
-// *corruptError; nothing is moved here.
-func openIndex(path, bucket string) (*bolt.DB, error) {
+// OpenIndex opens (or creates) index.db at path and checks that it
+// belongs to bucket (an empty bucket name: any, as fsck does). After an
+// unclean stop all of it is checked. A damaged file is a *CorruptError;
+// nothing is moved here. A file another process holds is ErrInUse.
+func OpenIndex(path, bucket string) (*bolt.DB, error) {
 	var file *os.File
 	opts := &bolt.Options{Timeout: time.Second, FreelistType: bolt.FreelistMapType,
 		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
@@ -62,16 +71,16 @@ func openIndex(path, bucket string) (*bolt.DB, error) {
 			return f, err
 		}}
 	var db *bolt.DB
-	err := protect(func() error {
+	err := Protect(func() error {
 		var err error
 		db, err = bolt.Open(path, 0o600, opts)
 		switch {
 		case errors.Is(err, bolt.ErrTimeout):
-			return fmt.Errorf("cache index %s is locked: %w", path, ErrCacheInUse)
+			return fmt.Errorf("cache index %s is locked: %w", path, ErrInUse)
 		case errors.Is(err, fs.ErrPermission):
 			return fmt.Errorf("opening cache index %s: %w", path, err)
 		case err != nil:
-			return &corruptError{fmt.Errorf("opening %s: %w", path, err)}
+			return &CorruptError{fmt.Errorf("opening %s: %w", path, err)}
 		}
 		if err := checkIndex(db, path, false); err != nil {
 			return err
@@ -80,7 +89,7 @@ func openIndex(path, bucket string) (*bolt.DB, error) {
 	})
 	if err != nil {
 		if db != nil {
-			_ = protect(db.Close)
+			_ = Protect(db.Close)
 		} else if file != nil {
 			file.Close() // bbolt gave up half-way: its lock goes with the file
 		}
@@ -120,7 +129,7 @@ func checkIndex(db *bolt.DB, path string, full bool) error {
 }
 
 // walkIndex reads every key and value of tx (records decoded), so that
-// a damaged page faults here, under protect, and not in bbolt's checker.
+// a damaged page faults here, under Protect, and not in bbolt's checker.
 func walkIndex(tx *bolt.Tx) error {
 	var walk func(name []byte, b *bolt.Bucket) error
 	walk = func(name []byte, b *bolt.Bucket) error {
@@ -132,7 +141,7 @@ func walkIndex(tx *bolt.Tx) error {
 				return nil
 			}
 			if string(name) == string(objectsBucket) {
-				var r record
+				var r Record
 				if err := json.Unmarshal(v, &r); err != nil {
 					return corrupt("record %q: %v", k, err)
 				}
@@ -176,14 +185,16 @@ func initIndex(db *bolt.DB, path, bucket string) error {
 	})
 }
 
-// markClean sets the clean marker in tx (the last commit of Close).
-func markClean(tx *bolt.Tx) error {
+// MarkClean sets the clean marker in tx (the last commit of a clean
+// close: the next open skips the full check).
+func MarkClean(tx *bolt.Tx) error {
 	return tx.Bucket(metaBucket).Put(cleanKey, []byte(time.Now().UTC().Format(time.RFC3339)))
 }
 
-// moveAside renames a damaged index.db in dir to index.db.corrupt-TIME
-// and returns the new path.
-func moveAside(dir, kind string) (string, error) {
+// MoveAside renames index.db in dir to index.db.KIND-TIME (kind
+// "corrupt" for a damaged one, "old" for one fsck replaces) and returns
+// the new path.
+func MoveAside(dir, kind string) (string, error) {
 	path := filepath.Join(dir, "index.db")
 	aside := fmt.Sprintf("%s.%s-%s", path, kind, time.Now().UTC().Format("20060102T150405Z"))
 	for n := 2; ; n++ {
@@ -198,32 +209,38 @@ func moveAside(dir, kind string) (string, error) {
 	return aside, nil
 }
 
-// openOrRebuildIndex opens index.db in dir; if it is damaged, it moves it
-// aside and creates a new one. fresh is true if the index is new
-// (missing, or replaced): its records are to be rebuilt from data/.
-func openOrRebuildIndex(dir, bucket string, log *slog.Logger) (db *bolt.DB, fresh bool, err error) {
-	path := filepath.Join(dir, "index.db")
-	_, serr := os.Stat(path)
-	missing := errors.Is(serr, fs.ErrNotExist)
-	db, err = openIndex(path, bucket)
-	var ce *corruptError
-	if !errors.As(err, &ce) {
-		return db, missing, err
+// CheckAndLoad opens the index at path read-only, checks all of it
+// (bbolt's check included) and returns its records (the journal not
+// applied). Damage is a *CorruptError; a file another process holds is
+// ErrInUse.
+func CheckAndLoad(path string) (map[string]Record, error) {
+	recs := map[string]Record{}
+	var db *bolt.DB
+	err := Protect(func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+		switch {
+		case errors.Is(err, bolt.ErrTimeout):
+			return ErrInUse
+		case errors.Is(err, fs.ErrPermission):
+			return err
+		case err != nil:
+			return &CorruptError{err}
+		}
+		if err := checkIndex(db, path, true); err != nil {
+			return err
+		}
+		return db.View(func(tx *bolt.Tx) error {
+			if tx.Bucket(objectsBucket) == nil {
+				return nil
+			}
+			var err error
+			recs, err = LoadRecords(db)
+			return err
+		})
+	})
+	if db != nil {
+		_ = Protect(db.Close)
 	}
-	return replaceIndex(dir, bucket, ce, log)
-}
-
-// replaceIndex moves a damaged index aside and opens a new one.
-func replaceIndex(dir, bucket string, cause error, log *slog.Logger) (*bolt.DB, bool, error) {
-	aside, err := moveAside(dir, "corrupt")
-	if err != nil {
-		return nil, false, fmt.Errorf("%v; %w", cause, err)
-	}
-	log.Error("the cache index was damaged: it was moved aside and a new one is rebuilt from the data files (changes not yet uploaded are kept)",
-		"moved_to", aside, "err", cause, "check_with", fsckHint(dir))
-	db, err := openIndex(filepath.Join(dir, "index.db"), bucket)
-	if err != nil {
-		return nil, false, fmt.Errorf("creating a new cache index after moving the damaged one to %s: %w", aside, err)
-	}
-	return db, true, nil
+	return recs, err
 }

@@ -1,4 +1,4 @@
-package cache
+package durable
 
 import (
 	"os"
@@ -7,13 +7,13 @@ import (
 )
 
 // openTestJournal opens the index and journal in dir, as Open does.
-func openTestJournal(t *testing.T, dir string) *journal {
+func openTestJournal(t *testing.T, dir string) *Journal {
 	t.Helper()
-	db, err := openIndex(filepath.Join(dir, "index.db"), bucketName)
+	db, err := OpenIndex(filepath.Join(dir, "index.db"), testBucket)
 	if err != nil {
 		t.Fatalf("opening the index: %v", err)
 	}
-	j, _, err := openJournal(db, filepath.Join(dir, journalName))
+	j, _, err := OpenJournal(db, filepath.Join(dir, JournalName))
 	if err != nil {
 		db.Close()
 		t.Fatalf("opening the journal: %v", err)
@@ -21,15 +21,39 @@ func openTestJournal(t *testing.T, dir string) *journal {
 	return j
 }
 
+// testBucket is the bucket the test indexes belong to.
+const testBucket = "test-bucket"
+
+// records reads the index in dir as the next start sees it: with the
+// journal applied.
+func records(t *testing.T, dir string) map[string]Record {
+	t.Helper()
+	db, err := OpenIndex(filepath.Join(dir, IndexName), testBucket)
+	if err != nil {
+		t.Fatalf("opening the index: %v", err)
+	}
+	defer db.Close()
+	j, _, err := OpenJournal(db, filepath.Join(dir, JournalName))
+	if err != nil {
+		t.Fatalf("opening the journal: %v", err)
+	}
+	defer j.Close()
+	recs, err := LoadRecords(db)
+	if err != nil {
+		t.Fatalf("loading records: %v", err)
+	}
+	return recs
+}
+
 // crashJournal drops j without a checkpoint.
-func crashJournal(j *journal) {
+func crashJournal(j *Journal) {
 	j.f.Close()
 	j.db.Close()
 }
 
-func mustAppend(t *testing.T, j *journal, ops ...journalOp) {
+func mustAppend(t *testing.T, j *Journal, ops ...Op) {
 	t.Helper()
-	if err := j.append(ops...); err != nil {
+	if err := j.Append(ops...); err != nil {
 		t.Fatalf("append: %v", err)
 	}
 }
@@ -37,14 +61,14 @@ func mustAppend(t *testing.T, j *journal, ops ...journalOp) {
 func TestJournalReplay(t *testing.T) {
 	dir := t.TempDir()
 	j := openTestJournal(t, dir)
-	a, b, c := j.newID(), j.newID(), j.newID()
-	mustAppend(t, j, putOp("a", record{ID: a, Size: 1}, 0))
-	mustAppend(t, j, putOp("b", record{ID: b, Size: 2}, 0))
-	mustAppend(t, j, removeOp("a", b))                       // a names file a, not b: no effect
-	mustAppend(t, j, putOp("a", record{ID: a, Size: 10}, a)) // applies
-	mustAppend(t, j, putOp("b", record{ID: c, Size: 3}, a))  // b names b: no effect
-	mustAppend(t, j, removeOp("b", b), putOp("c", record{ID: c, Size: 4}, 0))
-	if st, err := os.Stat(filepath.Join(dir, journalName)); err != nil || st.Size() == 0 {
+	a, b, c := j.NewID(), j.NewID(), j.NewID()
+	mustAppend(t, j, PutOp("a", Record{ID: a, Size: 1}, 0))
+	mustAppend(t, j, PutOp("b", Record{ID: b, Size: 2}, 0))
+	mustAppend(t, j, RemoveOp("a", b))                       // a names file a, not b: no effect
+	mustAppend(t, j, PutOp("a", Record{ID: a, Size: 10}, a)) // applies
+	mustAppend(t, j, PutOp("b", Record{ID: c, Size: 3}, a))  // b names b: no effect
+	mustAppend(t, j, RemoveOp("b", b), PutOp("c", Record{ID: c, Size: 4}, 0))
+	if st, err := os.Stat(filepath.Join(dir, JournalName)); err != nil || st.Size() == 0 {
 		t.Fatalf("the journal file is empty before a checkpoint (%v)", err)
 	}
 	crashJournal(j)
@@ -54,11 +78,11 @@ func TestJournalReplay(t *testing.T) {
 		t.Errorf("after a crash and a replay the index holds %+v, want a (size 10) and c (size 4)", recs)
 	}
 	j = openTestJournal(t, dir)
-	defer j.close()
-	if id := j.newID(); id <= c {
+	defer j.Close()
+	if id := j.NewID(); id <= c {
 		t.Errorf("after the replay the next ID is %d, want more than %d (IDs must never repeat)", id, c)
 	}
-	if st, _ := os.Stat(filepath.Join(dir, journalName)); st.Size() != 0 {
+	if st, _ := os.Stat(filepath.Join(dir, JournalName)); st.Size() != 0 {
 		t.Errorf("the journal holds %d bytes after its replay, want 0", st.Size())
 	}
 }
@@ -80,12 +104,12 @@ func TestJournalTornTail(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			j := openTestJournal(t, dir)
-			path := filepath.Join(dir, journalName)
+			path := filepath.Join(dir, JournalName)
 			var ends []int
-			for _, ops := range [][]journalOp{
-				{putOp("x", record{ID: j.newID()}, 0)},
-				{putOp("y", record{ID: j.newID()}, 0)},
-				{putOp("z1", record{ID: j.newID()}, 0), putOp("z2", record{ID: j.newID()}, 0)},
+			for _, ops := range [][]Op{
+				{PutOp("x", Record{ID: j.NewID()}, 0)},
+				{PutOp("y", Record{ID: j.NewID()}, 0)},
+				{PutOp("z1", Record{ID: j.NewID()}, 0), PutOp("z2", Record{ID: j.NewID()}, 0)},
 			} {
 				mustAppend(t, j, ops...)
 				st, err := os.Stat(path)
@@ -118,25 +142,25 @@ func TestJournalTornTail(t *testing.T) {
 func TestJournalCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	j := openTestJournal(t, dir)
-	id := j.newID()
-	mustAppend(t, j, putOp("a", record{ID: id, Size: 5}, 0))
-	if err := j.update(nil); err != nil {
+	id := j.NewID()
+	mustAppend(t, j, PutOp("a", Record{ID: id, Size: 5}, 0))
+	if err := j.Update(nil); err != nil {
 		t.Fatalf("checkpoint: %v", err)
 	}
-	if st, _ := os.Stat(filepath.Join(dir, journalName)); st.Size() != 0 {
+	if st, _ := os.Stat(filepath.Join(dir, JournalName)); st.Size() != 0 {
 		t.Errorf("the journal holds %d bytes after a checkpoint, want 0", st.Size())
 	}
-	recs, err := loadRecords(j.db)
+	recs, err := LoadRecords(j.db)
 	if err != nil || recs["a"].Size != 5 {
 		t.Errorf("bbolt after the checkpoint: %+v, %v; want a (size 5)", recs, err)
 	}
 	// Appends after the checkpoint still replay after a crash.
-	mustAppend(t, j, putOp("a", record{ID: id, Size: 6}, id))
+	mustAppend(t, j, PutOp("a", Record{ID: id, Size: 6}, id))
 	crashJournal(j)
 	if r := records(t, dir)["a"]; r.Size != 6 {
 		t.Errorf("after a crash a has size %d, want 6", r.Size)
 	}
-	if err := j.append(putOp("bad", record{}, 0)); err == nil {
+	if err := j.Append(PutOp("bad", Record{}, 0)); err == nil {
 		t.Errorf("a record without an ID was accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package cache
+package durable
 
 import (
 	"encoding/binary"
@@ -23,7 +23,7 @@ import (
 // on it is in the kernel's page cache, which outlives the process. The
 // journal is synced when an application calls fsync, and applied to bbolt
 // in batches (a checkpoint: one synced commit of everything pending, then
-// the journal is emptied) every checkpointEvery, when it grows long, and
+// the journal is emptied) every CheckpointEvery, when it grows long, and
 // before any change that goes straight to bbolt (so that changes reach
 // bbolt in the order they were made).
 //
@@ -32,7 +32,7 @@ import (
 // emptied.
 //
 // Entry format: 4 bytes little-endian payload length, 4 bytes CRC-32C of
-// the payload, the payload (a JSON array of journalOps, applied together
+// the payload, the payload (a JSON array of Ops, applied together
 // or not at all).
 //
 // Record IDs (which name data files) are handed out here, from a counter
@@ -40,56 +40,53 @@ import (
 // ID seen in the journal.
 
 const (
-	journalName     = "journal"
-	checkpointEvery = time.Second
+	// CheckpointEvery is how often the cache applies the journal to bbolt.
+	CheckpointEvery = time.Second
 	checkpointOps   = 4096
 	maxJournalEntry = 64 << 20 // longer lengths mean a torn or corrupt entry (a record of a 5 TiB object with its chunk sums takes about 4 MiB)
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// journalOp is one change of the objects bucket.
-type journalOp struct {
+// Op is one change of the objects bucket.
+type Op struct {
 	Name string  `json:"n"`
-	Rec  *record `json:"r,omitempty"` // nil: delete the record
+	Rec  *Record `json:"r,omitempty"` // nil: delete the record
 	// IfID, if not 0, applies the change only if name's record names
 	// this data file (it may have been evicted or replaced since).
 	IfID uint64 `json:"if,omitempty"`
 }
 
-// journal is the write-ahead log of the index. Its methods are safe for
-// concurrent use; mu orders appends and checkpoints. mu is a leaf lock
-// (nothing else is taken under it), but the journal does disk I/O, so it
-// is not called with Cache.mu held.
-type journal struct {
+// Journal is the write-ahead log of the index. Its methods are safe for
+// concurrent use; mu orders appends and checkpoints. Under mu only the
+// OnAppend hook (a Describer's lock) and Update's fn run; the journal does
+// disk I/O, so it is never called with a caller's state lock held.
+type Journal struct {
 	db *bolt.DB
 
 	mu      sync.Mutex
-	f       *os.File    // guarded by mu: opened for appending
-	size    int64       // guarded by mu: bytes of whole entries in f
-	pending []journalOp // guarded by mu: in f, not yet in db
-	nextID  uint64      // guarded by mu: the next record ID to hand out
-	broken  error       // guarded by mu: f could not be cut back after a failed append
+	f       *os.File // guarded by mu: opened for appending
+	size    int64    // guarded by mu: bytes of whole entries in f
+	pending []Op     // guarded by mu: in f, not yet in db
+	nextID  uint64   // guarded by mu: the next record ID to hand out
+	broken  error    // guarded by mu: f could not be cut back after a failed append
 
-	// onAppend, if set, is told the changes of each entry appended, under
-	// mu, in order (the data files describe themselves: describe.go). It
-	// must not take locks other than leaves.
-	onAppend func([]journalOp)
+	onAppend func([]Op) // guarded by mu: see OnAppend
 }
 
-// openJournal replays the journal at path into db, empties it, and
-// returns it open for appending.
-func openJournal(db *bolt.DB, path string) (*journal, int, error) {
+// OpenJournal replays the journal at path into db, empties it, and
+// returns it open for appending, with the number of changes replayed.
+func OpenJournal(db *bolt.DB, path string) (*Journal, int, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, 0, fmt.Errorf("opening the cache journal: %w", err)
 	}
-	ops, err := readJournal(f)
+	ops, err := ReadJournal(f)
 	if err != nil {
 		f.Close()
 		return nil, 0, fmt.Errorf("reading the cache journal %s: %w", path, err)
 	}
-	j := &journal{db: db, f: f, pending: ops}
+	j := &Journal{db: db, f: f, pending: ops}
 	err = db.View(func(tx *bolt.Tx) error {
 		j.nextID = tx.Bucket(objectsBucket).Sequence() + 1
 		return nil
@@ -103,21 +100,21 @@ func openJournal(db *bolt.DB, path string) (*journal, int, error) {
 			j.nextID = op.Rec.ID + 1
 		}
 	}
-	if err := j.update(nil); err != nil {
+	if err := j.Update(nil); err != nil {
 		f.Close()
 		return nil, 0, fmt.Errorf("applying the cache journal: %w", err)
 	}
 	return j, len(ops), nil
 }
 
-// readJournal returns the whole entries of r, in order, up to the first
-// torn or corrupt one.
-func readJournal(r io.Reader) ([]journalOp, error) {
+// ReadJournal returns the changes of the whole entries of r, in order,
+// up to the first torn or corrupt one.
+func ReadJournal(r io.Reader) ([]Op, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
 	}
-	var ops []journalOp
+	var ops []Op
 	for len(data) >= 8 {
 		n := binary.LittleEndian.Uint32(data[0:4])
 		sum := binary.LittleEndian.Uint32(data[4:8])
@@ -128,7 +125,7 @@ func readJournal(r io.Reader) ([]journalOp, error) {
 		if crc32.Checksum(payload, castagnoli) != sum {
 			break
 		}
-		var entry []journalOp
+		var entry []Op
 		if err := json.Unmarshal(payload, &entry); err != nil || len(entry) == 0 {
 			break
 		}
@@ -138,8 +135,8 @@ func readJournal(r io.Reader) ([]journalOp, error) {
 	return ops, nil
 }
 
-// newID hands out a record ID never used before in this cache.
-func (j *journal) newID() uint64 {
+// NewID hands out a record ID never used before in this cache.
+func (j *Journal) NewID() uint64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	id := j.nextID
@@ -147,9 +144,9 @@ func (j *journal) newID() uint64 {
 	return id
 }
 
-// advancePast makes every ID handed out from now on higher than id (a
+// AdvancePast makes every ID handed out from now on higher than id (a
 // data file found on disk may be named by it).
-func (j *journal) advancePast(id uint64) {
+func (j *Journal) AdvancePast(id uint64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.nextID <= id {
@@ -157,21 +154,21 @@ func (j *journal) advancePast(id uint64) {
 	}
 }
 
-// putOp is "name's record is rec" (if its record names file ifID, or
+// PutOp is "name's record is rec" (if its record names file ifID, or
 // always with ifID 0).
-func putOp(name string, rec record, ifID uint64) journalOp {
-	return journalOp{Name: name, Rec: &rec, IfID: ifID}
+func PutOp(name string, rec Record, ifID uint64) Op {
+	return Op{Name: name, Rec: &rec, IfID: ifID}
 }
 
-// removeOp is "name has no record" (if its record names file ifID, or
+// RemoveOp is "name has no record" (if its record names file ifID, or
 // always with ifID 0).
-func removeOp(name string, ifID uint64) journalOp {
-	return journalOp{Name: name, IfID: ifID}
+func RemoveOp(name string, ifID uint64) Op {
+	return Op{Name: name, IfID: ifID}
 }
 
-// append writes ops as one entry: after a crash, all of them are replayed
+// Append writes ops as one entry: after a crash, all of them are replayed
 // or none. When append returns, they survive a crash of the process.
-func (j *journal) append(ops ...journalOp) error {
+func (j *Journal) Append(ops ...Op) error {
 	for _, op := range ops {
 		if op.Name == "" || (op.Rec != nil && op.Rec.ID == 0) {
 			return fmt.Errorf("cache journal: bad change %+v", op)
@@ -217,8 +214,8 @@ func (j *journal) append(ops ...journalOp) error {
 	return nil
 }
 
-// sync makes every change appended so far survive a power loss.
-func (j *journal) sync() error {
+// Sync makes every change appended so far survive a power loss.
+func (j *Journal) Sync() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err := j.f.Sync(); err != nil {
@@ -227,16 +224,16 @@ func (j *journal) sync() error {
 	return nil
 }
 
-// update applies the pending changes and then fn (if not nil) in one
+// Update applies the pending changes and then fn (if not nil) in one
 // synced bbolt commit, and empties the journal. fn sees the index with
 // every change made so far.
-func (j *journal) update(fn func(tx *bolt.Tx) error) error {
+func (j *Journal) Update(fn func(tx *bolt.Tx) error) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.updateLocked(fn)
 }
 
-func (j *journal) updateLocked(fn func(tx *bolt.Tx) error) error {
+func (j *Journal) updateLocked(fn func(tx *bolt.Tx) error) error {
 	if len(j.pending) == 0 && fn == nil {
 		return nil
 	}
@@ -249,11 +246,7 @@ func (j *journal) updateLocked(fn func(tx *bolt.Tx) error) error {
 				return err
 			}
 		}
-		b := tx.Bucket(objectsBucket)
-		if b.Sequence() < j.nextID-1 {
-			return b.SetSequence(j.nextID - 1)
-		}
-		return nil
+		return ReserveIDs(tx, j.nextID-1)
 	})
 	if err != nil {
 		return err
@@ -270,7 +263,7 @@ func (j *journal) updateLocked(fn func(tx *bolt.Tx) error) error {
 }
 
 // applyOps carries out ops in order in tx.
-func applyOps(tx *bolt.Tx, ops []journalOp) error {
+func applyOps(tx *bolt.Tx, ops []Op) error {
 	for _, op := range ops {
 		if op.IfID != 0 {
 			if id, ok := recordID(tx, op.Name); !ok || id != op.IfID {
@@ -278,34 +271,34 @@ func applyOps(tx *bolt.Tx, ops []journalOp) error {
 			}
 		}
 		if op.Rec == nil {
-			if err := tx.Bucket(objectsBucket).Delete([]byte(op.Name)); err != nil {
+			if err := DeleteRecord(tx, op.Name); err != nil {
 				return err
 			}
 			continue
 		}
 		rec := *op.Rec
-		if err := putRecord(tx, op.Name, &rec); err != nil {
+		if err := PutRecord(tx, op.Name, &rec); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// records returns the index as a crash now would leave it: bbolt's
+// Records returns the index as a crash now would leave it: bbolt's
 // records with the pending changes applied.
-func (j *journal) records() (map[string]record, error) {
+func (j *Journal) Records() (map[string]Record, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	recs, err := loadRecords(j.db)
+	recs, err := LoadRecords(j.db)
 	if err != nil {
 		return nil, err
 	}
-	applyJournal(recs, j.pending)
+	Apply(recs, j.pending)
 	return recs, nil
 }
 
-// applyJournal applies ops to recs as a start would.
-func applyJournal(recs map[string]record, ops []journalOp) {
+// Apply applies ops to recs as a replay would.
+func Apply(recs map[string]Record, ops []Op) {
 	for _, op := range ops {
 		if op.IfID != 0 {
 			if r, ok := recs[op.Name]; !ok || r.ID != op.IfID {
@@ -320,9 +313,9 @@ func applyJournal(recs map[string]record, ops []journalOp) {
 	}
 }
 
-// close checkpoints and closes the journal file.
-func (j *journal) close() error {
-	err := j.update(nil)
+// Close checkpoints and closes the journal file.
+func (j *Journal) Close() error {
+	err := j.Update(nil)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if cerr := j.f.Close(); err == nil {
@@ -332,4 +325,38 @@ func (j *journal) close() error {
 		err = j.broken
 	}
 	return err
+}
+
+// OnAppend sets fn to be told the changes of each entry appended, under
+// the journal's lock, in order (a Describer's Journaled: the data files
+// describe themselves, describe.go). fn must take no lock but leaves.
+func (j *Journal) OnAppend(fn func([]Op)) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.onAppend = fn
+}
+
+// Abandon closes the journal file without a checkpoint, as a crash
+// would leave it (for a failed open, and for tests of crashes). The
+// journal is not to be used after.
+func (j *Journal) Abandon() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.f.Close()
+}
+
+// PeekID returns the next ID NewID would hand out, without taking it.
+func (j *Journal) PeekID() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.nextID
+}
+
+// SetBroken makes every Append fail with err until the next successful
+// checkpoint (err nil: until now), as a failed cut of the journal file
+// does. For tests of a journal that cannot be written.
+func (j *Journal) SetBroken(err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.broken = err
 }
