@@ -1,9 +1,6 @@
 package names
 
-import (
-	"context"
-	"errors"
-)
+import "context"
 
 // Directories listed ahead (issue 35, item 1). A walk (find, du, rsync,
 // a data loader's first epoch) lists one directory at a time, each
@@ -32,7 +29,6 @@ type ahead struct {
 	queued  map[string]struct{} // guarded by Cache.mu: those in queue or being listed
 	running int                 // guarded by Cache.mu: listings under way
 	lookups map[string]int      // guarded by Cache.mu: lookups that asked the bucket, by directory (lookedUp)
-	onePage map[string]struct{} // guarded by Cache.mu: queued by lookedUp only: listed if it fits in one page
 	warn    WarnFunc            // guarded by Cache.mu: the last foreground caller's
 }
 
@@ -53,9 +49,7 @@ func (m *Cache) listAhead(prefix string, l *Listing, warn WarnFunc) {
 		m.ahead.warn = warn
 	}
 	for _, seg := range subs {
-		p := prefix + seg + "/"
-		delete(m.ahead.onePage, p) // listed whole, as a subdirectory of what was listed
-		m.queueAheadLocked(p)
+		m.queueAheadLocked(prefix + seg + "/")
 	}
 	m.startAheadLocked()
 }
@@ -65,9 +59,7 @@ func (m *Cache) listAhead(prefix string, l *Listing, warn WarnFunc) {
 // background, as a directory listed ahead: a program that opens the
 // files of a directory by name without listing it (fio's setup, a
 // loader reading a manifest) then finds the rest of its names known,
-// instead of waiting for a round trip each. Only a directory that fits
-// in one page (1,000 names) is listed so: a few lookups in a bucket of
-// millions of names at its root must not list them all.
+// instead of waiting for a round trip each.
 const lookupsBeforeListing = 2
 
 // lookedUp notes a lookup of a name under parent that asked the bucket
@@ -94,12 +86,6 @@ func (m *Cache) lookedUp(parent string, warn WarnFunc) {
 	if warn != nil && m.ahead.warn == nil {
 		m.ahead.warn = warn
 	}
-	if _, queued := m.ahead.queued[parent]; !queued {
-		if m.ahead.onePage == nil {
-			m.ahead.onePage = map[string]struct{}{}
-		}
-		m.ahead.onePage[parent] = struct{}{}
-	}
 	m.queueAheadLocked(parent)
 	m.startAheadLocked()
 }
@@ -122,9 +108,6 @@ func (m *Cache) queueAheadLocked(p string) {
 	if over := len(m.ahead.queue) - aheadQueued; over > 0 {
 		for _, p := range m.ahead.queue[:over] {
 			delete(m.ahead.queued, p)
-		}
-		for _, p := range m.ahead.queue[:over] {
-			delete(m.ahead.onePage, p)
 		}
 		m.ahead.queue = append([]string(nil), m.ahead.queue[over:]...)
 	}
@@ -154,18 +137,13 @@ func (m *Cache) aheadWorker() {
 		p := m.ahead.queue[0]
 		m.ahead.queue = m.ahead.queue[1:]
 		warn := m.ahead.warn
-		_, onePage := m.ahead.onePage[p]
-		delete(m.ahead.onePage, p)
 		m.mu.Unlock()
 		if warn == nil {
 			warn = func(string, string, ...any) {}
 		}
 		m.ensure(p)
 		ctx, cancel := context.WithTimeout(m.bg.ctx, askTimeout)
-		if onePage {
-			ctx = context.WithValue(ctx, onePageKey{}, true)
-		}
-		if _, err := m.listRemote(ctx, p, warn, false); err != nil && m.bg.ctx.Err() == nil && !errors.Is(err, errPastOnePage) {
+		if _, err := m.listRemote(ctx, p, warn, false); err != nil && m.bg.ctx.Err() == nil {
 			m.log.Debug("listing a directory ahead failed; it is listed when it is used", "prefix", p, "err", err)
 		}
 		cancel()
@@ -174,10 +152,3 @@ func (m *Cache) aheadWorker() {
 		m.mu.Unlock()
 	}
 }
-
-// onePageKey marks the context of a listing that is to be made only if
-// it fits in one page (lookedUp): past it, fetchListing gives up with
-// errPastOnePage, and nothing is kept.
-type onePageKey struct{}
-
-var errPastOnePage = errors.New("the directory holds more than one page of names")

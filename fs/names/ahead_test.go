@@ -128,27 +128,3 @@ func TestLookupsListTheirDirectory(t *testing.T) {
 		t.Error("d/sub/ was listed: a directory listed for lookups lists nothing below it")
 	}
 }
-
-// A directory of more than a page is not listed for lookups (a few
-// lookups at the root of a bucket of millions of names must not list
-// them all): the lookups go on asking the bucket, and nothing is kept.
-func TestLookupsListOnlyASmallDirectory(t *testing.T) {
-	listPageSize = 10 // pages of 10 names: big/ holds more than one
-	t.Cleanup(func() { listPageSize = 0 })
-	e := newEnv(t, time.Minute)
-	for i := range 11 {
-		e.put(fmt.Sprintf("big/f%04d", i), "x")
-	}
-	e.resolve("big/f0000")
-	e.resolve("big/f0001")
-	e.waitAhead()
-	e.m.mu.Lock()
-	_, listed := e.m.known.listing("big/")
-	e.m.mu.Unlock()
-	if listed {
-		t.Fatal("big/ (more than a page) was listed for two lookups")
-	}
-	if c, n := e.resolve("big/f0002"); c.Kind != File || n == 0 {
-		t.Errorf("big/f0002: %v with %d requests; want a file, asked of the bucket", c.Kind, n)
-	}
-}

@@ -174,10 +174,6 @@ func (m *Cache) listRemoteOnce(ctx context.Context, prefix string, warn WarnFunc
 // once (transfer.ListAll).
 const listParallel = 16
 
-// listPageSize is the page size listings ask for: 0 is GCS's most,
-// 1,000. A variable for tests.
-var listPageSize = 0
-
 // fetchListing asks the bucket for the level under prefix, asked at
 // now, and remembers it (see listRemoteOnce).
 func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, before uint64, now time.Time) (*Listing, error) {
@@ -189,16 +185,12 @@ func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, 
 		set.recs = append(set.recs, childRec{seg: seg})
 		set.recs[len(set.recs)-1].set(prefix, e)
 	}
-	q := transfer.ListQuery{Prefix: prefix, Delimiter: "/", Placeholders: true, PageSize: listPageSize}
+	q := transfer.ListQuery{Prefix: prefix, Delimiter: "/", Placeholders: true}
 	phs := map[string]transfer.ObjectAttrs{} // placeholders seen: of prefix and of its subdirectories
 	// A long listing comes in name ranges at once (transfer.ListAll), its
 	// pages in any order; a subdirectory a range begins inside of is on
 	// two of them, and sortHidingFiles keeps one.
-	onePage := ctx.Value(onePageKey{}) != nil // ahead.go
 	err := transfer.ListAll(ctx, m.b, q, listParallel, func(page transfer.ListPage) error {
-		if onePage && page.NextPageToken != "" {
-			return errPastOnePage
-		}
 		for _, p := range page.Prefixes {
 			if p == transfer.StagingPrefix {
 				continue // parts of uploads in flight (see fs's dirNode.reserved)
