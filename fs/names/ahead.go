@@ -28,7 +28,6 @@ type ahead struct {
 	queue   []string            // guarded by Cache.mu: prefixes waiting
 	queued  map[string]struct{} // guarded by Cache.mu: those in queue or being listed
 	running int                 // guarded by Cache.mu: listings under way
-	lookups map[string]int      // guarded by Cache.mu: lookups that asked the bucket, by directory (lookedUp)
 	warn    WarnFunc            // guarded by Cache.mu: the last foreground caller's
 }
 
@@ -48,74 +47,26 @@ func (m *Cache) listAhead(prefix string, l *Listing, warn WarnFunc) {
 	if warn != nil {
 		m.ahead.warn = warn
 	}
-	for _, seg := range subs {
-		m.queueAheadLocked(prefix + seg + "/")
-	}
-	m.startAheadLocked()
-}
-
-// lookupsBeforeListing is how many names looked up one by one in a
-// directory whose listing is not known make the directory listed, in the
-// background, as a directory listed ahead: a program that opens the
-// files of a directory by name without listing it (fio's setup, a
-// loader reading a manifest) then finds the rest of its names known,
-// instead of waiting for a round trip each.
-const lookupsBeforeListing = 2
-
-// lookedUp notes a lookup of a name under parent that asked the bucket
-// (its listing is not known), and queues the listing of parent once
-// there were lookupsBeforeListing of them. The counts are forgotten past
-// aheadQueued directories.
-func (m *Cache) lookedUp(parent string, warn WarnFunc) {
-	if m.ttl <= 0 {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.bg.closed {
-		return
-	}
-	if m.ahead.lookups == nil || len(m.ahead.lookups) >= aheadQueued {
-		m.ahead.lookups = map[string]int{}
-	}
-	m.ahead.lookups[parent]++
-	if m.ahead.lookups[parent] < lookupsBeforeListing {
-		return
-	}
-	delete(m.ahead.lookups, parent)
-	if warn != nil && m.ahead.warn == nil {
-		m.ahead.warn = warn
-	}
-	m.queueAheadLocked(parent)
-	m.startAheadLocked()
-}
-
-// queueAheadLocked queues the listing of p, unless it is queued or being
-// listed, or its listing is known and fresh; past aheadQueued, the
-// oldest waiting are dropped. m.mu is held.
-func (m *Cache) queueAheadLocked(p string) {
 	if m.ahead.queued == nil {
 		m.ahead.queued = map[string]struct{}{}
 	}
-	if _, ok := m.ahead.queued[p]; ok {
-		return
+	for _, seg := range subs {
+		p := prefix + seg + "/"
+		if _, ok := m.ahead.queued[p]; ok {
+			continue
+		}
+		if known, ok := m.known.listing(p); ok && (m.now().Before(known.expires) || m.trustedLocked(known.fetched)) {
+			continue
+		}
+		m.ahead.queued[p] = struct{}{}
+		m.ahead.queue = append(m.ahead.queue, p)
 	}
-	if known, ok := m.known.listing(p); ok && (m.now().Before(known.expires) || m.trustedLocked(known.fetched)) {
-		return
-	}
-	m.ahead.queued[p] = struct{}{}
-	m.ahead.queue = append(m.ahead.queue, p)
 	if over := len(m.ahead.queue) - aheadQueued; over > 0 {
 		for _, p := range m.ahead.queue[:over] {
 			delete(m.ahead.queued, p)
 		}
 		m.ahead.queue = append([]string(nil), m.ahead.queue[over:]...)
 	}
-}
-
-// startAheadLocked starts workers for the queue, aheadParallel at most.
-// m.mu is held.
-func (m *Cache) startAheadLocked() {
 	for m.ahead.running < aheadParallel && m.ahead.running < len(m.ahead.queue) {
 		m.ahead.running++
 		m.bg.wg.Add(1)

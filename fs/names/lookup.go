@@ -66,9 +66,6 @@ func (m *Cache) Resolve(ctx context.Context, name string, warn WarnFunc) (Entry,
 	}
 	ctx, cancel := askContext(ctx)
 	defer cancel()
-	if !known {
-		m.lookedUp(parentPrefix(name), warn) // ahead.go
-	}
 	r, err := m.resolveRemote(ctx, name, warn)
 	if err != nil && known && unverified(exp) {
 		return c, nil // the bucket does not answer: what is known stands
