@@ -148,13 +148,7 @@ func TestPrefetchNoRoomRemovesDroppedCopy(t *testing.T) {
 // MinRange (issue 37), checked whole, and then served with no request.
 func TestPrefetchSplitsAMediumObject(t *testing.T) {
 	e := newEnv(t)
-	o := e.opts(1 << 20)
-	o.Parallelism, o.MinRange = 16, chunk/4
-	c, err := Open(o, e.b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := e.openSplitting(1 << 20)
 	data := bytes.Repeat([]byte("m"), chunk)
 	a := e.put("d/m", data)
 	if fetched, err := c.Prefetch(e.ctx, a); err != nil || !fetched {
@@ -173,4 +167,18 @@ func TestPrefetchSplitsAMediumObject(t *testing.T) {
 	if n := e.emu.Requests(); n != 0 {
 		t.Fatalf("open and read after prefetch sent %d requests; want 0", n)
 	}
+}
+
+// openSplitting opens a cache whose downloads fetch a chunk in four
+// sub-ranges at once (MinRange a quarter of a chunk, Parallelism 16).
+func (e *env) openSplitting(maxSize int64) *Cache {
+	e.t.Helper()
+	o := e.opts(maxSize)
+	o.Parallelism, o.MinRange = 16, chunk/4
+	c, err := Open(o, e.b)
+	if err != nil {
+		e.t.Fatalf("cache.Open: %v", err)
+	}
+	e.t.Cleanup(func() { c.Close() })
+	return c
 }

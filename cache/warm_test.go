@@ -251,13 +251,7 @@ func TestPinnedOverCapWarns(t *testing.T) {
 // sub-ranges of MinRange at once, the copy checked and complete.
 func TestWarmSplitsAMediumObject(t *testing.T) {
 	e := newEnv(t)
-	o := e.opts(1 << 20)
-	o.Parallelism, o.MinRange = 16, chunk/4
-	c, err := Open(o, e.b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := e.openSplitting(1 << 20)
 	data := pattern(chunk, 77)
 	a := e.put("w/m", data)
 	r, err := c.Warm(e.ctx, []string{"w"}, WarmOptions{Parallelism: 8}, nil)

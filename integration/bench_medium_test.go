@@ -67,11 +67,12 @@ func benchMedium(t *testing.T, emu *emulator.Server, fioPath string, cfg benchCo
 			m.unmount(t)
 			m = mount(t, emu, mountOpts{tls: true, args: s.args})
 			start := time.Now()
-			data, err := os.ReadFile(m.path(mediumName(rep % mediumObjects)))
+			name := mediumName(rep % mediumObjects)
+			data, err := os.ReadFile(m.path(name))
 			secs := time.Since(start).Seconds()
 			m.unmount(t)
 			if err != nil || len(data) != mediumSize {
-				t.Fatalf("cold read of %s: %d bytes, %v", mediumName(rep), len(data), err)
+				t.Fatalf("cold read of %s: %d bytes, %v", name, len(data), err)
 			}
 			t.Logf("repeat %d %s: fio %.0f MiB/s (%.0f over the wall time), one cold read %.3f s", rep+1, s.label, v.fio, v.wall, secs)
 			fioMiB[i], wallMiB[i], catSecs[i] = append(fioMiB[i], v.fio), append(wallMiB[i], v.wall), append(catSecs[i], secs)

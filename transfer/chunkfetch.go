@@ -73,7 +73,7 @@ type yieldWriter struct {
 }
 
 func (y *yieldWriter) Write(p []byte) (int, error) {
-	if len(p) > 0 && y.a.heardOnce.CompareAndSwap(false, true) {
+	if len(p) > 0 && !y.a.heardOnce.Load() && y.a.heardOnce.CompareAndSwap(false, true) {
 		close(y.a.heard) // the bucket answers with the version's bytes
 	}
 	n, err := y.w.Write(p)

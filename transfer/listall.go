@@ -66,11 +66,12 @@ func ListAll(ctx context.Context, b Lister, q ListQuery, parallel int, each func
 	if first, last, resume, ok := pageBounds(page); parallel > 1 && ok && countsAsGCS(q, page) {
 		l := &rangeLister{b: b, q: q, each: each, sem: make(chan struct{}, parallel)}
 		err := l.run(ctx, guessRanges(q.Prefix, page, first, last, resume))
-		if !errors.Is(err, errOffsetsIgnored) {
+		if !errors.Is(err, errOffsetsIgnored) || l.handedOn {
+			// A bucket that ignores the offsets fails every range's first
+			// page; one that honoured them for some pages and not others
+			// cannot be listed again without handing pages on twice.
 			return err
 		}
-		// Nothing of the ranges was handed on: every range of such a
-		// bucket begins with the listing's first names.
 	}
 	for q.PageToken = page.NextPageToken; q.PageToken != ""; q.PageToken = page.NextPageToken {
 		if page, err = b.List(ctx, q); err != nil {
@@ -95,13 +96,14 @@ type nameRange struct{ from, to string }
 // rangeLister lists ranges of one listing, each by as many goroutines
 // as there are ranges, at most cap(sem) of them asking at once.
 type rangeLister struct {
-	b    Lister
-	q    ListQuery
-	sem  chan struct{}
-	mu   sync.Mutex // held while each runs, and for err
-	each func(ListPage) error
-	err  error
-	wg   sync.WaitGroup
+	b        Lister
+	q        ListQuery
+	sem      chan struct{}
+	mu       sync.Mutex // held while each runs, and for err and handedOn
+	each     func(ListPage) error
+	err      error
+	handedOn bool // a range's page was handed to each
+	wg       sync.WaitGroup
 }
 
 // run lists rs and the ranges they are split into, and returns the first
@@ -161,6 +163,7 @@ func (l *rangeLister) list(ctx context.Context, r nameRange) ([]nameRange, error
 		}
 		l.mu.Lock()
 		err = l.each(page)
+		l.handedOn = true
 		l.mu.Unlock()
 		if err != nil {
 			return nil, err

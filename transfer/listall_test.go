@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -23,6 +24,7 @@ import (
 type sortedBucket struct {
 	Bucket
 	names          []string // sorted
+	honourOffsets  int64    // with ignoreOffsets: the offsets of this many requests are honoured first
 	ignoreOffsets  bool
 	prefixesAlways bool
 	requests       atomic.Int64
@@ -34,7 +36,7 @@ func (b *sortedBucket) List(ctx context.Context, q ListQuery) (ListPage, error) 
 		return ListPage{}, err
 	}
 	from, end := max(q.Prefix, q.StartOffset), q.EndOffset
-	if b.ignoreOffsets {
+	if b.ignoreOffsets && b.requests.Load() > b.honourOffsets {
 		from, end = q.Prefix, ""
 	}
 	if q.PageToken != "" {
@@ -311,5 +313,46 @@ func TestListAllThroughGCS(t *testing.T) {
 		if len(want) < 3000 {
 			t.Errorf("%+v: only %d names listed", q, len(want))
 		}
+	}
+}
+
+// A bucket that honours the offsets of some requests and not of later
+// ones: once a range's page was handed on, listing again page by page
+// would hand pages on twice, so the listing fails instead; it never
+// hands on an object twice or leaves one out and succeeds.
+func TestListAllOffsetsHonouredThenIgnored(t *testing.T) {
+	var names []string
+	for i := range 5000 {
+		names = append(names, fmt.Sprintf("d/f%05d", i))
+	}
+	b := &sortedBucket{names: names, ignoreOffsets: true, honourOffsets: 3}
+	seen := map[string]int{}
+	err := ListAll(context.Background(), b, ListQuery{Prefix: "d/", PageSize: 100}, 1, countObjects(seen))
+	if err != nil || len(seen) != len(names) {
+		t.Fatalf("page by page: %v, %d names", err, len(seen))
+	}
+	clear(seen)
+	b.requests.Store(0)
+	err = ListAll(context.Background(), b, ListQuery{Prefix: "d/", PageSize: 100}, 16, countObjects(seen))
+	for n, k := range seen {
+		if k > 1 {
+			t.Fatalf("%s handed on %d times", n, k)
+		}
+	}
+	if err == nil && len(seen) != len(names) {
+		t.Fatalf("ListAll succeeded with %d names of %d", len(seen), len(names))
+	}
+	if err != nil && !errors.Is(err, errOffsetsIgnored) {
+		t.Fatalf("ListAll = %v, want nil or errOffsetsIgnored", err)
+	}
+}
+
+// countObjects counts the objects of each page in seen.
+func countObjects(seen map[string]int) func(ListPage) error {
+	return func(p ListPage) error {
+		for _, a := range p.Objects {
+			seen[a.Name]++
+		}
+		return nil
 	}
 }
