@@ -3,6 +3,7 @@ package transfer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -45,11 +46,23 @@ var errOffsetsIgnored = errors.New("the bucket ignores startOffset")
 // ListAll hands every page of the listing q to each. Once the first page
 // shows that more is to come, up to parallel pages are asked for at once
 // (1: one page after another, by page token). each is called by one
-// goroutine at a time, with pages in no particular order; with a
-// delimiter, a prefix may be on more than one page. An error from each
+// goroutine at a time, in the order ListInOrder says. An error from each
 // or from the bucket ends the listing and is returned. q's PageToken and
 // offsets must be empty; a PageSize of 0 is GCS's most, 1,000.
 func ListAll(ctx context.Context, b Lister, q ListQuery, parallel int, each func(ListPage) error) error {
+	return ListInOrder(ctx, b, q, parallel, func(p ListPage, _ bool) error { return each(p) })
+}
+
+// ListInOrder is ListAll that says whether the pages come in name order.
+// With a bucket that pages as GCS does (each entry on one page, a prefix
+// counting as one entry), ordered is true for every page: the pages come
+// in name order, each prefix once, as a listing page after page would
+// show them however the pages were cut, so that what each has seen is
+// all of the listing up to its last name. A bucket that shows every
+// prefix on every page (fake-gcs-server's own listing) is listed page
+// after page, its pages handed on as they come, and ordered is false:
+// a prefix may come before names less than it, and on more than one page.
+func ListInOrder(ctx context.Context, b Lister, q ListQuery, parallel int, each func(p ListPage, ordered bool) error) error {
 	if q.PageSize <= 0 {
 		q.PageSize = listPageSize
 	}
@@ -57,16 +70,18 @@ func ListAll(ctx context.Context, b Lister, q ListQuery, parallel int, each func
 	if err != nil {
 		return err
 	}
-	if err := each(page); err != nil {
+	ordered := page.NextPageToken == "" || countsAsGCS(q, page)
+	if err := each(page, ordered); err != nil {
 		return err
 	}
 	if page.NextPageToken == "" {
 		return nil
 	}
-	if first, last, resume, ok := pageBounds(page); parallel > 1 && ok && countsAsGCS(q, page) {
-		l := &rangeLister{b: b, q: q, each: each, sem: make(chan struct{}, parallel)}
+	if first, last, resume, ok := pageBounds(page); parallel > 1 && ok && ordered {
+		l := &rangeLister{b: b, q: q, sem: make(chan struct{}, parallel),
+			order: pageOrder{each: each, next: resume, lastPrefix: lastOf(page.Prefixes)}}
 		err := l.run(ctx, guessRanges(q.Prefix, page, first, last, resume))
-		if !errors.Is(err, errOffsetsIgnored) || l.handedOn {
+		if !errors.Is(err, errOffsetsIgnored) || l.order.handedOn {
 			// A bucket that ignores the offsets fails every range's first
 			// page; one that honoured them for some pages and not others
 			// cannot be listed again without handing pages on twice.
@@ -77,7 +92,7 @@ func ListAll(ctx context.Context, b Lister, q ListQuery, parallel int, each func
 		if page, err = b.List(ctx, q); err != nil {
 			return err
 		}
-		if err := each(page); err != nil {
+		if err := each(page, ordered); err != nil {
 			return err
 		}
 	}
@@ -96,14 +111,13 @@ type nameRange struct{ from, to string }
 // rangeLister lists ranges of one listing, each by as many goroutines
 // as there are ranges, at most cap(sem) of them asking at once.
 type rangeLister struct {
-	b        Lister
-	q        ListQuery
-	sem      chan struct{}
-	mu       sync.Mutex // held while each runs, and for err and handedOn
-	each     func(ListPage) error
-	err      error
-	handedOn bool // a range's page was handed to each
-	wg       sync.WaitGroup
+	b     Lister
+	q     ListQuery
+	sem   chan struct{}
+	mu    sync.Mutex // held while each runs, and for err and order
+	order pageOrder
+	err   error
+	wg    sync.WaitGroup
 }
 
 // run lists rs and the ranges they are split into, and returns the first
@@ -144,6 +158,11 @@ func (l *rangeLister) run(ctx context.Context, rs []nameRange) error {
 	if l.err == nil && ctx.Err() != nil {
 		l.err = ctx.Err()
 	}
+	if l.err == nil && !l.order.complete() {
+		// Cannot be: the ranges cover the rest of the listing, one after
+		// the other. Failing beats handing on a listing with a hole.
+		l.err = fmt.Errorf("listing %q: the name ranges do not join at %q", l.q.Prefix, l.order.next)
+	}
 	return l.err
 }
 
@@ -161,29 +180,90 @@ func (l *rangeLister) list(ctx context.Context, r nameRange) ([]nameRange, error
 		if err != nil {
 			return nil, err
 		}
-		l.mu.Lock()
-		err = l.each(page)
-		l.handedOn = true
-		l.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		if page.NextPageToken == "" || past {
-			return nil, nil
-		}
 		first, last, resume, ok := pageBounds(page)
-		if !ok {
+		var more []nameRange
+		switch {
+		case page.NextPageToken == "" || past || ok && r.to != "" && resume >= r.to:
+			resume = r.to // r is done
+		case !ok:
 			q.PageToken = page.NextPageToken // an empty page with more after it
 			continue
+		case r.to == "":
+			more = guessRanges(l.q.Prefix, page, first, last, resume)
+		default:
+			more = splitRange(page, first, last, resume, r.to)
 		}
-		if r.to != "" && resume >= r.to {
-			return nil, nil
-		}
-		if r.to == "" {
-			return guessRanges(l.q.Prefix, page, first, last, resume), nil
-		}
-		return splitRange(page, first, last, resume, r.to), nil
+		l.mu.Lock()
+		err = l.order.hand(r.from, resume, page)
+		l.mu.Unlock()
+		return more, err
 	}
+}
+
+// pageOrder hands the pages of ranges, which come in any order, on in
+// name order: a page waits until every range before its own was handed
+// on. A range's page holds the names from where the range begins to
+// where the ranges made of its rest begin (or its end), so the pages
+// join one after the other.
+type pageOrder struct {
+	each       func(ListPage, bool) error
+	next       string               // every name before it was handed on; "" with done
+	done       bool                 // the listing's end was handed on
+	waiting    map[string]rangePage // pages not yet handed on, by where their range begins
+	lastPrefix string               // the greatest prefix handed on
+	handedOn   bool                 // a range's page was handed to each
+}
+
+// rangePage is a page of the names from where its range begins to upTo
+// ("": to the end of the listing).
+type rangePage struct {
+	p    ListPage
+	upTo string
+}
+
+// hand takes the page p of the names from from to upTo, and hands on
+// every page that can now go.
+func (o *pageOrder) hand(from, upTo string, p ListPage) error {
+	if from != o.next || o.done {
+		if o.waiting == nil {
+			o.waiting = map[string]rangePage{}
+		}
+		o.waiting[from] = rangePage{p, upTo}
+		return nil
+	}
+	for {
+		// A range that begins inside a prefix shows it again.
+		pre := p.Prefixes[:0:0]
+		for _, s := range p.Prefixes {
+			if s > o.lastPrefix {
+				pre = append(pre, s)
+				o.lastPrefix = s
+			}
+		}
+		p.Prefixes = pre
+		o.handedOn = true
+		if err := o.each(p, true); err != nil {
+			return err
+		}
+		o.next, o.done = upTo, upTo == ""
+		w, ok := o.waiting[o.next]
+		if o.done || !ok {
+			return nil
+		}
+		delete(o.waiting, o.next)
+		p, upTo = w.p, w.upTo
+	}
+}
+
+// complete reports whether the whole listing was handed on.
+func (o *pageOrder) complete() bool { return o.done && len(o.waiting) == 0 }
+
+func lastOf(ss []string) string {
+	var m string
+	for _, s := range ss {
+		m = max(m, s)
+	}
+	return m
 }
 
 // clip drops from p what is at or after r.to (past: there was some, so

@@ -95,13 +95,25 @@ func (b *sortedBucket) List(ctx context.Context, q ListQuery) (ListPage, error) 
 }
 
 // listed returns what ListAll hands on, the prefixes met twice dropped,
-// sorted, and fails if an object comes twice.
+// sorted, and fails if an object comes twice, or if a page said to be
+// in order has a name not after every name handed on before it, or a
+// prefix handed on before.
 func listed(t *testing.T, b Bucket, q ListQuery, parallel int) []string {
+	t.Helper()
+	names, _ := listedInOrder(t, b, q, parallel)
+	return names
+}
+
+// listedInOrder is listed, and reports whether every page was said to
+// be in name order.
+func listedInOrder(t *testing.T, b Bucket, q ListQuery, parallel int) (_ []string, ordered bool) {
 	t.Helper()
 	var mu sync.Mutex
 	busy := false
 	seen := map[string]bool{}
-	err := ListAll(context.Background(), b, q, parallel, func(p ListPage) error {
+	ordered = true
+	var last string // the greatest name handed on
+	err := ListInOrder(context.Background(), b, q, parallel, func(p ListPage, inOrder bool) error {
 		mu.Lock()
 		if busy {
 			t.Error("each called by two goroutines at once")
@@ -109,6 +121,23 @@ func listed(t *testing.T, b Bucket, q ListQuery, parallel int) []string {
 		busy = true
 		mu.Unlock()
 		defer func() { mu.Lock(); busy = false; mu.Unlock() }()
+		ordered = ordered && inOrder
+		if inOrder {
+			pageLast := last
+			for _, a := range p.Objects {
+				if a.Name <= last {
+					t.Errorf("object %q handed on after %q, in a page said to be in order", a.Name, last)
+				}
+				pageLast = max(pageLast, a.Name)
+			}
+			for _, pre := range p.Prefixes {
+				if pre <= last || seen[pre+" (prefix)"] {
+					t.Errorf("prefix %q handed on after %q, in a page said to be in order", pre, last)
+				}
+				pageLast = max(pageLast, pre)
+			}
+			last = pageLast
+		}
 		for _, a := range p.Objects {
 			if seen[a.Name] {
 				t.Errorf("object %q handed on twice", a.Name)
@@ -128,7 +157,7 @@ func listed(t *testing.T, b Bucket, q ListQuery, parallel int) []string {
 		out = append(out, n)
 	}
 	sort.Strings(out)
-	return out
+	return out, ordered
 }
 
 // sequential is the listing page by page.
@@ -184,7 +213,10 @@ func TestListAllEveryNameOnce(t *testing.T) {
 			if vb.prefixesAlways {
 				vwant = sequential(t, vb, q)
 			}
-			got := listed(t, vb, q, 1+rng.Intn(16))
+			got, ordered := listedInOrder(t, vb, q, 1+rng.Intn(16))
+			if variant != "every prefix on every page" && !ordered {
+				t.Fatalf("round %d (%s, %d names, %+v): pages not said to be in name order", round, variant, len(names), q)
+			}
 			if !slices.Equal(got, vwant) {
 				t.Fatalf("round %d (%s, %d names, %+v): ListAll lists %d names, page by page %d; first missing or extra: %q",
 					round, variant, len(names), q, len(got), len(vwant), firstDiff(got, vwant))
