@@ -35,19 +35,19 @@ func (d *dirNode) prefix() string {
 }
 
 var (
-	_ gofs.NodeLookuper  = (*dirNode)(nil)
-	_ gofs.NodeReaddirer = (*dirNode)(nil)
-	_ gofs.NodeGetattrer = (*dirNode)(nil)
-	_ gofs.NodeStatfser  = (*dirNode)(nil)
-	_ gofs.NodeCreater   = (*dirNode)(nil)
-	_ gofs.NodeMkdirer   = (*dirNode)(nil)
-	_ gofs.NodeUnlinker  = (*dirNode)(nil)
-	_ gofs.NodeRmdirer   = (*dirNode)(nil)
-	_ gofs.NodeRenamer   = (*dirNode)(nil)
-	_ gofs.NodeSymlinker = (*dirNode)(nil)
-	_ gofs.NodeSetattrer = (*dirNode)(nil)
-	_ gofs.NodeLinker    = (*dirNode)(nil)
-	_ gofs.NodeFsyncer   = (*dirNode)(nil)
+	_ gofs.NodeLookuper       = (*dirNode)(nil)
+	_ gofs.NodeOpendirHandler = (*dirNode)(nil)
+	_ gofs.NodeGetattrer      = (*dirNode)(nil)
+	_ gofs.NodeStatfser       = (*dirNode)(nil)
+	_ gofs.NodeCreater        = (*dirNode)(nil)
+	_ gofs.NodeMkdirer        = (*dirNode)(nil)
+	_ gofs.NodeUnlinker       = (*dirNode)(nil)
+	_ gofs.NodeRmdirer        = (*dirNode)(nil)
+	_ gofs.NodeRenamer        = (*dirNode)(nil)
+	_ gofs.NodeSymlinker      = (*dirNode)(nil)
+	_ gofs.NodeSetattrer      = (*dirNode)(nil)
+	_ gofs.NodeLinker         = (*dirNode)(nil)
+	_ gofs.NodeFsyncer        = (*dirNode)(nil)
 )
 
 // Lookup implements gofs.NodeLookuper.
@@ -181,107 +181,6 @@ func (d *dirNode) child(ctx context.Context, name string, c names.Entry, out *fu
 	default:
 		return nil, syscall.ENOENT
 	}
-}
-
-// Readdir implements gofs.NodeReaddirer: "." and "..", then the names
-// of the listing with local changes laid over it. A rewind (seekdir to
-// 0, as rewinddir does) lists again, so that it shows names made since.
-func (d *dirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	ctx = uninterrupted(ctx)
-	d.touch()
-	s := &dirStream{d: d}
-	if errno := s.fill(ctx); errno != 0 {
-		return nil, errno
-	}
-	return s, 0
-}
-
-// entries lists d: ".", "..", and its children.
-func (d *dirNode) entries(ctx context.Context) ([]fuse.DirEntry, syscall.Errno) {
-	f := d.fsys
-	prefix := d.prefix() // one value for the whole listing, even if a rename moves d meanwhile
-	l, err := f.names.List(ctx, prefix, f.warnOnce)
-	if err != nil {
-		return nil, f.errno(ctx, "readdir", prefix, err)
-	}
-	f.prefetch.listed(prefix, l)
-	self := d.StableAttr().Ino
-	parent := self
-	if _, p := d.Parent(); p != nil {
-		parent = p.StableAttr().Ino
-	}
-	entries := make([]fuse.DirEntry, 0, len(l.Names())+2)
-	entries = append(entries,
-		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: self},
-		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parent})
-	for _, n := range l.Names() {
-		c := l.Child(n)
-		e := fuse.DirEntry{Name: n}
-		if c.Kind == names.Dir {
-			e.Mode = syscall.S_IFDIR
-			if in := d.GetChild(n); in != nil && in.IsDir() {
-				e.Ino = in.StableAttr().Ino // the inode the kernel has for the name
-			} else {
-				e.Ino = hashIno('d', prefix+n+"/", 0)
-			}
-		} else if isSymlink(c.Attrs) {
-			e.Mode = syscall.S_IFLNK
-			e.Ino = f.listedIno(c.Attrs)
-		} else {
-			e.Mode = fileType(c.Attrs) // a regular or special file
-			if in := d.GetChild(n); in != nil {
-				if fn, ok := in.Operations().(*fileNode); ok {
-					e.Ino = fn.ino // the inode the kernel has for the name
-				}
-			}
-			if e.Ino == 0 {
-				e.Ino = f.listedIno(c.Attrs)
-			}
-		}
-		entries = append(entries, e)
-	}
-	return entries, 0
-}
-
-// dirStream is one open directory's listing. go-fuse serialises the calls
-// on one handle.
-type dirStream struct {
-	d       *dirNode
-	entries []fuse.DirEntry
-	next    int
-}
-
-var _ gofs.FileSeekdirer = (*dirStream)(nil)
-
-func (s *dirStream) fill(ctx context.Context) syscall.Errno {
-	entries, errno := s.d.entries(ctx)
-	if errno == 0 {
-		s.entries, s.next = entries, 0
-	}
-	return errno
-}
-
-func (s *dirStream) HasNext() bool { return s.next < len(s.entries) }
-
-func (s *dirStream) Next() (fuse.DirEntry, syscall.Errno) {
-	e := s.entries[s.next]
-	s.next++
-	e.Off = uint64(s.next)
-	return e, 0
-}
-
-func (s *dirStream) Close() {}
-
-// Seekdir implements gofs.FileSeekdirer; offset 0 lists again.
-func (s *dirStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	if off == 0 {
-		return s.fill(ctx)
-	}
-	if off > uint64(len(s.entries)) {
-		return syscall.EINVAL
-	}
-	s.next = int(off)
-	return 0
 }
 
 // Fsync implements gofs.NodeFsyncer: the names made, deleted and renamed

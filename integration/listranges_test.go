@@ -2,9 +2,14 @@ package integration
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bucketfs/bucketfs/internal/emulator"
 	"github.com/bucketfs/bucketfs/internal/testutil/testemu"
@@ -66,5 +71,169 @@ func TestBigListingInRanges(t *testing.T) {
 	}
 	if len(ents) != len(want) {
 		t.Errorf("%d entries, want %d", len(ents), len(want))
+	}
+}
+
+// seedBig seeds dir/ with files f00000.. and returns their names.
+func seedBig(t *testing.T, emu *emulator.Server, dir string, files int) map[string]bool {
+	t.Helper()
+	var seeds []emulator.Seed
+	want := map[string]bool{}
+	for i := range files {
+		name := fmt.Sprintf("f%05d", i)
+		seeds = append(seeds, emulator.Seed{Name: dir + name, Data: []byte("x\n")})
+		want[name] = true
+	}
+	if _, err := emu.PutMany(testBucket, slices.Values(seeds)); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// holdRanges makes the emulator hold every listing request for a name
+// range (startOffset) until the returned release is called (also at the
+// test's end).
+func holdRanges(t *testing.T, emu *emulator.Server) (release func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(ch) }) }
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if r.URL.Query().Get("startOffset") != "" {
+			select {
+			case <-ch:
+			case <-r.Context().Done():
+			}
+		}
+		return 0, false
+	})
+	t.Cleanup(func() { release(); emu.SetHook(nil) })
+	return release
+}
+
+// TestReaddirServesFirstNamesWhileTheRestComes: a reader of a cold
+// directory of more names than a page holds gets the first names while
+// the rest of the listing is still on its way (issue 35), and in the end
+// every name once.
+func TestReaddirServesFirstNamesWhileTheRestComes(t *testing.T) {
+	emu := testemu.Start(t, emulator.Options{Buckets: []string{testBucket}, Seeded: true})
+	want := seedBig(t, emu, "big/", 5000)
+	m := mount(t, emu, mountOpts{args: []string{"--metadata-ttl", "1h"}})
+	release := holdRanges(t, emu)
+
+	d, err := os.Open(m.path("big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	type result struct {
+		names []string
+		err   error
+	}
+	first := make(chan result, 1)
+	go func() {
+		names, err := d.Readdirnames(200)
+		first <- result{names, err}
+	}()
+	var seen []string
+	select {
+	case r := <-first:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		seen = r.names
+	case <-time.After(60 * time.Second): // a failure's bound, not a wait for something that comes
+		release()
+		t.Fatal("no names read in 60 s while the listing's name ranges were held")
+	}
+	release()
+	rest, err := d.Readdirnames(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen = append(seen, rest...)
+	got := map[string]bool{}
+	for _, n := range seen {
+		if got[n] {
+			t.Errorf("%s read twice", n)
+		}
+		got[n] = true
+		if !want[n] {
+			t.Errorf("%s read, not in the bucket", n)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d names read, want %d", len(got), len(want))
+	}
+}
+
+// TestReaddirFailingMidwayReportsIt: a listing whose later ranges fail
+// gives the names it had, then an error; it is not taken for the whole
+// directory (a read to the end with no error would say the rest is not
+// there).
+func TestReaddirFailingMidwayReportsIt(t *testing.T) {
+	emu := testemu.Start(t, emulator.Options{Buckets: []string{testBucket}, Seeded: true})
+	seedBig(t, emu, "big/", 5000)
+	m := mount(t, emu, mountOpts{args: []string{"--metadata-ttl", "1h"}})
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		return http.StatusForbidden, r.URL.Query().Get("startOffset") != ""
+	})
+	t.Cleanup(func() { emu.SetHook(nil) })
+	d, err := os.Open(m.path("big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err == nil {
+		t.Fatalf("%d names read and no error, from a listing whose ranges failed", len(names))
+	}
+	if len(names) == 0 {
+		t.Errorf("no names before the error (%v); want the first page's", err)
+	}
+	t.Logf("%d names, then %v", len(names), err)
+	emu.SetHook(nil)
+	// A new listing, once the bucket answers, has them all.
+	ents, err := os.ReadDir(m.path("big"))
+	if err != nil || len(ents) != 5000 {
+		t.Errorf("listed again: %d names, %v; want 5000", len(ents), err)
+	}
+}
+
+// TestLongListingAsksNothingPerName: ls -l of a cold directory (a read
+// of it, then a stat of each name) asks the bucket for its listing, not
+// for each name: the names the kernel reads with their attributes
+// (READDIRPLUS) while the listing is under way go without them, not
+// looked up in the bucket one by one, and the stats after it are
+// answered by the listing.
+func TestLongListingAsksNothingPerName(t *testing.T) {
+	emu := testemu.Start(t, emulator.Options{Buckets: []string{testBucket}, Seeded: true})
+	want := seedBig(t, emu, "big/", 3000)
+	m := mount(t, emu, mountOpts{args: []string{"--metadata-ttl", "1h"}})
+	var stats atomic.Int64
+	emu.SetHook(func(r *http.Request) (int, bool) {
+		if strings.Contains(r.URL.Path, "/o/big/") && r.Method == http.MethodGet {
+			stats.Add(1) // a name in big/ asked for by itself
+		}
+		return 0, false
+	})
+	t.Cleanup(func() { emu.SetHook(nil) })
+	ents, err := os.ReadDir(m.path("big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !want[e.Name()] || fi.Size() != 2 {
+			t.Errorf("%s: size %d, in the bucket %v", e.Name(), fi.Size(), want[e.Name()])
+		}
+	}
+	if len(ents) != len(want) {
+		t.Errorf("%d names, want %d", len(ents), len(want))
+	}
+	if n := stats.Load(); n != 0 {
+		t.Errorf("ls -l of %d names asked the bucket for %d objects one by one; want none", len(ents), n)
 	}
 }

@@ -46,23 +46,29 @@ var errOffsetsIgnored = errors.New("the bucket ignores startOffset")
 // ListAll hands every page of the listing q to each. Once the first page
 // shows that more is to come, up to parallel pages are asked for at once
 // (1: one page after another, by page token). each is called by one
-// goroutine at a time, in the order ListInOrder says. An error from each
+// goroutine at a time, with pages in no particular order; with a
+// delimiter, a prefix may be on more than one page. An error from each
 // or from the bucket ends the listing and is returned. q's PageToken and
 // offsets must be empty; a PageSize of 0 is GCS's most, 1,000.
 func ListAll(ctx context.Context, b Lister, q ListQuery, parallel int, each func(ListPage) error) error {
-	return ListInOrder(ctx, b, q, parallel, func(p ListPage, _ bool) error { return each(p) })
+	take := func(p ListPage) (struct{}, error) { return struct{}{}, each(p) }
+	return ListInOrder(ctx, b, q, parallel, take, func(struct{}, bool) error { return nil })
 }
 
-// ListInOrder is ListAll that says whether the pages come in name order.
+// ListInOrder is ListAll that also hands the pages on in name order.
+// take is ListAll's each: it is called for each page as it comes, and
+// what it makes of the page (a T: the caller keeps the page in a form of
+// its own, compact, and T says where) is then handed to inOrder, in the
+// order of the pages' names. Both are called by one goroutine at a time.
+//
 // With a bucket that pages as GCS does (each entry on one page, a prefix
-// counting as one entry), ordered is true for every page: the pages come
-// in name order, each prefix once, as a listing page after page would
-// show them however the pages were cut, so that what each has seen is
-// all of the listing up to its last name. A bucket that shows every
-// prefix on every page (fake-gcs-server's own listing) is listed page
-// after page, its pages handed on as they come, and ordered is false:
-// a prefix may come before names less than it, and on more than one page.
-func ListInOrder(ctx context.Context, b Lister, q ListQuery, parallel int, each func(p ListPage, ordered bool) error) error {
+// counting as one entry), ordered is true for every page: what inOrder
+// has been handed is all of the listing up to the last name of its last
+// page, but for a prefix, which may begin a page as well as end the one
+// before it. A bucket that shows every prefix on every page
+// (fake-gcs-server's own listing) is listed page after page, and ordered
+// is false: a prefix may come before names less than it.
+func ListInOrder[T any](ctx context.Context, b Lister, q ListQuery, parallel int, take func(ListPage) (T, error), inOrder func(t T, ordered bool) error) error {
 	if q.PageSize <= 0 {
 		q.PageSize = listPageSize
 	}
@@ -71,17 +77,17 @@ func ListInOrder(ctx context.Context, b Lister, q ListQuery, parallel int, each 
 		return err
 	}
 	ordered := page.NextPageToken == "" || countsAsGCS(q, page)
-	if err := each(page, ordered); err != nil {
+	if err := takeInOrder(page, ordered, take, inOrder); err != nil {
 		return err
 	}
 	if page.NextPageToken == "" {
 		return nil
 	}
 	if first, last, resume, ok := pageBounds(page); parallel > 1 && ok && ordered {
-		l := &rangeLister{b: b, q: q, sem: make(chan struct{}, parallel),
-			order: pageOrder{each: each, next: resume, lastPrefix: lastOf(page.Prefixes)}}
+		l := &rangeLister[T]{b: b, q: q, sem: make(chan struct{}, parallel), take: take,
+			order: pageOrder[T]{each: inOrder, next: resume}}
 		err := l.run(ctx, guessRanges(q.Prefix, page, first, last, resume))
-		if !errors.Is(err, errOffsetsIgnored) || l.order.handedOn {
+		if !errors.Is(err, errOffsetsIgnored) || l.taken {
 			// A bucket that ignores the offsets fails every range's first
 			// page; one that honoured them for some pages and not others
 			// cannot be listed again without handing pages on twice.
@@ -92,11 +98,21 @@ func ListInOrder(ctx context.Context, b Lister, q ListQuery, parallel int, each 
 		if page, err = b.List(ctx, q); err != nil {
 			return err
 		}
-		if err := each(page, ordered); err != nil {
+		if err := takeInOrder(page, ordered, take, inOrder); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// takeInOrder hands a page of a listing page after page to take, and at
+// once what it made to inOrder.
+func takeInOrder[T any](p ListPage, ordered bool, take func(ListPage) (T, error), inOrder func(T, bool) error) error {
+	t, err := take(p)
+	if err != nil {
+		return err
+	}
+	return inOrder(t, ordered)
 }
 
 // Lister is the part of a Bucket that ListAll uses.
@@ -110,19 +126,21 @@ type nameRange struct{ from, to string }
 
 // rangeLister lists ranges of one listing, each by as many goroutines
 // as there are ranges, at most cap(sem) of them asking at once.
-type rangeLister struct {
+type rangeLister[T any] struct {
 	b     Lister
 	q     ListQuery
 	sem   chan struct{}
-	mu    sync.Mutex // held while each runs, and for err and order
-	order pageOrder
+	take  func(ListPage) (T, error)
+	mu    sync.Mutex // held while take and order's each run, and for err, taken and order
+	taken bool       // a range's page was handed to take
+	order pageOrder[T]
 	err   error
 	wg    sync.WaitGroup
 }
 
 // run lists rs and the ranges they are split into, and returns the first
 // error.
-func (l *rangeLister) run(ctx context.Context, rs []nameRange) error {
+func (l *rangeLister[T]) run(ctx context.Context, rs []nameRange) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var start func(r nameRange)
@@ -168,7 +186,7 @@ func (l *rangeLister) run(ctx context.Context, rs []nameRange) error {
 
 // list lists the first page of r, hands it on, and returns the ranges
 // the rest of r is split into.
-func (l *rangeLister) list(ctx context.Context, r nameRange) ([]nameRange, error) {
+func (l *rangeLister[T]) list(ctx context.Context, r nameRange) ([]nameRange, error) {
 	q := l.q
 	q.StartOffset, q.EndOffset = r.from, r.to
 	for {
@@ -194,55 +212,47 @@ func (l *rangeLister) list(ctx context.Context, r nameRange) ([]nameRange, error
 			more = splitRange(page, first, last, resume, r.to)
 		}
 		l.mu.Lock()
-		err = l.order.hand(r.from, resume, page)
-		l.mu.Unlock()
-		return more, err
+		defer l.mu.Unlock()
+		l.taken = true
+		t, err := l.take(page)
+		if err != nil {
+			return nil, err
+		}
+		return more, l.order.hand(r.from, resume, t)
 	}
 }
 
-// pageOrder hands the pages of ranges, which come in any order, on in
-// name order: a page waits until every range before its own was handed
-// on. A range's page holds the names from where the range begins to
-// where the ranges made of its rest begin (or its end), so the pages
-// join one after the other.
-type pageOrder struct {
-	each       func(ListPage, bool) error
-	next       string               // every name before it was handed on; "" with done
-	done       bool                 // the listing's end was handed on
-	waiting    map[string]rangePage // pages not yet handed on, by where their range begins
-	lastPrefix string               // the greatest prefix handed on
-	handedOn   bool                 // a range's page was handed to each
+// pageOrder hands what was made of the pages of ranges, which come in
+// any order, on in name order: a page waits until every range before its
+// own was handed on. A range's page holds the names from where the range
+// begins to where the ranges made of its rest begin (or its end), so the
+// pages join one after the other.
+type pageOrder[T any] struct {
+	each    func(T, bool) error
+	next    string                  // every name before it was handed on; "" with done
+	done    bool                    // the listing's end was handed on
+	waiting map[string]rangePage[T] // pages not yet handed on, by where their range begins
 }
 
-// rangePage is a page of the names from where its range begins to upTo
-// ("": to the end of the listing).
-type rangePage struct {
-	p    ListPage
+// rangePage is what was made of a page of the names from where its range
+// begins to upTo ("": to the end of the listing).
+type rangePage[T any] struct {
+	t    T
 	upTo string
 }
 
-// hand takes the page p of the names from from to upTo, and hands on
-// every page that can now go.
-func (o *pageOrder) hand(from, upTo string, p ListPage) error {
+// hand takes t, made of the page of the names from from to upTo, and
+// hands on every page that can now go.
+func (o *pageOrder[T]) hand(from, upTo string, t T) error {
 	if from != o.next || o.done {
 		if o.waiting == nil {
-			o.waiting = map[string]rangePage{}
+			o.waiting = map[string]rangePage[T]{}
 		}
-		o.waiting[from] = rangePage{p, upTo}
+		o.waiting[from] = rangePage[T]{t, upTo}
 		return nil
 	}
 	for {
-		// A range that begins inside a prefix shows it again.
-		pre := p.Prefixes[:0:0]
-		for _, s := range p.Prefixes {
-			if s > o.lastPrefix {
-				pre = append(pre, s)
-				o.lastPrefix = s
-			}
-		}
-		p.Prefixes = pre
-		o.handedOn = true
-		if err := o.each(p, true); err != nil {
+		if err := o.each(t, true); err != nil {
 			return err
 		}
 		o.next, o.done = upTo, upTo == ""
@@ -251,20 +261,12 @@ func (o *pageOrder) hand(from, upTo string, p ListPage) error {
 			return nil
 		}
 		delete(o.waiting, o.next)
-		p, upTo = w.p, w.upTo
+		t, upTo = w.t, w.upTo
 	}
 }
 
 // complete reports whether the whole listing was handed on.
-func (o *pageOrder) complete() bool { return o.done && len(o.waiting) == 0 }
-
-func lastOf(ss []string) string {
-	var m string
-	for _, s := range ss {
-		m = max(m, s)
-	}
-	return m
-}
+func (o *pageOrder[T]) complete() bool { return o.done && len(o.waiting) == 0 }
 
 // clip drops from p what is at or after r.to (past: there was some, so
 // r is done) and fails with errOffsetsIgnored if p has names before

@@ -105,39 +105,26 @@ func listed(t *testing.T, b Bucket, q ListQuery, parallel int) []string {
 }
 
 // listedInOrder is listed, and reports whether every page was said to
-// be in name order.
+// be in name order. It lists by ListInOrder, which hands each page to
+// take as it comes (checked as ListAll's pages) and in order to inOrder
+// (checked for order: a name not after every name before it fails, but
+// for a prefix that begins a page and ended the one before).
 func listedInOrder(t *testing.T, b Bucket, q ListQuery, parallel int) (_ []string, ordered bool) {
 	t.Helper()
 	var mu sync.Mutex
 	busy := false
-	seen := map[string]bool{}
-	ordered = true
-	var last string // the greatest name handed on
-	err := ListInOrder(context.Background(), b, q, parallel, func(p ListPage, inOrder bool) error {
+	enter := func() func() {
 		mu.Lock()
 		if busy {
-			t.Error("each called by two goroutines at once")
+			t.Error("take or inOrder called by two goroutines at once")
 		}
 		busy = true
 		mu.Unlock()
-		defer func() { mu.Lock(); busy = false; mu.Unlock() }()
-		ordered = ordered && inOrder
-		if inOrder {
-			pageLast := last
-			for _, a := range p.Objects {
-				if a.Name <= last {
-					t.Errorf("object %q handed on after %q, in a page said to be in order", a.Name, last)
-				}
-				pageLast = max(pageLast, a.Name)
-			}
-			for _, pre := range p.Prefixes {
-				if pre <= last || seen[pre+" (prefix)"] {
-					t.Errorf("prefix %q handed on after %q, in a page said to be in order", pre, last)
-				}
-				pageLast = max(pageLast, pre)
-			}
-			last = pageLast
-		}
+		return func() { mu.Lock(); busy = false; mu.Unlock() }
+	}
+	seen := map[string]bool{}
+	take := func(p ListPage) (ListPage, error) {
+		defer enter()()
 		for _, a := range p.Objects {
 			if seen[a.Name] {
 				t.Errorf("object %q handed on twice", a.Name)
@@ -147,9 +134,33 @@ func listedInOrder(t *testing.T, b Bucket, q ListQuery, parallel int) (_ []strin
 		for _, pre := range p.Prefixes {
 			seen[pre+" (prefix)"] = true
 		}
+		return p, nil
+	}
+	ordered = true
+	var last string // the greatest name handed on in order
+	inOrder := func(p ListPage, isOrdered bool) error {
+		defer enter()()
+		ordered = ordered && isOrdered
+		if !isOrdered {
+			return nil
+		}
+		pageLast := last
+		for _, a := range p.Objects {
+			if a.Name <= last {
+				t.Errorf("object %q handed on after %q, in a page said to be in order", a.Name, last)
+			}
+			pageLast = max(pageLast, a.Name)
+		}
+		for _, pre := range p.Prefixes {
+			if pre < last || pre == last && !strings.HasSuffix(last, q.Delimiter) {
+				t.Errorf("prefix %q handed on after %q, in a page said to be in order", pre, last)
+			}
+			pageLast = max(pageLast, pre)
+		}
+		last = pageLast
 		return nil
-	})
-	if err != nil {
+	}
+	if err := ListInOrder(context.Background(), b, q, parallel, take, inOrder); err != nil {
 		t.Fatal(err)
 	}
 	out := make([]string, 0, len(seen))

@@ -108,9 +108,15 @@ func newEnv(t *testing.T, ttl time.Duration) *env {
 // newEnvWith is newEnv with the Cache's options o.
 func newEnvWith(t *testing.T, o Options) *env {
 	t.Helper()
+	return newEnvOn(t, o, emulator.Options{Buckets: []string{bucketName}})
+}
+
+// newEnvOn is newEnvWith on an emulator started with eo.
+func newEnvOn(t *testing.T, o Options, eo emulator.Options) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	emu, err := emulator.Start(emulator.Options{Buckets: []string{bucketName}})
+	emu, err := emulator.Start(eo)
 	if err != nil {
 		t.Fatalf("starting emulator: %v", err)
 	}

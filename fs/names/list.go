@@ -177,6 +177,22 @@ const listParallel = 16
 // fetchListing asks the bucket for the level under prefix, asked at
 // now, and remembers it (see listRemoteOnce).
 func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, before uint64, now time.Time) (*Listing, error) {
+	l, phs, err := m.fetchLevel(ctx, prefix, warn, nil)
+	if err != nil {
+		return nil, err
+	}
+	if !m.storeFetched(prefix, l, phs, before, now) {
+		return nil, nil
+	}
+	return l, nil
+}
+
+// fetchLevel asks the bucket for the level under prefix. It returns the
+// listing (its times not set) and the placeholder objects met: of prefix
+// and of its subdirectories. With show, each child is shown to it as soon
+// as the listing so far decides it, from the goroutine that called
+// fetchLevel or from one of the listing's, one at a time (a levelCursor).
+func (m *Cache) fetchLevel(ctx context.Context, prefix string, warn WarnFunc, show func(seg string, e Entry)) (*Listing, map[string]transfer.ObjectAttrs, error) {
 	// The children go into compact records as the pages come (not into
 	// a map of Entry, nor a slice of every page's objects first): the
 	// level is held once, at about 90 bytes a child, while it is listed.
@@ -185,12 +201,19 @@ func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, 
 		set.recs = append(set.recs, childRec{seg: seg})
 		set.recs[len(set.recs)-1].set(prefix, e)
 	}
+	var cur *levelCursor
+	if show != nil {
+		cur = &levelCursor{prefix: prefix, show: show}
+	}
 	q := transfer.ListQuery{Prefix: prefix, Delimiter: "/", Placeholders: true}
-	phs := map[string]transfer.ObjectAttrs{} // placeholders seen: of prefix and of its subdirectories
-	// A long listing comes in name ranges at once (transfer.ListAll), its
-	// pages in any order; a subdirectory a range begins inside of is on
-	// two of them, and sortHidingFiles keeps one.
-	err := transfer.ListAll(ctx, m.b, q, listParallel, func(page transfer.ListPage) error {
+	phs := map[string]transfer.ObjectAttrs{}
+	// A long listing comes in name ranges at once (transfer.ListInOrder),
+	// its pages in any order, each taken into records as it comes (a
+	// span of them); a bucket that pages as GCS does then hands the
+	// spans on in name order, for the cursor. A subdirectory a range
+	// begins inside of is on two pages; sortHidingFiles keeps one.
+	take := func(page transfer.ListPage) (recSpan, error) {
+		from := len(set.recs)
 		for _, p := range page.Prefixes {
 			if p == transfer.StagingPrefix {
 				continue // parts of uploads in flight (see fs's dirNode.reserved)
@@ -215,19 +238,34 @@ func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, 
 				add(seg, Entry{Kind: File, Attrs: a})
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		return recSpan{from, len(set.recs)}, nil
 	}
+	inOrder := func(sp recSpan, ordered bool) error {
+		if !ordered {
+			cur = nil // all shown when the listing is whole (Stream)
+		}
+		cur.decide(set, sp)
+		return nil
+	}
+	if err := transfer.ListInOrder(ctx, m.b, q, listParallel, take, inOrder); err != nil {
+		return nil, nil, err
+	}
+	cur.finish()
 	hidden := set.sortHidingFiles(func(seg string) {
 		warn(prefix+seg, "object hidden: a directory has the same name", "shown_as", prefix+seg+"/")
 	})
-	l := newListingOf(set, time.Time{}, time.Time{}, hidden)
+	return newListingOf(set, time.Time{}, time.Time{}, hidden), phs, nil
+}
+
+// storeFetched remembers l, the level under prefix fetched with the
+// placeholders phs, as asked at now; it is not remembered, and false is
+// returned, if a change under prefix was confirmed since the count
+// before was read (^0: remembered anyway).
+func (m *Cache) storeFetched(prefix string, l *Listing, phs map[string]transfer.ObjectAttrs, before uint64, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if before != ^uint64(0) && m.changes[prefix] != before {
-		return nil, nil // checked and stored under one lock: no change slips between
+		return false // checked and stored under one lock: no change slips between
 	}
 	l.fetched = now
 	// The listing says which of its directories have a placeholder.
@@ -235,8 +273,8 @@ func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, 
 		a, ok := phs[prefix]
 		m.notePlaceholderLocked(prefix, a, ok, now)
 	}
-	for i := range set.recs {
-		if r := &set.recs[i]; r.kind == Dir {
+	for i := range l.lay.base.recs {
+		if r := &l.lay.base.recs[i]; r.kind == Dir {
 			a, ok := phs[prefix+r.seg+"/"]
 			m.notePlaceholderLocked(prefix+r.seg+"/", a, ok, now)
 		}
@@ -246,7 +284,7 @@ func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, 
 		m.noteListingNewsLocked(prefix, l)
 		m.known.putFetchedListing(prefix, l)
 	}
-	return l, nil
+	return true
 }
 
 // noteListingNewsLocked notes the names whose answer l, just fetched,
