@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/space"
 	"github.com/bucketfs/bucketfs/transfer"
 	bolt "go.etcd.io/bbolt"
 )
@@ -32,6 +33,10 @@ import (
 // cleanMu (staging.go) is taken with no other lock held, across the
 // network requests of a cleaning round; Cache.mu may be taken under it.
 // readEvidence.mu (fetch.go) is a leaf, taken with nothing else held.
+// The space budget's lock (package space: space.Budget's, a leaf) is
+// taken inside its methods, under Cache.mu or nothing; it never takes a
+// lock of this package. Budget.Measure does a statfs: it is called with
+// no lock held, never under Cache.mu.
 // No disk or network I/O happens under Cache.mu: decisions are made under
 // it, and the I/O they imply runs after it is released, on entries
 // already taken out of the index or marked busy.
@@ -134,8 +139,7 @@ type Cache struct {
 	readBytes atomic.Int64                           // Stats.ReadBytes, counted without mu
 	fetched   [transfer.NumFetchReasons]atomic.Int64 // Stats.Fetched, by transfer.FetchReason, counted without mu (fetch.go)
 	prio      *transfer.Priority                     // the readers' fetches first, over all downloads
-	floor     int64                                  // free bytes kept on the disk (Options.MinFree resolved); 0: none (space.go)
-	diskCap   int64                                  // the most the cache's disk can ever hold above the floor; 0: no bound (space.go)
+	budget    *space.Budget                          // the cap, the disk's floor and free space, waiters for room (space.go)
 
 	kick       chan struct{}      // buffered 1: wakes the uploader (uploader.go)
 	stopUpload context.CancelFunc // ends the uploader and its uploads
@@ -148,7 +152,6 @@ type Cache struct {
 	mu cacheMu
 	cacheIndex
 	cacheStatus
-	cacheSpace
 	cacheWriteBack
 	cacheRenames
 	cacheStaging
@@ -179,7 +182,6 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 			entries: map[string]*entry{},
 			lru:     list.New(),
 		},
-		cacheSpace: cacheSpace{room: make(chan struct{})},
 		cacheWriteBack: cacheWriteBack{
 			queue:        map[string]time.Time{},
 			inFlight:     map[string]bool{},
@@ -218,12 +220,12 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 	if err := checkWritable(o.Dir, c.dataDir); err != nil {
 		return nil, err
 	}
-	floor, err := floorFor(c.dataDir, o.MinFree)
+	budget, err := space.New(c.dataDir, o.MaxSize, o.MinFree)
 	if err != nil {
 		return nil, err
 	}
-	c.floor, c.diskCap = floor, diskCapFor(c.dataDir, floor)
-	c.refreshFree()
+	c.budget = budget
+	c.budget.Refresh()
 	if err := checkBucketFile(o.Dir, b.Name()); err != nil {
 		return nil, err
 	}
@@ -247,7 +249,7 @@ func (c *Cache) startCheckpointer() {
 		defer c.checkpointWG.Done()
 		t := time.NewTicker(durable.CheckpointEvery)
 		defer t.Stop()
-		hidden := time.NewTicker(hiddenEvery)
+		hidden := time.NewTicker(space.HiddenEvery)
 		defer hidden.Stop()
 		warn := newRepeatLimit(time.Minute)
 		for {
@@ -313,7 +315,7 @@ func (c *Cache) acquire(ctx context.Context, a transfer.ObjectAttrs, newFile boo
 // acquireCreated is acquire that also reports whether it created the
 // entry.
 func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newFile bool) (*entry, bool, error) {
-	c.refreshFree()
+	c.budget.Refresh()
 	c.mu.Lock()
 	if err := c.waitThawedLocked(ctx, a.Name); err != nil {
 		c.mu.Unlock()
@@ -659,14 +661,14 @@ func (c *Cache) retire(e *entry, dl *transfer.Download, f *os.File) {
 
 // release drops one handle's reference to e.
 func (c *Cache) release(e *entry) {
-	c.refreshFree()
+	c.budget.Refresh()
 	c.mu.Lock()
 	e.refs--
 	var victims []*entry
 	var dl *transfer.Download
 	var f *os.File
 	if e.refs == 0 {
-		c.roomLocked() // evictable now, or removed below
+		c.budget.Wake() // evictable now, or removed below
 		switch {
 		case e.dropped:
 			victims = []*entry{e}
@@ -691,7 +693,7 @@ func (c *Cache) Stats() Stats {
 	defer c.mu.Unlock()
 	s := c.stats
 	s.Entries = len(c.entries)
-	s.UsedBytes = c.used
+	s.UsedBytes = c.budget.Used()
 	s.ReadBytes = c.readBytes.Load()
 	s.Fetched = c.fetchedBytes()
 	for _, e := range c.entries {

@@ -74,7 +74,8 @@
 //	entry.go        entry (its fields by subsystem), persisting its record
 //	state.go        Cache's guarded state by subsystem; invariants
 //	evict.go        making room: eviction, dropping and removing entries
-//	space.go        space accounting (costOf, charges), disk floor, growth
+//	space.go        the limits; charging entries (costOf), growth, hidden writers
+//	room.go         waiting for room (makeRoomToGrow), why none came
 //	handle.go       Handle: reading a version
 //	writeback.go    the durability contract; Remove, Flush, FlushName
 //	writehandle.go  WriteHandle: OpenWrite, changes (begin, end), Close
@@ -95,10 +96,17 @@
 //	                opening and loading the index, placing data files no
 //	                record names, rebuilding a lost index, Fsck
 //	status.go, warnlimit.go  Status and rate-limited warnings
+//	sizemsg.go      a size compared in messages (shorterOrLonger)
 //	warm.go         Warm (fill the cache under prefixes), pins, Unpin
 //
 // The durable record (the index's bbolt schema, the journal, the Record
 // and its encodings, the data files' descriptions) is package
 // internal/durable: this package decides which records exist and when
 // they change; durable keeps them, in order, on disk.
+//
+// The space budget (the cap and the sum of the charges, the disk's floor
+// and free space, the wake of writers waiting for room, the pressure of
+// changed files) is package internal/space: this package decides what
+// each entry is charged and which entries go to make room; space keeps
+// the numbers, under its own lock.
 package cache

@@ -33,7 +33,7 @@ type entryIndex struct {
 	elem    *list.Element // in Cache.lru while indexed
 	refs    int           // open handles
 	dropped bool          // no longer indexed: remove the file when the last handle goes
-	charged int64         // bytes this entry counts in Cache.used (see costOf)
+	charged int64         // bytes this entry counts in the budget's Used (see costOf)
 	spare   *os.File      // the new data file, open read-write, until OpenWrite takes it
 }
 

@@ -16,12 +16,11 @@ import (
 // nothing) if they cannot fit. need 0 (nothing is added) always fits:
 // what can be evicted is.
 func (c *Cache) makeRoomLocked(need int64) ([]*entry, bool) {
-	if need > c.opts.MaxSize {
+	if need > c.budget.Max() {
 		return nil, false
 	}
-	over := max(c.used+need-c.opts.MaxSize, c.diskShortLocked(need))
+	over := c.budget.TryReserve(need) // until the next statfs says better
 	if over <= 0 {
-		c.free -= need // until the next statfs says better
 		return nil, true
 	}
 	pick, left := c.pickVictimsLocked(over)
@@ -29,7 +28,7 @@ func (c *Cache) makeRoomLocked(need int64) ([]*entry, bool) {
 		return nil, false
 	}
 	victims := c.evictLocked(pick)
-	c.free -= need
+	c.budget.Reserve(need)
 	return victims, true
 }
 
@@ -55,7 +54,7 @@ func (c *Cache) evictLocked(pick []*entry) []*entry {
 	var victims []*entry
 	for _, e := range pick {
 		victims = append(victims, c.dropLocked(e)...)
-		c.freeing += e.charged
+		c.budget.Evicted(e.charged)
 		// Out of the budget now, not when removeAll gets to the file: the
 		// room is handed to the caller under this lock, and counting both
 		// until then showed the cache over its cap.
@@ -148,6 +147,6 @@ func (c *Cache) removeAll(victims []*entry) {
 		c.chargeLocked(e, 0)
 		c.releaseHoldLocked(e)
 	}
-	c.roomLocked() // the files are gone from the disk
+	c.budget.Wake() // the files are gone from the disk
 	c.mu.Unlock()
 }

@@ -300,7 +300,7 @@ func (c *Cache) index(recs map[string]record) {
 		}
 	}
 	c.mu.Unlock()
-	c.refreshFree()
+	c.budget.Refresh()
 	c.mu.Lock()
 	victims, _ := c.makeRoomLocked(0)
 	c.mu.Unlock()

@@ -83,10 +83,9 @@ func (c *Cache) roomForLocked(ctx context.Context, need int64) ([]*entry, bool) 
 	if !prefetching(ctx) {
 		return c.makeRoomLocked(need)
 	}
-	if c.used+need > c.opts.MaxSize || c.diskShortLocked(need) > 0 {
+	if c.budget.TryReserve(need) > 0 {
 		return nil, false
 	}
-	c.free -= need
 	return nil, true
 }
 

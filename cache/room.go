@@ -4,25 +4,29 @@ package cache
 // waits in makeRoomToGrow until room is freed, up to Options.FullWait,
 // and then fails saying why.
 //
-// What wakes the waiters: one channel, Cache.room, closed and replaced
-// by roomLocked. It is called at the few places every event that frees
-// room (or may) passes through, so that a new way of freeing room cannot
-// forget to wake them:
+// What wakes the waiters: the budget's wake (space.Budget.Wake; Watch
+// hands out the channel). It is called at the few places every event
+// that frees room (or may) passes through, so that a new way of freeing
+// room cannot forget to wake them:
 //
-//   - chargeLocked lowering a charge: every byte that leaves Cache.used
-//     (a file removed, truncated, evicted or renamed over, a deletion
-//     recorded or settled, a reservation given back) goes through it;
+//   - chargeLocked lowering a charge (space.Budget.Charge wakes): every
+//     byte that leaves the budget (a file removed, truncated, evicted or
+//     renamed over, a deletion recorded or settled, a reservation given
+//     back) goes through it;
 //   - removeAll, once the files of dropped entries are gone from the disk;
 //   - notifyLocked, every change of write-back state (an upload or a
 //     deletion settled, an upload failed or held): a copy made clean is
 //     evictable, and a failure ends nothing a waiter could wait for;
 //   - release of an entry's last handle: a closed copy is evictable;
-//   - measureFree finding more free space on the disk than it last did.
+//   - space.Budget.Measure finding more free space on the disk than it
+//     last did (it wakes without Cache.mu: Watch returns the channel and
+//     whether the room fits at one instant, so that wake is never lost).
 //
 // Space freed on the disk by other programs is seen only by measuring:
-// a writer held by the free-space floor measures again every freeTTL
-// while it waits. A woken writer measures the disk and re-checks at once
-// (makeRoomLocked), and waits again if the room is still short.
+// a writer held by the free-space floor measures again every
+// space.FreeTTL while it waits. A woken writer measures the disk and
+// re-checks at once (makeRoomLocked), and waits again if the room is
+// still short.
 
 import (
 	"cmp"
@@ -30,18 +34,13 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/bucketfs/bucketfs/cache/internal/space"
 )
 
 // roomHolders is how many of the files holding the room a full cache's
 // error names.
 const roomHolders = 3
-
-// roomLocked wakes the writers waiting for room (see the top of this
-// file).
-func (c *Cache) roomLocked() {
-	close(c.room)
-	c.room = make(chan struct{})
-}
 
 // makeRoomToGrow makes the budget hold e growing to size and reserves it
 // (see the top of space.go): it evicts clean copies, and if changed
@@ -50,9 +49,9 @@ func (c *Cache) roomLocked() {
 // ErrNoSpace, saying why.
 func (c *Cache) makeRoomToGrow(e *entry, size int64) error {
 	var deadline <-chan time.Time
-	maxAge := freeTTL // after the first try, the disk is measured at every one
+	maxAge := space.FreeTTL // after the first try, the disk is measured at every one
 	for {
-		c.measureFree(maxAge)
+		c.budget.Measure(maxAge)
 		c.mu.Lock()
 		grow := size - max(e.rec.Size, e.charged)
 		if grow <= 0 || e.dropped {
@@ -67,7 +66,7 @@ func (c *Cache) makeRoomToGrow(e *entry, size int64) error {
 			c.removeAll(victims)
 			return nil
 		}
-		if maxAge > 0 && c.diskShortLocked(grow) > 0 {
+		if short, _ := c.budget.DiskShort(grow); maxAge > 0 && short > 0 {
 			// The last measure may be older than the room freed since:
 			// measure before waiting.
 			c.mu.Unlock()
@@ -76,33 +75,35 @@ func (c *Cache) makeRoomToGrow(e *entry, size int64) error {
 		}
 		maxAge = 0
 		c.sendNowLocked()
-		wake := c.room
+		wake, fits, diskShort := c.budget.Watch(grow)
+		if fits {
+			// A measure since makeRoomLocked found the room: take it.
+			c.mu.Unlock()
+			continue
+		}
 		var poll <-chan time.Time
-		if c.diskShortLocked(grow) > 0 {
-			poll = time.After(freeTTL) // room freed by other programs is seen only by measuring
+		if diskShort {
+			poll = time.After(space.FreeTTL) // room freed by other programs is seen only by measuring
 		}
 		if deadline == nil {
 			t := time.NewTimer(c.opts.FullWait)
 			defer t.Stop()
 			deadline = t.C
 			c.log.Warn("the cache is full of changes not yet uploaded (or its disk is under its free-space floor); writes wait for uploads",
-				"object", e.name, "cache_max_size", c.opts.MaxSize, "min_free", c.floor)
+				"object", e.name, "cache_max_size", c.opts.MaxSize, "min_free", c.budget.Floor())
 		}
-		c.roomWaiters++
 		c.mu.Unlock()
 		select {
 		case <-wake:
 		case <-poll:
 		case <-deadline:
 			c.mu.Lock()
-			c.roomWaiters--
+			c.budget.Unwatch()
 			why := c.whyFullLocked(grow)
 			c.mu.Unlock()
 			return fmt.Errorf("%s: %w: %s", e.name, ErrNoSpace, why)
 		}
-		c.mu.Lock()
-		c.roomWaiters--
-		c.mu.Unlock()
+		c.budget.Unwatch()
 	}
 }
 
@@ -110,17 +111,9 @@ func (c *Cache) makeRoomToGrow(e *entry, size int64) error {
 // disk's free-space floor, and the largest files holding the room that
 // cannot be evicted.
 func (c *Cache) whyFullLocked(grow int64) string {
-	var why []string
-	if c.used+grow > c.opts.MaxSize {
-		why = append(why, fmt.Sprintf("%s more do not fit: %s of the cache's %s max size in use",
-			sizeText(grow), sizeText(c.used), sizeText(c.opts.MaxSize)))
-	}
-	if c.diskShortLocked(grow) > 0 {
-		why = append(why, fmt.Sprintf("%s more would take its disk under the %s free-space floor (%s free)",
-			sizeText(grow), sizeText(c.floor), sizeText(max(c.free+c.freeing, 0))))
-	}
+	why := c.budget.WhyFull(grow)
 	if len(why) == 0 {
-		why = append(why, fmt.Sprintf("%s more found no room", sizeText(grow)))
+		why = append(why, fmt.Sprintf("%s more found no room", space.SizeText(grow)))
 	}
 	var held []*entry
 	for _, e := range c.entries {
@@ -131,7 +124,7 @@ func (c *Cache) whyFullLocked(grow int64) string {
 	slices.SortFunc(held, func(a, b *entry) int { return cmp.Compare(b.charged, a.charged) })
 	var names []string
 	for _, e := range held[:min(len(held), roomHolders)] {
-		names = append(names, fmt.Sprintf("%s %s (%s)", e.name, sizeText(e.charged), c.unevictableLocked(e)))
+		names = append(names, fmt.Sprintf("%s %s (%s)", e.name, space.SizeText(e.charged), c.unevictableLocked(e)))
 	}
 	if len(names) > 0 {
 		why = append(why, fmt.Sprintf("held by %d files that cannot be evicted, the largest: %s", len(held), strings.Join(names, ", ")))

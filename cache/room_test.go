@@ -105,7 +105,7 @@ func TestRemovalWakesWritersWaitingForRoom(t *testing.T) {
 		waitFor(t, e.ctx, func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			return c.roomWaiters > 0
+			return c.budget.Waiters() > 0
 		}, "the writer to wait for room")
 		if err := c.Remove(e.ctx, "a", gen); err != nil {
 			t.Fatal(err)

@@ -6,15 +6,21 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/bucketfs/bucketfs/cache/internal/space"
 )
 
-// Space: the limits this file keeps, and how.
+// Space: the limits this file keeps, and how. The numbers (the cap and
+// the charges against it, the disk's floor and free space, the writers'
+// wake, the pressure) are a space.Budget (package internal/space); what
+// is charged to which entry, and which entries go to make room, is
+// decided here, in room.go and in evict.go.
 //
 //   - No file grows past MaxFileSize (Options.MaxSize, and never past the
 //     5 TiB that GCS stores in one object): a write is cut short at the
 //     limit, and one that starts at it, a truncation or an allocation
 //     past it fail with ErrTooBig (EFBIG) before anything is written.
-//   - Cache.used (every cached version, changed ones included) stays
+//   - The budget's Used (every cached version, changed ones included) stays
 //     under Options.MaxSize for everything written through WriteHandle:
 //     makeRoomToGrow charges a write's growth to its entry before the
 //     bytes are written (a reservation, settled to the file's size when
@@ -24,8 +30,8 @@ import (
 //     fails with ErrNoSpace, saying why (room.go). Changed bytes are part
 //     of used, so they never pass the cap either; a deletion costs
 //     nothing (costOf).
-//   - When changed files fill pressureTenths of the cap, every one not
-//     open for writing is sent at once, whatever the write-back delay.
+//   - When changed files fill space.PressureTenths of the cap, every one
+//     not open for writing is sent at once, whatever the write-back delay.
 //   - The cache's disk keeps Options.MinFree bytes free: below that,
 //     clean copies no handle holds are evicted, as at the cap; a copy
 //     that would take the disk under it is read uncached, and a write
@@ -36,10 +42,10 @@ import (
 // passthrough) never pass through here: nothing can hold them to these
 // limits while the handle is open, as on a local disk: they end at the
 // disk's own ENOSPC. So hidden writers open only while the disk has
-// hiddenHeadroom free above its floor (RoomForHidden), and their size
-// is counted every hiddenEvery (countHidden) and at Close, which keeps
-// that headroom (evicts clean copies) and makes room for the cap (sends
-// changed files early) as for any growth. So a file written that
+// space.HiddenHeadroom free above its floor (RoomForHidden), and their
+// size is counted every space.HiddenEvery (countHidden) and at Close,
+// which keeps that headroom (evicts clean copies) and makes room for the
+// cap (sends changed files early) as for any growth. So a file written that
 // way may pass the cap, and take the disk under its floor, while it is
 // open; what the disk holds is its limit. Past MaxObjectSize it is
 // refused at fsync and close (WriteHandle.CheckSize: EFBIG), and never
@@ -53,52 +59,16 @@ import (
 var ErrTooBig = errors.New("the file would pass the largest size the cache holds")
 
 // MaxObjectSize is the largest object GCS stores.
-const MaxObjectSize = 5 << 40
-
-const (
-	// pressureTenths of the cap: changed files at or above it are sent
-	// at once.
-	pressureTenths = 9
-	// pressureEvery bounds how often a growing write walks the entries
-	// to count changed bytes.
-	pressureEvery = 100 * time.Millisecond
-	// freeTTL is how long a statfs of the cache disk is trusted. Between
-	// two, the growth made here is subtracted from it.
-	freeTTL = 250 * time.Millisecond
-	// autoMinFree is the floor asked by a negative Options.MinFree: 5% of
-	// the disk, at most this.
-	autoMinFree = 1 << 30
-)
+const MaxObjectSize = space.MaxObjectSize
 
 // MinFree is the free space kept on the cache's disk (0: none).
-func (c *Cache) MinFree() int64 { return c.floor }
+func (c *Cache) MinFree() int64 { return c.budget.Floor() }
 
 // MaxFileSize is the largest file the cache holds: Options.MaxSize, at
 // most MaxObjectSize, and with a free-space floor, at most what the
 // cache's disk holds above it. A file past that could never get its room:
 // it is refused at once (EFBIG), not after Options.FullWait (ENOSPC).
-func (c *Cache) MaxFileSize() int64 {
-	n := min(c.opts.MaxSize, MaxObjectSize)
-	if c.diskCap > 0 {
-		n = min(n, c.diskCap)
-	}
-	return n
-}
-
-// diskCapFor is the most the disk of dir can ever hold above floor (the
-// whole disk, as if nothing else were on it): 0, no bound, without a
-// floor (the disk's own ENOSPC is then the limit) or if it cannot be
-// measured.
-func diskCapFor(dir string, floor int64) int64 {
-	if floor <= 0 {
-		return 0
-	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0
-	}
-	return max(int64(st.Blocks)*st.Bsize-floor, 1)
-}
+func (c *Cache) MaxFileSize() int64 { return c.budget.MaxFileSize() }
 
 // objectTooBig is the error for a file of size bytes, past the largest
 // object the bucket stores: written by the kernel (passthrough), which
@@ -110,60 +80,6 @@ func objectTooBig(name string, size int64) error {
 // tooBig is the error for a file that would reach end bytes.
 func (c *Cache) tooBig(name string, end int64) error {
 	return fmt.Errorf("%s: %w (%d bytes asked, at most %d)", name, ErrTooBig, end, c.MaxFileSize())
-}
-
-// floorFor turns Options.MinFree into the floor for the disk of dir: a
-// negative value asks for 5% of the disk, at most autoMinFree.
-func floorFor(dir string, minFree int64) (int64, error) {
-	if minFree >= 0 {
-		return minFree, nil
-	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, fmt.Errorf("cache dir %s: %w", dir, err)
-	}
-	return min(int64(st.Blocks)*st.Bsize/20, autoMinFree), nil
-}
-
-// refreshFree measures the free space of the cache disk if the last
-// measure is older than freeTTL. It does I/O (statfs): never call it with
-// Cache.mu held.
-func (c *Cache) refreshFree() { c.measureFree(freeTTL) }
-
-// measureFree measures the free space of the cache disk if the last
-// measure is older than maxAge (0: always). More free space than the
-// last measure said wakes the writers waiting for room (room.go). It
-// does I/O (statfs): never call it with Cache.mu held.
-func (c *Cache) measureFree(maxAge time.Duration) {
-	if c.floor <= 0 {
-		return
-	}
-	c.mu.Lock()
-	fresh := maxAge > 0 && time.Since(c.freeAt) < maxAge
-	c.mu.Unlock()
-	if fresh {
-		return
-	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(c.dataDir, &st); err != nil {
-		return // keep the last measure; the disk's own ENOSPC still holds
-	}
-	c.mu.Lock()
-	free := int64(st.Bavail) * st.Bsize
-	if free > c.free+c.freeing {
-		c.roomLocked()
-	}
-	c.free, c.freeAt, c.freeing = free, time.Now(), 0
-	c.mu.Unlock()
-}
-
-// diskShortLocked is how many bytes must be freed on the cache disk so
-// that need more bytes leave the floor free (<= 0: none).
-func (c *Cache) diskShortLocked(need int64) int64 {
-	if c.floor <= 0 || c.freeAt.IsZero() {
-		return 0
-	}
-	return c.floor + need - (c.free + c.freeing)
 }
 
 // sendNowLocked queues every changed file not open for writing for
@@ -181,37 +97,31 @@ func (c *Cache) sendNowLocked() {
 }
 
 // pressureLocked sends the changed files now when they fill
-// pressureTenths of the cap, and notes it in c.pressure (a file closed
-// meanwhile is then sent at once too). Counting walks every entry: it
-// runs only when the cache is that full, at most every pressureEvery.
-func (c *Cache) pressureLocked(now time.Time) {
-	limit := c.opts.MaxSize / 10 * pressureTenths
-	if c.used < limit {
-		c.pressure = false
-		return
-	}
-	if now.Sub(c.pressureAt) < pressureEvery {
-		return
-	}
-	c.pressureAt = now
-	var dirty int64
-	for _, e := range c.entries {
-		if e.rec.Dirty {
-			dirty += e.charged
+// space.PressureTenths of the cap, and returns whether they do (a file
+// closed meanwhile is then sent at once too). Counting walks every entry:
+// the budget asks for it only when the cache is that full, at most every
+// 100 ms.
+func (c *Cache) pressureLocked(now time.Time) bool {
+	on, counted := c.budget.Pressure(now, func() int64 {
+		var dirty int64
+		for _, e := range c.entries {
+			if e.rec.Dirty {
+				dirty += e.charged
+			}
 		}
-	}
-	c.pressure = dirty >= limit
-	if c.pressure {
+		return dirty
+	})
+	if on && counted {
 		c.sendNowLocked()
 	}
+	return on
 }
 
 // writeBackDelayLocked is how long a file closed now waits before its
 // upload: Options.WriteBackDelay, or nothing when changed files are near
 // the cap.
 func (c *Cache) writeBackDelayLocked() time.Duration {
-	c.pressureLocked(time.Now())
-	if c.pressure {
+	if c.pressureLocked(time.Now()) {
 		return 0
 	}
 	return c.opts.WriteBackDelay
@@ -296,26 +206,14 @@ func (h *WriteHandle) name() string {
 	return h.e.name
 }
 
-// hiddenHeadroom is the free space above its floor that the cache's disk
-// keeps while files are open for writing through passthrough (hidden
-// handles): what their writes may take between two counts (countHidden,
-// every hiddenEvery) without meeting the disk's ENOSPC while clean
-// copies could have been evicted for them. A disk that cannot keep it
-// (small, or full of changes) gets no new hidden writers: writes go
-// through the daemon, which holds each one to the floor and the cap.
-const hiddenHeadroom = 1 << 30
-
-// hiddenEvery is how often hidden handles are counted (countHidden).
-const hiddenEvery = 100 * time.Millisecond
-
 // RoomForHidden reports whether a writer the kernel serves itself
-// (passthrough) may open now: the disk has hiddenHeadroom free above its
+// (passthrough) may open now: the disk has space.HiddenHeadroom free above its
 // floor, after evicting clean copies for it if need be. It does I/O
 // (statfs, removals): call it with no lock held.
 func (c *Cache) RoomForHidden() bool {
-	c.refreshFree()
+	c.budget.Refresh()
 	c.mu.Lock()
-	victims, ok := c.diskRoomLocked(hiddenHeadroom, false)
+	victims, ok := c.diskRoomLocked(space.HiddenHeadroom, false)
 	c.mu.Unlock()
 	c.removeAll(victims)
 	return ok
@@ -326,10 +224,10 @@ func (c *Cache) RoomForHidden() bool {
 // reports whether it has. If it cannot have them, it evicts nothing,
 // unless partial asks for what can be had.
 func (c *Cache) diskRoomLocked(need int64, partial bool) ([]*entry, bool) {
-	if c.freeAt.IsZero() {
-		return nil, false // never measured
+	short, measured := c.budget.DiskShort(need)
+	if !measured {
+		return nil, false
 	}
-	short := c.floor + need - (c.free + c.freeing)
 	if short <= 0 {
 		return nil, true
 	}
@@ -343,7 +241,7 @@ func (c *Cache) diskRoomLocked(need int64, partial bool) ([]*entry, bool) {
 // countHidden charges the files open for writing through passthrough
 // (hidden handles) their size now, so that the budget, the eviction of
 // clean copies and the early uploads follow them at least every
-// hiddenEvery instead of only at their Close. It stats files: call
+// space.HiddenEvery instead of only at their Close. It stats files: call
 // it with no lock held.
 func (c *Cache) countHidden() {
 	type open struct {
@@ -372,7 +270,7 @@ func (c *Cache) countHidden() {
 			sizes[i] = st.Size()
 		}
 	}
-	c.refreshFree()
+	c.budget.Refresh()
 	c.mu.Lock()
 	for i, h := range hs {
 		if sizes[i] > h.e.rec.Size && !h.e.dropped {
@@ -380,7 +278,7 @@ func (c *Cache) countHidden() {
 		}
 	}
 	victims, _ := c.makeRoomLocked(0)
-	more, _ := c.diskRoomLocked(hiddenHeadroom, true)
+	more, _ := c.diskRoomLocked(space.HiddenHeadroom, true)
 	c.pressureLocked(time.Now())
 	c.mu.Unlock()
 	c.removeAll(append(victims, more...))
@@ -398,13 +296,10 @@ func costOf(r record) int64 {
 	return r.Size
 }
 
-// chargeLocked sets what e counts in c.used to n bytes. Every byte that
-// leaves c.used goes through here: a lower charge wakes the writers
-// waiting for room (room.go).
+// chargeLocked sets what e counts in the budget to n bytes. Every byte
+// that leaves the budget's Used goes through here (the budget wakes the
+// writers waiting for room when a charge is lowered).
 func (c *Cache) chargeLocked(e *entry, n int64) {
-	if n < e.charged {
-		c.roomLocked()
-	}
-	c.used += n - e.charged
+	c.budget.Charge(e.charged, n)
 	e.charged = n
 }

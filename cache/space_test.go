@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/space"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -54,7 +55,11 @@ func TestFileSizeLimit(t *testing.T) {
 	if c.MaxFileSize() != max {
 		t.Errorf("MaxFileSize %d, want %d", c.MaxFileSize(), max)
 	}
-	big := &Cache{opts: Options{MaxSize: 1 << 50}}
+	budget, err := space.New(t.TempDir(), 1<<50, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := &Cache{opts: Options{MaxSize: 1 << 50}, budget: budget}
 	if big.MaxFileSize() != MaxObjectSize {
 		t.Errorf("MaxFileSize of a 1 PiB cache is %d, want the 5 TiB object limit", big.MaxFileSize())
 	}

@@ -19,7 +19,6 @@ import (
 type cacheIndex struct {
 	entries map[string]*entry // the cached version of each name
 	lru     *list.List        // *entry, front = most recently used
-	used    int64             // bytes reserved, including dropped entries not yet removed (the sum of entry.charged)
 	closed  bool
 }
 
@@ -27,19 +26,6 @@ type cacheIndex struct {
 type cacheStatus struct {
 	stats      Stats
 	recentErrs []ErrorEvent // see Status
-}
-
-// cacheSpace is the free space on the cache's disk (space.go).
-type cacheSpace struct {
-	free       int64     // free bytes on the disk at freeAt, less the growth reserved since
-	freeAt     time.Time // when free was measured; zero: never
-	freeing    int64     // bytes of the copies evicted since freeAt
-	pressureAt time.Time // when pressureLocked last counted changed bytes
-	pressure   bool      // changed bytes were near the cap then
-	// room is closed and replaced whenever room may have been freed
-	// (roomLocked; room.go lists what calls it).
-	room        chan struct{}
-	roomWaiters int // writers waiting in makeRoomToGrow
 }
 
 // cacheWriteBack is the write-back state: the uploader's queue
@@ -117,8 +103,10 @@ type invariantState struct {
 //     (removeAll refuses to remove a dirty copy).
 //
 // Space:
-//   - c.used is the sum of e.charged over the entries indexed and the
-//     dropped ones not yet removed; no charge is negative.
+//   - the budget's Used is the sum of e.charged over the entries indexed
+//     and the dropped ones not yet removed; no charge is negative. (The
+//     budget's own lock is taken under Cache.mu: every Charge is made
+//     under Cache.mu, so the sum holds whenever Cache.mu is released.)
 //
 // Write-back:
 //   - e.writers == len(e.handles); every handle in e.handles points back
@@ -195,8 +183,8 @@ func (c *Cache) checkInvariantsLocked() error {
 			delete(c.inv.known, e) // gone for good
 		}
 	}
-	if used != c.used {
-		return fmt.Errorf("used is %d, the entries' charges add up to %d", c.used, used)
+	if u := c.budget.Used(); used != u {
+		return fmt.Errorf("used is %d, the entries' charges add up to %d", u, used)
 	}
 	if !maps.Equal(holds, c.holds) {
 		return fmt.Errorf("holds are %v, the entries hold %v", c.holds, holds)

@@ -84,7 +84,7 @@ func (c *Cache) Status(maxDirty int) Status {
 		sort.Slice(s.Refused, func(i, j int) bool { return s.Refused[i].Name < s.Refused[j].Name })
 	}()
 	s.Entries = len(c.entries)
-	s.UsedBytes = c.used
+	s.UsedBytes = c.budget.Used()
 	s.ReadBytes = c.readBytes.Load()
 	s.Fetched = c.fetchedBytes()
 	var dirty []DirtyFile

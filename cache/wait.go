@@ -34,6 +34,6 @@ func (c *Cache) waitLocked(ctx context.Context, ok func() bool) error {
 func (c *Cache) notifyLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
-	c.roomLocked()
+	c.budget.Wake()
 	c.kickLocked()
 }

@@ -321,7 +321,7 @@ func (c *Cache) Unpin(prefixes []string) (int, int64) {
 // writes wait for room that never comes (ENOSPC after FullWait).
 func (c *Cache) warnPinnedOverCap() {
 	c.mu.Lock()
-	used := c.used
+	used := c.budget.Used()
 	var files int
 	var bytes int64
 	for _, e := range c.entries {
