@@ -2,8 +2,10 @@ package names
 
 import (
 	"fmt"
+	"math/rand"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -146,5 +148,83 @@ func TestStreamShowsFirstNamesWhileTheRestComes(t *testing.T) {
 	})
 	if l, _ := e.list("big/"); len(l.Names()) != len(want) || asked.Load() != 0 {
 		t.Errorf("List after Stream: %d names, %d requests for them; want %d, 0", len(l.Names()), asked.Load(), len(want))
+	}
+}
+
+// Streams of levels of random shapes show what List shows, each name
+// once with List's kind: files hidden by directories of their name (with
+// names such as "x.txt" and "x-y" between them in byte order),
+// subdirectories with many names (which ranges begin inside of),
+// placeholders, and local changes over them.
+func TestStreamShowsWhatListShows(t *testing.T) {
+	e := newEnvOn(t, Options{TTL: time.Hour}, emulator.Options{Buckets: []string{bucketName}, Seeded: true})
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	const alpha = "-.0a~/" // bytes around '/' in order: '-' and '.' sort before it, '0', 'a', '~' after
+	for round := range 6 {
+		prefix := fmt.Sprintf("r%d/", round)
+		set := map[string]bool{}
+		for len(set) < 3000+rng.Intn(4000) {
+			var sb strings.Builder
+			sb.WriteString(prefix)
+			for k := 1 + rng.Intn(7); k > 0; k-- {
+				c := alpha[rng.Intn(len(alpha)-1)]
+				if rng.Intn(20) == 0 {
+					c = '/' // a name in a subdirectory, now and then
+				}
+				sb.WriteByte(c)
+			}
+			name := sb.String()
+			if strings.Contains(name, "//") || strings.HasSuffix(name, "/") && rng.Intn(4) != 0 {
+				continue
+			}
+			set[name] = true
+		}
+		var seeds []emulator.Seed
+		for name := range set {
+			seeds = append(seeds, emulator.Seed{Name: name, Data: []byte("x")})
+		}
+		if _, err := e.emu.PutMany(bucketName, slices.Values(seeds)); err != nil {
+			t.Fatal(err)
+		}
+		e.local.mu.Lock()
+		for name := range set {
+			switch rng.Intn(40) {
+			case 0:
+				e.local.removed[name] = true
+			case 1:
+				e.local.present[name] = transfer.ObjectAttrs{Name: name, Size: 7}
+			}
+		}
+		e.local.present[prefix+"local-only"] = transfer.ObjectAttrs{Name: prefix + "local-only", Size: 3}
+		e.local.mu.Unlock()
+
+		shown := map[string]Entry{}
+		beforeEnd := 0 // shown before the listing was whole
+		l, err := e.m.Stream(e.ctx, prefix, e.warn, func(seg string, c Entry) {
+			if _, ok := shown[seg]; ok {
+				t.Errorf("round %d: %q shown twice", round, seg)
+			}
+			shown[seg] = c
+		}, func() { beforeEnd = len(shown) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d: %d names in the level, %d shown while it was listed", round, len(shown), beforeEnd)
+		want := e.m.withLocal(prefix, l)
+		if len(shown) != want.Len() {
+			t.Errorf("round %d: %d names shown, List has %d", round, len(shown), want.Len())
+		}
+		for _, seg := range want.Names() {
+			c, ok := shown[seg]
+			switch {
+			case !ok:
+				t.Errorf("round %d: %q not shown", round, seg)
+			case c.Kind != want.Child(seg).Kind || c.Kind == File && c.Attrs.Size != want.Child(seg).Attrs.Size:
+				t.Errorf("round %d: %q shown as %v (%d bytes), List has %v (%d bytes)", round, seg,
+					c.Kind, c.Attrs.Size, want.Child(seg).Kind, want.Child(seg).Attrs.Size)
+			}
+		}
 	}
 }
