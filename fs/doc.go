@@ -32,6 +32,10 @@
 // stat or open breaks programs that do not expect it; their waits for the
 // bucket are bounded in the layers below.
 //
+// An open directory is a dirHandle (readdir.go): its names go to the
+// reader as the listing decides them, while the rest of a long listing
+// is still coming (names.Cache.Stream).
+//
 // Errors from the layers below become errnos in one function, toErrno.
 //
 // A directory rename (renameDir) moves everything under the old prefix

@@ -31,6 +31,12 @@
 //   - a placeholder's newer news wins: an answer asked for before a
 //     confirmed change of the placeholder never replaces it.
 //
+// A directory read while it is listed (Stream, stream.go) is the one
+// answer given before it is whole: each child as soon as the names met in
+// order decide it; the local changes, read before the listing, hold back
+// the names they touch until it is whole, and those are then laid over
+// by the rules above (withLocal), like any listing.
+//
 // What was learned is kept in a store (store.go) by directory, a bounded
 // working set in memory over CACHE_DIR/names.db (disk.go), which keeps it
 // across mounts: a directory is loaded on first use, changes are written
