@@ -65,7 +65,11 @@ func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 // Seekdir implements gofs.FileSeekdirer; offset 0 lists again.
 func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	if h.s == nil {
-		return h.stream() // a new stream is at offset 0
+		// A seek before the first read (an offset from an earlier open
+		// of the directory): a new listing, then the seek within it.
+		if errno := h.stream(); errno != 0 || off == 0 {
+			return errno
+		}
 	}
 	return h.s.Seekdir(ctx, off)
 }

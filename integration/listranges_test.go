@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"os"
@@ -8,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -235,5 +238,102 @@ func TestLongListingAsksNothingPerName(t *testing.T) {
 	}
 	if n := stats.Load(); n != 0 {
 		t.Errorf("ls -l of %d names asked the bucket for %d objects one by one; want none", len(ents), n)
+	}
+}
+
+// dirent is an entry of getdents64, with the offset after it.
+type dirent struct {
+	name string
+	off  int64
+}
+
+// getdents reads a buffer's worth of entries from the directory fd.
+func getdents(t *testing.T, fd int) []dirent {
+	t.Helper()
+	buf := make([]byte, 4096)
+	n, err := syscall.Getdents(fd, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []dirent
+	for i := 0; i < n; {
+		reclen := int(binary.LittleEndian.Uint16(buf[i+16:]))
+		name := buf[i+19 : i+reclen]
+		if j := bytes.IndexByte(name, 0); j >= 0 {
+			name = name[:j]
+		}
+		out = append(out, dirent{string(name), int64(binary.LittleEndian.Uint64(buf[i+8:]))})
+		i += reclen
+	}
+	return out
+}
+
+// TestSeekdirInAStreamedListing: telldir and seekdir on a directory read
+// while its listing comes: an offset met while reading goes back to the
+// entry after it, and a rewind lists every name again.
+func TestSeekdirInAStreamedListing(t *testing.T) {
+	emu := testemu.Start(t, emulator.Options{Buckets: []string{testBucket}, Seeded: true})
+	want := seedBig(t, emu, "big/", 5000)
+	m := mount(t, emu, mountOpts{args: []string{"--metadata-ttl", "1h"}})
+	fd, err := syscall.Open(m.path("big"), syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	// While the listing's ranges are held: back to an entry of the first
+	// page.
+	release := holdRanges(t, emu)
+	first := getdents(t, fd)
+	if len(first) < 10 {
+		t.Fatalf("%d entries in the first read", len(first))
+	}
+	if _, err := syscall.Seek(fd, first[4].off, 0); err != nil {
+		t.Fatal(err)
+	}
+	if again := getdents(t, fd); len(again) == 0 || again[0].name != first[5].name {
+		t.Errorf("a seek back while the listing comes: %v first, want %s", again[:min(len(again), 1)], first[5].name)
+	}
+	release()
+	if _, err := syscall.Seek(fd, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	var all []dirent
+	for {
+		ents := getdents(t, fd)
+		if len(ents) == 0 {
+			break
+		}
+		all = append(all, ents...)
+	}
+	if len(all) != len(want)+2 {
+		t.Fatalf("%d entries, want %d and . and ..", len(all), len(want))
+	}
+	for _, k := range []int{1, 150, 2999, len(all) - 2} {
+		if _, err := syscall.Seek(fd, all[k].off, 0); err != nil {
+			t.Fatal(err)
+		}
+		ents := getdents(t, fd)
+		if len(ents) == 0 || ents[0].name != all[k+1].name {
+			t.Errorf("after a seek to the offset of entry %d (%s): %v, want %s first", k, all[k].name, ents[:min(len(ents), 1)], all[k+1].name)
+		}
+	}
+	if _, err := syscall.Seek(fd, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for {
+		ents := getdents(t, fd)
+		if len(ents) == 0 {
+			break
+		}
+		for _, e := range ents {
+			if seen[e.name] {
+				t.Errorf("%s twice after a rewind", e.name)
+			}
+			seen[e.name] = true
+		}
+	}
+	if len(seen) != len(want)+2 {
+		t.Errorf("%d entries after a rewind, want %d", len(seen), len(want)+2)
 	}
 }
