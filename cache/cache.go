@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/recovery"
 	"github.com/bucketfs/bucketfs/cache/internal/space"
 	"github.com/bucketfs/bucketfs/transfer"
 	bolt "go.etcd.io/bbolt"
@@ -226,7 +227,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 	}
 	c.budget = budget
 	c.budget.Refresh()
-	if err := checkBucketFile(o.Dir, b.Name()); err != nil {
+	if err := recovery.CheckBucket(o.Dir, b.Name()); err != nil {
 		return nil, err
 	}
 	c.desc = durable.NewDescriber(c.dataDir, c.log)

@@ -5,11 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -53,29 +51,6 @@ var ErrDamaged = errors.New("the cached copy of a changed file failed its checks
 // before the open returns (about 10 ms of disk reading); a larger copy is
 // checked in the background (Cache.syncVerifyMax; tests lower it).
 const syncVerifyMax = 16 << 20
-
-// chunkSpan returns the offset and length of chunk i of a size-byte file.
-func chunkSpan(i int, chunk, size int64) (int64, int64) {
-	off := int64(i) * chunk
-	return off, max(min(chunk, size-off), 0)
-}
-
-// readChunkSum returns the CRC-32C of n bytes of f at off.
-func readChunkSum(f *os.File, buf []byte, off, n int64) (uint32, error) {
-	var sum uint32
-	for done := int64(0); done < n; {
-		m, err := f.ReadAt(buf[:min(int64(len(buf)), n-done)], off+done)
-		sum = crc32c.Update(sum, buf[:m])
-		done += int64(m)
-		if err == io.EOF && done < n {
-			return 0, fmt.Errorf("the cache file ends at %d, inside chunk at %d (%d bytes)", off+done, off, n)
-		}
-		if err != nil && err != io.EOF {
-			return 0, err
-		}
-	}
-	return sum, nil
-}
 
 // cleanContentLocked reports whether e's file is (a copy of) a version in
 // the bucket, which its sums describe and which can be fetched again.
@@ -152,8 +127,8 @@ func (c *Cache) checkChunks(e *entry, f *os.File, first, last int) []bool {
 	var bad []int
 	var why error
 	for _, j := range todo {
-		off, n := chunkSpan(j.i, chunk, size)
-		got, err := readChunkSum(f, buf, off, n)
+		off, n := durable.ChunkSpan(j.i, chunk, size)
+		got, err := durable.ReadChunkSum(f, buf, off, n)
 		if err == nil && got != j.sum {
 			err = fmt.Errorf("chunk %d (%d bytes at %d) has CRC32C %08x, its record says %08x", j.i, n, off, got, j.sum)
 		}
@@ -430,8 +405,8 @@ func (c *Cache) scanForUpload(ctx context.Context, e *entry, name string, id uin
 			}
 			continue
 		}
-		off, m := chunkSpan(i, chunk, size)
-		sum, err := readChunkSum(f, buf, off, m)
+		off, m := durable.ChunkSpan(i, chunk, size)
+		sum, err := durable.ReadChunkSum(f, buf, off, m)
 		if err != nil {
 			return fileSums{}, false
 		}
@@ -611,73 +586,4 @@ func (h *WriteHandle) checkRead(off, n int64) error {
 	// A clean copy (OpenWrite checked it whole, so damage came since):
 	// its bad chunks were dropped, and the file does not hold the bytes.
 	return fmt.Errorf("%s: %w", e.name, errBadCopy)
-}
-
-// fsckSums checks every cached copy of recs in dataDir against its sums,
-// for Fsck: the size of a clean copy, and each chunk that has a sum.
-func fsckSums(dataDir string, recs map[string]record, rep *FsckReport) {
-	var buf []byte
-	for name, r := range recs {
-		if why := r.HeldWhy(); why != "" {
-			rep.Held = append(rep.Held, name+": "+why)
-			continue
-		}
-		if r.Deleted || len(r.Sums) == 0 || r.ChunkSize <= 0 {
-			continue
-		}
-		f, err := os.Open(durable.DataPath(dataDir, r.ID))
-		if err != nil {
-			continue // reported as a record without a file
-		}
-		rep.CheckedCopies++
-		clean := !r.LocalContent()
-		if buf == nil {
-			buf = make([]byte, 1<<20)
-		}
-		why := checkFileSums(f, buf, r, clean)
-		f.Close()
-		switch {
-		case why == "":
-		case clean:
-			rep.BadCopies = append(rep.BadCopies, name+": "+why)
-		default:
-			rep.Held = append(rep.Held, name+": "+why)
-		}
-	}
-	sort.Strings(rep.BadCopies)
-	sort.Strings(rep.Held)
-}
-
-// checkFileSums returns why f, the copy of record r, fails its sums, or
-// "" if it does not.
-func checkFileSums(f *os.File, buf []byte, r record, clean bool) string {
-	st, err := f.Stat()
-	if err != nil {
-		return err.Error()
-	}
-	size := r.Size
-	if clean && st.Size() != r.Size {
-		return fmt.Sprintf("the file has %d bytes, its record says %d", st.Size(), r.Size)
-	}
-	if !clean {
-		size = st.Size() // the file is the truth about its length
-	}
-	for i := range len(r.Sums) / 4 {
-		want, ok := r.ChunkSum(i)
-		if !ok {
-			continue
-		}
-		off, n := chunkSpan(i, r.ChunkSize, size)
-		if n <= 0 || (n < r.ChunkSize && i < len(r.Sums)/4-1) {
-			return fmt.Sprintf("chunk %d is cut short: the file ends at %d", i, size)
-		}
-		got, err := readChunkSum(f, buf, off, n)
-		if err != nil {
-			return err.Error()
-		}
-		if got != want {
-			return fmt.Sprintf("chunk %d (%d bytes at %d) has CRC32C %08x, its record says %08x", i, n, off, got, want)
-		}
-	}
-	return ""
 }

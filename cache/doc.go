@@ -8,7 +8,8 @@
 //	            describes its record in an extended attribute (internal/durable)
 //	bucket      the bucket's name (outlives a lost index.db)
 //	lost+found/ data files a start could not place, with a note each
-//	index.db.corrupt-TIME  a damaged index, moved aside (load.go)
+//	            (internal/recovery)
+//	index.db.corrupt-TIME  a damaged index, moved aside (internal/recovery)
 //
 // Cache.Open returns a Handle for one version of an object (its
 // generation). A complete local copy is read as is, and its descriptor can
@@ -53,9 +54,9 @@
 // synced, so the index never claims bytes the disk does not have. On
 // open, the journal is replayed, records without a file are dropped, and
 // files without a record are placed by their own descriptions
-// (rebuild.go): never deleted while they may hold bytes that are not in
-// the bucket. A missing or damaged index.db is rebuilt the same way
-// (load.go); Fsck checks an unmounted cache.
+// (internal/recovery): never deleted while they may hold bytes that are
+// not in the bucket. A missing or damaged index.db is rebuilt the same
+// way (load.go, internal/recovery); Fsck checks an unmounted cache.
 //
 // Integrity: the cache directory is not trusted blindly (checksum.go).
 // Every record keeps the CRC-32C of each chunk of its copy and the
@@ -92,9 +93,9 @@
 //	staging.go      parallel uploads and the cleaning of their staging objects
 //	checksum.go     integrity: chunk sums, checks, held files, Resolve
 //	record.go       record, an alias of durable.Record
-//	load.go, rebuild.go, fsck.go
-//	                opening and loading the index, placing data files no
-//	                record names, rebuilding a lost index, Fsck
+//	load.go         opening and loading the index at a start: its records
+//	                reconciled with their files, entries made (StateError)
+//	fsck.go         Fsck, InUse, IndexPath: wrappers of internal/recovery
 //	status.go, warnlimit.go  Status and rate-limited warnings
 //	sizemsg.go      a size compared in messages (shorterOrLonger)
 //	warm.go         Warm (fill the cache under prefixes), pins, Unpin
@@ -109,4 +110,10 @@
 // changed files) is package internal/space: this package decides what
 // each entry is charged and which entries go to make room; space keeps
 // the numbers, under its own lock.
+//
+// Checking and mending a cache directory from its disk (the bucket
+// file, a damaged index moved aside and rebuilt, data files no record
+// names placed or moved to lost+found, Fsck) is package
+// internal/recovery: this package loads what recovery leaves, and makes
+// the entries; recovery needs none of the cache's state.
 package cache

@@ -3,44 +3,16 @@ package cache
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/recovery"
 	bolt "go.etcd.io/bbolt"
 )
 
-// bucketFile names, in the cache directory, the bucket the cache belongs
-// to. index.db says it too; this file outlives a lost index, so that a
-// rebuilt cache is never uploaded to another bucket.
-const bucketFile = "bucket"
-
 // ErrOtherBucket means the cache directory belongs to another bucket.
 var ErrOtherBucket = durable.ErrOtherBucket
-
-// checkBucketFile refuses a cache directory that holds another bucket,
-// and notes the bucket if the directory does not say yet.
-func checkBucketFile(dir, bucket string) error {
-	path := filepath.Join(dir, bucketFile)
-	v, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		if got := strings.TrimSpace(string(v)); got != bucket {
-			return fmt.Errorf("cache dir holds bucket %q, not %q: %w", got, bucket, ErrOtherBucket)
-		}
-		return nil
-	case errors.Is(err, fs.ErrNotExist):
-		if err := os.WriteFile(path, []byte(bucket+"\n"), 0o600); err != nil {
-			return fmt.Errorf("cache dir %s is not writable: %w", dir, err)
-		}
-		return nil
-	default:
-		return fmt.Errorf("reading %s: %w", path, err)
-	}
-}
 
 // StateError is a failure to open the index, the journal or the data
 // files of a cache: it names the command that checks and repairs it.
@@ -50,7 +22,7 @@ type StateError struct {
 }
 
 func (e *StateError) Error() string {
-	return fmt.Sprintf("%v (check and repair the unmounted cache with: %s)", e.Err, fsckHint(e.Dir))
+	return fmt.Sprintf("%v (check and repair the unmounted cache with: %s)", e.Err, recovery.FsckHint(e.Dir))
 }
 
 func (e *StateError) Unwrap() error { return e.Err }
@@ -60,7 +32,7 @@ func (e *StateError) Unwrap() error { return e.Err }
 // the data files (once).
 func (c *Cache) openState() error {
 	dir := c.opts.Dir
-	db, fresh, err := openOrRebuildIndex(dir, c.b.Name(), c.log)
+	db, fresh, err := recovery.OpenIndex(dir, c.b.Name(), c.log)
 	if err != nil {
 		return err
 	}
@@ -70,7 +42,7 @@ func (c *Cache) openState() error {
 		if err == nil || !errors.As(err, &ce) || try > 0 {
 			return err
 		}
-		if db, fresh, err = replaceIndex(dir, c.b.Name(), ce, c.log); err != nil {
+		if db, fresh, err = recovery.ReplaceIndex(dir, c.b.Name(), ce, c.log); err != nil {
 			return err
 		}
 	}
@@ -113,41 +85,23 @@ func (c *Cache) openLoaded(db *bolt.DB, fresh bool) error {
 // rebuildRecords puts into db, a new index, the records that data/'s
 // files describe (the journal is replayed on top of them after).
 func (c *Cache) rebuildRecords(db *bolt.DB) error {
-	p, n, err := rebuildRecords(db, c.dataDir, c.opts.ChunkSize)
+	p, n, err := recovery.RebuildRecords(db, c.dataDir, c.opts.ChunkSize)
 	if err != nil || n == 0 {
 		return err
 	}
-	for _, name := range p.trimmed {
+	for _, name := range p.Trimmed {
 		c.log.Warn("a changed file recovered from its description lost its custom metadata (too big to describe): it is uploaded without it", "object", name)
 	}
-	changed, deleted, other := countAdopted(p.adopt)
+	changed, deleted, other := p.CountAdopted()
 	c.log.Warn("the cache index was missing or damaged: rebuilt it from the descriptions the data files carry",
-		"data_files", n, "recovered_records", len(p.adopt), "changed_files", changed, "deletions", deleted, "other_pending_changes", other,
-		"files_to_drop", len(p.remove), "files_for_lost_found", len(p.lost))
+		"data_files", n, "recovered_records", len(p.Adopt), "changed_files", changed, "deletions", deleted, "other_pending_changes", other,
+		"files_to_drop", p.Drops(), "files_for_lost_found", p.ForLostFound())
 	return nil
 }
 
-// rebuildRecords puts the records data/'s files describe into db, a new
-// index, and returns the plan and how many files there were.
-func rebuildRecords(db *bolt.DB, dataDir string, chunkSize int64) (orphanPlan, int, error) {
-	files, err := scanData(dataDir)
-	if err != nil || len(files) == 0 {
-		return orphanPlan{}, 0, err
-	}
-	p := planOrphans(nil, files, chunkSize)
-	err = db.Update(func(tx *bolt.Tx) error {
-		for name, r := range p.adopt {
-			if err := durable.PutRecord(tx, name, &r); err != nil {
-				return err
-			}
-		}
-		return durable.ReserveIDs(tx, p.maxID) // new IDs never name a file found
-	})
-	return p, len(files), err
-}
-
 // load reads the index, reconciles it with data/ (files without a record
-// are placed by their descriptions: rebuild.go), and evicts to the cap.
+// are placed by their descriptions: recovery.Place), and evicts to the
+// cap.
 func (c *Cache) load() error {
 	var recs map[string]record
 	if err := durable.Protect(func() error {
@@ -161,43 +115,31 @@ func (c *Cache) load() error {
 		}
 		return err
 	}
-	files, err := scanData(c.dataDir)
+	p, err := recovery.Place(recs, c.dataDir, c.opts.ChunkSize)
 	if err != nil {
 		return err
 	}
-	onDisk := map[uint64]bool{}
-	for _, f := range files {
-		onDisk[f.id] = true
-	}
-	withFile := make(map[string]record, len(recs))
-	for name, r := range recs {
-		if onDisk[r.ID] {
-			withFile[name] = r
-		}
-	}
-	p := planOrphans(withFile, files, c.opts.ChunkSize)
-	p.unseated()
-	for name, r := range p.adopt {
+	for name, r := range p.Adopt {
 		recs[name] = r
 	}
-	for _, name := range p.trimmed {
+	for _, name := range p.Trimmed {
 		c.log.Warn("a changed file recovered from its description lost its custom metadata (too big to describe): it is uploaded without it", "object", name)
 	}
-	c.j.AdvancePast(p.maxID)
-	if err := c.reconcile(recs, p.adopt); err != nil {
+	c.j.AdvancePast(p.MaxID)
+	if err := c.reconcile(recs, p.Adopt); err != nil {
 		return err
 	}
-	lost := settleOrphans(c.opts.Dir, p, c.log)
-	if n := c.desc.Backfill(recs, undescribed(files)); n > 0 {
+	lost := p.Settle(c.opts.Dir, c.log)
+	if n := c.desc.Backfill(recs, p.Undescribed); n > 0 {
 		c.log.Info("described cache files that carried no description yet", "files", n)
 	}
-	if n := len(p.adopt); n > 0 {
-		changed, deleted, other := countAdopted(p.adopt)
+	if n := len(p.Adopt); n > 0 {
+		changed, deleted, other := p.CountAdopted()
 		c.log.Warn("placed cache files that no index record named, from their own descriptions", "records", n,
 			"changed_files", changed, "deletions", deleted, "other_pending_changes", other)
 	}
 	if lost > 0 {
-		c.log.Error("cache files that could not be placed were moved to lost+found", "files", lost, "dir", filepath.Join(c.opts.Dir, lostFoundDir))
+		c.log.Error("cache files that could not be placed were moved to lost+found", "files", lost, "dir", filepath.Join(c.opts.Dir, recovery.LostFoundDir))
 	}
 	c.index(recs)
 	return nil
@@ -309,34 +251,4 @@ func (c *Cache) index(recs map[string]record) {
 	if dirty > 0 {
 		c.log.Info("re-queued changes not uploaded by the last run", "files", dirty)
 	}
-}
-
-// openOrRebuildIndex opens index.db in dir; if it is damaged, it moves it
-// aside and creates a new one. fresh is true if the index is new
-// (missing, or replaced): its records are to be rebuilt from data/.
-func openOrRebuildIndex(dir, bucket string, log *slog.Logger) (db *bolt.DB, fresh bool, err error) {
-	path := filepath.Join(dir, durable.IndexName)
-	_, serr := os.Stat(path)
-	missing := errors.Is(serr, fs.ErrNotExist)
-	db, err = durable.OpenIndex(path, bucket)
-	var ce *durable.CorruptError
-	if !errors.As(err, &ce) {
-		return db, missing, err
-	}
-	return replaceIndex(dir, bucket, ce, log)
-}
-
-// replaceIndex moves a damaged index aside and opens a new one.
-func replaceIndex(dir, bucket string, cause error, log *slog.Logger) (*bolt.DB, bool, error) {
-	aside, err := durable.MoveAside(dir, "corrupt")
-	if err != nil {
-		return nil, false, fmt.Errorf("%v; %w", cause, err)
-	}
-	log.Error("the cache index was damaged: it was moved aside and a new one is rebuilt from the data files (changes not yet uploaded are kept)",
-		"moved_to", aside, "err", cause, "check_with", fsckHint(dir))
-	db, err := durable.OpenIndex(filepath.Join(dir, durable.IndexName), bucket)
-	if err != nil {
-		return nil, false, fmt.Errorf("creating a new cache index after moving the damaged one to %s: %w", aside, err)
-	}
-	return db, true, nil
 }

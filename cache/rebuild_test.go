@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/recovery"
 	"github.com/bucketfs/bucketfs/transfer"
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
@@ -92,7 +93,7 @@ func (e *env) checkBucket(c *Cache, want map[string][]byte) {
 }
 
 func (e *env) lostFound() []string {
-	des, err := os.ReadDir(filepath.Join(e.dir, lostFoundDir))
+	des, err := os.ReadDir(filepath.Join(e.dir, recovery.LostFoundDir))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -248,7 +249,7 @@ func TestUndescribedFileGoesToLostFound(t *testing.T) {
 	if got, want := e.lostFound(), []string{"ffff", "ffff.json"}; !slices.Equal(got, want) {
 		t.Fatalf("lost+found = %v, want %v", got, want)
 	}
-	if b, _ := os.ReadFile(filepath.Join(e.dir, lostFoundDir, "ffff")); string(b) != "precious" {
+	if b, _ := os.ReadFile(filepath.Join(e.dir, recovery.LostFoundDir, "ffff")); string(b) != "precious" {
 		t.Errorf("lost+found/ffff = %q", b)
 	}
 }

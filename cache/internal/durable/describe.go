@@ -12,7 +12,7 @@ import (
 )
 
 // Self-describing data files: a lost or damaged index.db can be rebuilt
-// from data/ alone (cache/rebuild.go).
+// from data/ alone (cache/internal/recovery).
 //
 // Every data file carries, in the extended attribute user.bucketfs.record,
 // a description of the record that names it: the object name, the

@@ -12,11 +12,14 @@
 //	             description each carries of its record in the extended
 //	             attribute user.bucketfs.record (describe.go)
 //	Record       the persisted state of one cached object version, and its
-//	             encodings: the chunk bitmaps and chunk sums (record.go)
+//	             encodings: the chunk bitmaps and chunk sums, and what a
+//	             sum covers in the data file (ChunkSpan, ReadChunkSum)
+//	             (record.go)
 //
 // It decides nothing about the cache: which records exist, when they
-// change, what they cost, and what becomes of a data file no record names
-// are package cache's (cache/load.go, cache/rebuild.go). It sees only
+// change and what they cost are package cache's (cache/load.go); what
+// becomes of a data file no record names, and what an offline check
+// finds, are package recovery's (cache/internal/recovery). It sees only
 // plain values (Record, Op, Description, names, IDs, paths) and the bbolt
 // handle, never the cache's state.
 //

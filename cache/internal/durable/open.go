@@ -23,9 +23,10 @@ import (
 //     pages, every key and record read, then bbolt's Tx.Check;
 //   - a damaged index is moved aside (index.db.corrupt-TIME) and a new
 //     one is rebuilt from the data files' descriptions (describe.go,
-//     cache/rebuild.go); the journal is replayed on top of it (it holds whole
-//     records, newer than anything in the lost index). Moving aside and
-//     rebuilding are the cache's (cache/load.go, cache/rebuild.go).
+//     cache/internal/recovery); the journal is replayed on top of it (it
+//     holds whole records, newer than anything in the lost index). Moving
+//     aside and rebuilding are package recovery's, at a start (called by
+//     cache/load.go) and in fsck.
 
 var cleanKey = []byte("clean") // in meta/: the last run closed the index
 

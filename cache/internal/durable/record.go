@@ -2,7 +2,12 @@ package durable
 
 import (
 	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
 	"slices"
+
+	"github.com/bucketfs/bucketfs/internal/crc32c"
 )
 
 // Record is the persisted state of one cached object version: the value
@@ -121,6 +126,30 @@ func (r *Record) ChunkSum(i int) (uint32, bool) {
 		return 0, false
 	}
 	return binary.BigEndian.Uint32(r.Sums[4*i:]), true
+}
+
+// ChunkSpan returns the offset and length of chunk i of a size-byte file.
+func ChunkSpan(i int, chunk, size int64) (int64, int64) {
+	off := int64(i) * chunk
+	return off, max(min(chunk, size-off), 0)
+}
+
+// ReadChunkSum returns the CRC-32C of n bytes of f at off: what a chunk
+// sum of the record says of the data file (ChunkSum), read again.
+func ReadChunkSum(f *os.File, buf []byte, off, n int64) (uint32, error) {
+	var sum uint32
+	for done := int64(0); done < n; {
+		m, err := f.ReadAt(buf[:min(int64(len(buf)), n-done)], off+done)
+		sum = crc32c.Update(sum, buf[:m])
+		done += int64(m)
+		if err == io.EOF && done < n {
+			return 0, fmt.Errorf("the cache file ends at %d, inside chunk at %d (%d bytes)", off+done, off, n)
+		}
+		if err != nil && err != io.EOF {
+			return 0, err
+		}
+	}
+	return sum, nil
 }
 
 // SetSums records the checksums of the chunks whose sum is known. A

@@ -1,4 +1,4 @@
-package cache
+package recovery
 
 import (
 	"encoding/json"
@@ -32,9 +32,9 @@ import (
 //   - otherwise moved to CACHE_DIR/lost+found, with a note beside it
 //     (FILE.json) saying why and what it was, and an error in the log.
 
-// lostFoundDir is the directory, in the cache directory, of data files
+// LostFoundDir is the directory, in the cache directory, of data files
 // that could not be placed.
-const lostFoundDir = "lost+found"
+const LostFoundDir = "lost+found"
 
 // diskFile is one file found in data/.
 type diskFile struct {
@@ -91,20 +91,57 @@ type lostFile struct {
 	reason string
 }
 
-// orphanPlan says what becomes of the data files without a record.
-type orphanPlan struct {
-	adopt   map[string]record // name -> record made from a file's description
-	unseat  map[string]record // name -> its record that an adopted one replaces
-	remove  []diskFile        // hold no bytes that are not in the bucket or in another link
-	lost    []lostFile
-	maxID   uint64   // the highest ID among the files
-	trimmed []string // adopted names whose description had lost its metadata (Partial)
+// Plan says what becomes of the data files without a record.
+type Plan struct {
+	Adopt       map[string]durable.Record // name -> record made from a file's description
+	unseat      map[string]durable.Record // name -> its record that an adopted one replaces
+	remove      []diskFile                // hold no bytes that are not in the bucket or in another link
+	lost        []lostFile
+	MaxID       uint64          // the highest ID among the files
+	Trimmed     []string        // adopted names whose description had lost its metadata (Partial)
+	Undescribed map[uint64]bool // IDs of the files found without a description (Place)
+}
+
+// Drops is how many files without a record the plan removes.
+func (p *Plan) Drops() int { return len(p.remove) }
+
+// ForLostFound is how many files the plan moves to lost+found.
+func (p *Plan) ForLostFound() int { return len(p.lost) }
+
+// Place scans dataDir and decides the fate of its files against recs,
+// the records of the index (the journal replayed): the files no record
+// names, and those of the records that an adopted one replaces. Records
+// whose file is missing are left to the caller.
+func Place(recs map[string]durable.Record, dataDir string, chunkSize int64) (Plan, error) {
+	files, err := scanData(dataDir)
+	if err != nil {
+		return Plan{}, err
+	}
+	p := planOrphans(withFile(recs, files), files, chunkSize)
+	p.unseated()
+	p.Undescribed = undescribed(files)
+	return p, nil
+}
+
+// withFile returns the records of recs whose data file is among files.
+func withFile(recs map[string]durable.Record, files []diskFile) map[string]durable.Record {
+	onDisk := map[uint64]bool{}
+	for _, f := range files {
+		onDisk[f.id] = true
+	}
+	with := make(map[string]durable.Record, len(recs))
+	for name, r := range recs {
+		if onDisk[r.ID] {
+			with[name] = r
+		}
+	}
+	return with
 }
 
 // planOrphans decides the fate of the files no record of recs names.
 // recs must hold only records whose file exists.
-func planOrphans(recs map[string]record, files []diskFile, chunkSize int64) orphanPlan {
-	p := orphanPlan{adopt: map[string]record{}, unseat: map[string]record{}}
+func planOrphans(recs map[string]durable.Record, files []diskFile, chunkSize int64) Plan {
+	p := Plan{Adopt: map[string]durable.Record{}, unseat: map[string]durable.Record{}}
 	named := map[uint64]bool{}
 	for _, r := range recs {
 		named[r.ID] = true
@@ -113,7 +150,7 @@ func planOrphans(recs map[string]record, files []diskFile, chunkSize int64) orph
 	groups := map[inode][]int{}
 	var inodes []inode
 	for i, f := range files {
-		p.maxID = max(p.maxID, f.id)
+		p.MaxID = max(p.MaxID, f.id)
 		if f.id == 0 {
 			switch {
 			case strings.HasPrefix(f.name, ".probe-") || strings.HasPrefix(f.name, ".detach-") || f.blocks == 0:
@@ -165,9 +202,9 @@ func planOrphans(recs map[string]record, files []diskFile, chunkSize int64) orph
 		sort.Slice(c, func(a, b int) bool { return files[c[a]].id > files[c[b]].id })
 		if r, ok := recs[name]; !ok || r.ID < files[c[0]].id {
 			f := files[c[0]]
-			p.adopt[name] = f.desc.Record(f.id, f.size, chunkSize)
+			p.Adopt[name] = f.desc.Record(f.id, f.size, chunkSize)
 			if f.desc.Partial {
-				p.trimmed = append(p.trimmed, name)
+				p.Trimmed = append(p.Trimmed, name)
 			}
 			if ok {
 				p.unseat[name] = r
@@ -212,7 +249,7 @@ type lostNote struct {
 // moveToLostFound moves data file f to dir/lost+found (never deletes it)
 // and logs it. It returns the new path.
 func moveToLostFound(dir string, f diskFile, reason string, log *slog.Logger) (string, error) {
-	lf := filepath.Join(dir, lostFoundDir)
+	lf := filepath.Join(dir, LostFoundDir)
 	if err := os.MkdirAll(lf, 0o700); err != nil {
 		return "", err
 	}
@@ -239,10 +276,10 @@ func moveToLostFound(dir string, f diskFile, reason string, log *slog.Logger) (s
 	return dst, nil
 }
 
-// settleOrphans carries out the removals and moves of p (after the
-// index holds p's adopted records). It returns how many files went to
-// lost+found.
-func settleOrphans(dir string, p orphanPlan, log *slog.Logger) int {
+// Settle carries out the removals and moves of p in the cache directory
+// dir (after the index holds p's adopted records). It returns how many
+// files went to lost+found.
+func (p *Plan) Settle(dir string, log *slog.Logger) int {
 	for _, f := range p.remove {
 		if err := os.Remove(filepath.Join(dir, "data", f.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			log.Warn("removing a cache file no record names failed", "file", f.name, "err", err)
@@ -262,7 +299,7 @@ func settleOrphans(dir string, p orphanPlan, log *slog.Logger) int {
 // unseated returns the files of records that adopted ones replace, to
 // be settled like files without a record: kept in lost+found if they
 // hold local changes.
-func (p *orphanPlan) unseated() {
+func (p *Plan) unseated() {
 	for name, r := range p.unseat {
 		f := diskFile{name: strconv.FormatUint(r.ID, 16), id: r.ID}
 		if r.LocalContent() {
@@ -273,9 +310,9 @@ func (p *orphanPlan) unseated() {
 	}
 }
 
-// countAdopted sums up adopted records for the log.
-func countAdopted(adopt map[string]record) (changed, deleted, other int) {
-	for _, r := range adopt {
+// CountAdopted sums up the adopted records for the log.
+func (p *Plan) CountAdopted() (changed, deleted, other int) {
+	for _, r := range p.Adopt {
 		switch {
 		case r.Deleted:
 			deleted++
@@ -288,7 +325,7 @@ func countAdopted(adopt map[string]record) (changed, deleted, other int) {
 	return
 }
 
-// fsckHint is the command that checks and repairs the cache in dir.
-func fsckHint(dir string) string {
+// FsckHint is the command that checks and repairs the cache in dir.
+func FsckHint(dir string) string {
 	return fmt.Sprintf("bucketfs fsck --cache-dir %s --rebuild", dir)
 }
