@@ -168,10 +168,7 @@ func (s *dirStream) rewind() syscall.Errno {
 	go r.list(ctx, d)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for len(r.entries) == 2 && !r.ended {
-		r.grew.Wait()
-	}
-	if len(r.entries) == 2 && r.errno != 0 {
+	if r.waitLocked(3) == 2 && r.errno != 0 {
 		cancel()
 		return r.errno
 	}
@@ -216,11 +213,9 @@ func (r *dirRun) answers() bool {
 	return r.known
 }
 
-// upTo waits until the run has n entries or has ended, and returns how
-// many it has.
-func (r *dirRun) upTo(n int) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// waitLocked waits until the run has n entries or has ended, and
+// returns how many it has.
+func (r *dirRun) waitLocked(n int) int {
 	for len(r.entries) < n && !r.ended {
 		r.grew.Wait()
 	}
@@ -231,12 +226,9 @@ func (r *dirRun) upTo(n int) int {
 // there is an entry to read, or an error the reads were not told yet.
 func (s *dirStream) HasNext() bool {
 	r := s.run
-	if r.upTo(s.next+1) > s.next {
-		return true
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.errno != 0 && !r.errorSent
+	return r.waitLocked(s.next+1) > s.next || r.errno != 0 && !r.errorSent
 }
 
 func (s *dirStream) Next() (fuse.DirEntry, syscall.Errno) {
@@ -261,7 +253,11 @@ func (s *dirStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	if off == 0 {
 		return s.rewind()
 	}
-	if off > uint64(s.run.upTo(int(min(off, 1<<40)))) {
+	r := s.run
+	r.mu.Lock()
+	have := r.waitLocked(int(min(off, 1<<40)))
+	r.mu.Unlock()
+	if off > uint64(have) {
 		return syscall.EINVAL
 	}
 	s.next = int(off)

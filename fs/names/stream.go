@@ -34,9 +34,21 @@ var errClosed = errors.New("the name cache is closed")
 // known is called once the listing is in memory, so that a lookup of one
 // of its names asks nobody (at once if it was known; not at all if it
 // could not be remembered). Stream returns the listing, local changes
-// shown over it, once every child was shown. An error after some children were shown ends the stream;
-// what was shown stands.
+// shown over it, once every child was shown. An error after some
+// children were shown ends the stream; what was shown stands.
 func (m *Cache) Stream(ctx context.Context, prefix string, warn WarnFunc, show func(seg string, e Entry), known func()) (*Listing, error) {
+	// The listing is the Cache's work as well as the caller's: Close
+	// ends it and waits for it.
+	m.mu.Lock()
+	closed := m.bg.closed
+	if !closed {
+		m.bg.wg.Add(1)
+	}
+	m.mu.Unlock()
+	if closed {
+		return nil, errClosed
+	}
+	defer m.bg.wg.Done()
 	m.ensure(prefix)
 	m.mu.Lock()
 	_, isKnown := m.known.listing(prefix)
@@ -53,18 +65,6 @@ func (m *Cache) Stream(ctx context.Context, prefix string, warn WarnFunc, show f
 		}
 		return l, nil
 	}
-	// The listing is the Cache's work as well as the caller's: Close
-	// ends it and waits for it.
-	m.mu.Lock()
-	closed := m.bg.closed
-	if !closed {
-		m.bg.wg.Add(1)
-	}
-	m.mu.Unlock()
-	if closed {
-		return nil, errClosed
-	}
-	defer m.bg.wg.Done()
 	ctx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
 	defer context.AfterFunc(m.bg.ctx, cancel)()
