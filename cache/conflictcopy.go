@@ -2,7 +2,7 @@ package cache
 
 // Conflict copies: a local version whose upload the bucket refused
 // because another writer replaced the object it was based on is saved
-// beside that object, as NAME.bucketfs-conflict-TIME (ConflictName).
+// beside that object, as NAME.bucketfs-conflict-TIME (objmeta.ConflictName).
 //
 // The copy carries what an upload at the name would have carried: the
 // custom metadata (mode, owner, extended attributes), the file's
@@ -18,10 +18,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -86,15 +85,15 @@ func (c *Cache) saveConflict(ctx context.Context, u uploadJob, body fileSums, mt
 // lost, sent again by the client's retry) is the copy.
 func (c *Cache) sendCopy(ctx context.Context, u uploadJob, body fileSums, mtime time.Time) (string, error) {
 	now := time.Now()
-	attempt := newAttemptID()
+	attempt := objmeta.NewAttemptID()
 	var err error
 	for try := 1; try <= maxCopyNames; try++ {
-		sibling := ConflictName(u.name, now, try)
+		sibling := objmeta.ConflictName(u.name, now, try)
 		if err = c.recordAttempt(u.e, attempt, sibling); err != nil {
 			return "", err
 		}
 		o := body.put(transfer.PutOptions{IfGenerationMatch: 0, ContentType: u.contentType, ContentEncoding: u.encoding,
-			Metadata: uploadMeta(u.meta, mtime, attempt)})
+			Metadata: objmeta.ForUpload(u.meta, mtime, attempt)})
 		_, err = c.sendContent(ctx, sibling, u.id, u.size, u.src, o)
 		if !errors.Is(err, transfer.ErrPrecondition) {
 			return sibling, err
@@ -132,13 +131,13 @@ func (c *Cache) ownCopy(u uploadJob, body fileSums, mtime time.Time, live transf
 		return false
 	}
 	c.mu.Lock()
-	ours := live.Metadata[AttemptKey] != "" && slices.Contains(u.e.rec.Attempts, live.Metadata[AttemptKey])
+	ours := objmeta.WrittenBy(live.Metadata, u.e.rec.Attempts)
 	c.mu.Unlock()
 	if !ours {
 		return false
 	}
 	if u.src.from != "" {
-		return live.Size == u.size && maps.Equal(ownMeta(live.Metadata), ownMeta(uploadMeta(u.meta, mtime, "")))
+		return live.Size == u.size && objmeta.SameMeta(live.Metadata, u.meta, mtime)
 	}
 	return c.sameUpload(u, body, mtime, live)
 }

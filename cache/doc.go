@@ -116,4 +116,9 @@
 // names placed or moved to lost+found, Fsck) is package
 // internal/recovery: this package loads what recovery leaves, and makes
 // the entries; recovery needs none of the cache's state.
+//
+// What bucketfs writes on the objects it uploads (the modification time
+// and upload ID keys, the metadata an upload carries and a new version
+// keeps, the names of conflict copies) is package internal/objmeta, pure
+// functions of plain values.
 package cache

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -25,41 +26,18 @@ import (
 // the bucket's version wins and the change is dropped, with a warning.
 
 // MtimeKey is the custom metadata key (x-goog-meta-gcsfuse_mtime) of a
-// file's modification time, in RFC 3339 with nanoseconds. gcsfuse reads
-// the same key.
-const MtimeKey = "gcsfuse_mtime"
+// file's modification time (objmeta.MtimeKey).
+const MtimeKey = objmeta.MtimeKey
 
-// FormatMtime and ParseMtime convert MtimeKey's values.
-func FormatMtime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+// FormatMtime is t as a MtimeKey value.
+func FormatMtime(t time.Time) string { return objmeta.FormatMtime(t) }
 
 // ParseMtime reads a MtimeKey value.
-func ParseMtime(s string) (time.Time, bool) {
-	if s == "" {
-		return time.Time{}, false // most objects: no error made (and dropped) per getattr
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	return t, err == nil
-}
+func ParseMtime(s string) (time.Time, bool) { return objmeta.ParseMtime(s) }
 
 // ObjectMtime is the modification time of object version a: MtimeKey if
 // it has it, else when it was written.
-func ObjectMtime(a transfer.ObjectAttrs) time.Time {
-	if t, ok := ParseMtime(a.Metadata[MtimeKey]); ok {
-		return t
-	}
-	return a.Updated
-}
-
-// ownMeta is the custom metadata of a bucket version that a new local
-// version keeps: all of it but this cache's upload ID.
-func ownMeta(md map[string]string) map[string]string {
-	if len(md) == 0 {
-		return nil
-	}
-	out := maps.Clone(md)
-	delete(out, AttemptKey)
-	return out
-}
+func ObjectMtime(a transfer.ObjectAttrs) time.Time { return objmeta.Mtime(a) }
 
 // SetMeta sets the custom metadata keys of md on the local version of a,
 // an object version whose metadata in the bucket is a.Metadata (keys are
@@ -91,7 +69,7 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 	}
 	base := e.rec.Meta
 	if base == nil && !e.rec.Dirty {
-		base = ownMeta(a.Metadata)
+		base = objmeta.Own(a.Metadata)
 	}
 	next := maps.Clone(base) // snapshots share the old map: never change it in place
 	if next == nil {
@@ -199,21 +177,6 @@ func (c *Cache) patchMeta(ctx context.Context, e *entry, name string, base int64
 		}
 	}
 	c.removeAll(victims)
-}
-
-// uploadMeta is the custom metadata of an upload of e's content: its
-// recorded metadata, the modification time of the cache file, and the
-// upload's ID.
-func uploadMeta(meta map[string]string, mtime time.Time, attempt string) map[string]string {
-	out := maps.Clone(meta)
-	if out == nil {
-		out = map[string]string{}
-	}
-	if !mtime.IsZero() {
-		out[MtimeKey] = FormatMtime(mtime)
-	}
-	out[AttemptKey] = attempt
-	return out
 }
 
 // undoSetMetaLocked takes back a metadata change the journal refused (a

@@ -2,10 +2,10 @@ package cache
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -92,7 +92,7 @@ func (c *Cache) sameUpload(u uploadJob, body fileSums, mtime time.Time, live tra
 	if !body.ok || live.Size != u.size || live.CRC32C != body.whole || live.ContentEncoding != u.encoding {
 		return false
 	}
-	return maps.Equal(ownMeta(live.Metadata), ownMeta(uploadMeta(u.meta, mtime, "")))
+	return objmeta.SameMeta(live.Metadata, u.meta, mtime)
 }
 
 // adoptUpload settles u with live, its own earlier try that the bucket

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -521,7 +522,7 @@ func (r *dirRename) newRecord(m *dirMove, base int64) record {
 		}
 	default:
 		src := m.remote
-		meta := ownMeta(src.Metadata)
+		meta := objmeta.Own(src.Metadata)
 		if m.e != nil {
 			e := m.e
 			switch {

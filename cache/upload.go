@@ -6,8 +6,6 @@ package cache
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -158,7 +157,7 @@ func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
 	}
 	// A base below 0 is a deletion of "whatever was there" (a removed
 	// directory's placeholder) written again: a new object.
-	attrs, err := c.sendContent(ctx, name, u.id, u.size, src, body.put(transfer.PutOptions{IfGenerationMatch: max(base, 0), ContentType: u.contentType, ContentEncoding: u.encoding, Metadata: uploadMeta(u.meta, mtime, attempt)}))
+	attrs, err := c.sendContent(ctx, name, u.id, u.size, src, body.put(transfer.PutOptions{IfGenerationMatch: max(base, 0), ContentType: u.contentType, ContentEncoding: u.encoding, Metadata: objmeta.ForUpload(u.meta, mtime, attempt)}))
 	if c.supersededDuring(e, name, base, attrs, err) {
 		return
 	}
@@ -293,7 +292,7 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
 	var victims []*entry
 	if c.settleLocked(e, name, u.version, u.inflight, true) {
-		e.rec.Meta = ownMeta(attrs.Metadata) // what the bucket has now (its time among it)
+		e.rec.Meta = objmeta.Own(attrs.Metadata) // what the bucket has now (its time among it)
 		if src.from == "" {
 			c.adoptSumsLocked(e, body, attrs)
 		}
@@ -456,8 +455,9 @@ func (c *Cache) confirm(name string, a transfer.ObjectAttrs, deleted bool) {
 }
 
 // AttemptKey is the custom metadata key (x-goog-meta-bucketfs-upload)
-// that carries the ID of the upload that wrote an object version.
-const AttemptKey = "bucketfs-upload"
+// that carries the ID of the upload that wrote an object version
+// (objmeta.AttemptKey).
+const AttemptKey = objmeta.AttemptKey
 
 // maxAttempts bounds the unconfirmed upload IDs kept per record.
 const maxAttempts = 8
@@ -499,15 +499,8 @@ func (c *Cache) supersededLocked(e *entry, name string, base int64, a transfer.O
 // noteAttempt records, in the journal, the ID of an upload of e's
 // content at its name about to be sent, before it is sent.
 func (c *Cache) noteAttempt(e *entry) (string, error) {
-	id := newAttemptID()
+	id := objmeta.NewAttemptID()
 	return id, c.recordAttempt(e, id, "")
-}
-
-// newAttemptID returns a new upload ID (AttemptKey).
-func newAttemptID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // recordAttempt adds upload ID id to e's unconfirmed tries (once) and,
@@ -552,7 +545,7 @@ func (c *Cache) ownVersionOf(e *entry, a transfer.ObjectAttrs, err error) (int64
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return a.Generation, a.Metadata[AttemptKey] != "" && slices.Contains(e.rec.Attempts, a.Metadata[AttemptKey])
+	return a.Generation, objmeta.WrittenBy(a.Metadata, e.rec.Attempts)
 }
 
 // failedLocked schedules the next try of a failed upload.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -209,7 +210,7 @@ func (c *Cache) completeForWrite(ctx context.Context, e *entry, a transfer.Objec
 		// that replaces it (its first change clears Deleted).
 		trunc = true
 	} else if e.rec.Meta == nil && !e.rec.Dirty {
-		e.rec.Meta = ownMeta(a.Metadata) // an upload keeps what the object had
+		e.rec.Meta = objmeta.Own(a.Metadata) // an upload keeps what the object had
 	}
 	if trunc {
 		// New content: whatever the old version's encoding, it is not

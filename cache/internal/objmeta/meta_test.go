@@ -1,0 +1,47 @@
+package objmeta
+
+import (
+	"testing"
+	"time"
+
+	"github.com/bucketfs/bucketfs/transfer"
+)
+
+// An upload's metadata carries the local version's keys, the file's time
+// and the upload's ID; a new local version keeps all but the ID; a
+// version compares the same whatever upload wrote it.
+func TestUploadMetaRoundTrip(t *testing.T) {
+	mtime := time.Date(2026, 11, 28, 10, 11, 12, 13, time.UTC)
+	local := map[string]string{"mode": "100644"}
+	id := NewAttemptID()
+	if len(id) != 16 || id == NewAttemptID() {
+		t.Fatalf("upload IDs: %q, not 16 hex digits or not new each time", id)
+	}
+	up := ForUpload(local, mtime, id)
+	if up["mode"] != "100644" || up[AttemptKey] != id || up[MtimeKey] != FormatMtime(mtime) {
+		t.Fatalf("ForUpload = %v", up)
+	}
+	if _, ok := local[AttemptKey]; ok {
+		t.Fatalf("ForUpload changed the local version's map: %v", local)
+	}
+	if own := Own(up); own[AttemptKey] != "" || own["mode"] != "100644" {
+		t.Errorf("Own kept the upload ID or lost a key: %v", own)
+	}
+	if !SameMeta(up, local, mtime) {
+		t.Errorf("an upload's metadata does not compare the same as what it sent")
+	}
+	if SameMeta(up, local, mtime.Add(time.Second)) {
+		t.Errorf("metadata with another time compares the same")
+	}
+	if !WrittenBy(up, []string{"x", id}) || WrittenBy(up, []string{"x"}) || WrittenBy(Own(up), []string{""}) {
+		t.Errorf("WrittenBy does not tell the upload's own versions")
+	}
+	got := Mtime(transfer.ObjectAttrs{Metadata: up, Updated: mtime.Add(time.Hour)})
+	if !got.Equal(mtime) {
+		t.Errorf("Mtime = %v, want the key's %v", got, mtime)
+	}
+	updated := mtime.Add(time.Hour)
+	if got := Mtime(transfer.ObjectAttrs{Metadata: map[string]string{MtimeKey: "not a time"}, Updated: updated}); !got.Equal(updated) {
+		t.Errorf("Mtime of a bad key = %v, want the object's write time", got)
+	}
+}
