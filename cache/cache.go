@@ -33,7 +33,8 @@ import (
 // tries an entry's persistMu (TryLock), never waits for it.
 // cleanMu (staging.go) is taken with no other lock held, across the
 // network requests of a cleaning round; Cache.mu may be taken under it.
-// readEvidence.mu (fetch.go) is a leaf, taken with nothing else held.
+// A handle's readpattern.Reads lock (package readpattern) is a leaf,
+// taken inside its methods with nothing else held.
 // The space budget's lock (package space: space.Budget's, a leaf) is
 // taken inside its methods, under Cache.mu or nothing; it never takes a
 // lock of this package. Budget.Measure does a statfs: it is called with

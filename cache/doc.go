@@ -121,4 +121,10 @@
 // and upload ID keys, the metadata an upload carries and a new version
 // keeps, the names of conflict copies) is package internal/objmeta, pure
 // functions of plain values.
+//
+// How a handle's reads decide what its download fetches (the chunk
+// ahead of a reader in order, the whole object once the reads show it
+// will be read broadly) is package internal/readpattern: the evidence of
+// one handle's reads under a leaf lock, and the rule as a pure function;
+// this package acts on it (fetch.go).
 package cache

@@ -12,13 +12,13 @@ package cache
 // of a chunk if it began at the start, as whole-file readers do), or a
 // quarter of the object's chunks are present. So a reader of a file's
 // footer or index (Parquet, ORC, zip, MP4 do that first) fetches a chunk
-// or two, not the object. 'bucketfs warm' fetches whole objects,
-// whatever their size.
+// or two, not the object (the rules are package internal/readpattern's).
+// 'bucketfs warm' fetches whole objects, whatever their size.
 
 import (
 	"context"
-	"sync"
 
+	"github.com/bucketfs/bucketfs/cache/internal/readpattern"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -86,57 +86,29 @@ func (c *Cache) promote(e *entry, dl *transfer.Download, why transfer.FetchReaso
 	}
 }
 
-// coverageShare: once 1/coverageShare of an object's chunks are present
-// or being fetched, the rest is fetched too. Being fetched counts: a read
-// may have its bytes before its chunk is marked present, and the next
-// read must see the same evidence whatever the timing.
-const coverageShare = 4
-
-// readEvidence is what one handle's reads showed so far.
-type readEvidence struct {
-	mu    sync.Mutex
-	start int64 // where the reads in order began
-	end   int64 // where they reached
-	run   int64 // bytes they read
-}
-
 // observe notes a read of n bytes at off through h, before it waits for
-// them, and acts on what the reads show: the next chunk fetched ahead of
-// a reader in order, the whole object once there is evidence (above). It
-// reports whether the read continues a run in order past its first
-// read: such a reader's waits do not hold back the background walk
-// (transfer.Download.EnsureInOrder), which is what it reads next.
+// them, and acts on what the reads show (readpattern.Decide): the next
+// chunk fetched ahead of a reader in order, the whole object once there
+// is evidence. It reports whether the read continues a run in order past
+// its first read: such a reader's waits do not hold back the background
+// walk (transfer.Download.EnsureInOrder), which is what it reads next.
 func (h *Handle) observe(off, n int64) bool {
 	chunk := h.c.opts.ChunkSize
 	// How far a read may start from where the last one ended and still
-	// count as in order: the kernel sends a reader's reads several at
-	// once, and they may arrive out of order.
-	slack := chunk / 2
-	ev := &h.evidence
-	ev.mu.Lock()
-	inOrder := off >= ev.end-slack && off <= ev.end+slack
-	if inOrder {
-		ev.run += max(off+n-ev.end, 0)
-		ev.end = max(ev.end, off+n)
-	} else {
-		ev.start, ev.end, ev.run = off, off+n, n
-	}
-	run, fromStart := ev.run, ev.start == 0
-	ev.mu.Unlock()
+	// count as in order: half a chunk.
+	seen := h.evidence.Note(off, n, chunk/2)
 	if !h.byEvidence.Load() {
-		return inOrder && run > n
+		return seen.Continues(n)
 	}
 	covered, total := h.dl.Covered()
-	switch {
-	case run >= chunk || fromStart && run >= chunk/4 || covered*coverageShare >= total:
+	switch readpattern.Decide(seen, chunk, covered, total) {
+	case readpattern.Whole:
 		if h.byEvidence.CompareAndSwap(true, false) {
 			h.c.promote(h.e, h.dl, transfer.FetchWhole)
 		}
-	case inOrder && run >= chunk/4:
-		// The chunk after the one the read ends in, once the run is
-		// more than one read's worth (the kernel splits a read of a
-		// MiB into several in order: a random reader's are not a run).
+	case readpattern.Readahead:
+		// The chunk after the one the read ends in.
 		h.dl.Readahead((off+n+chunk-1)/chunk*chunk, chunk)
 	}
-	return inOrder && run > n
+	return seen.Continues(n)
 }

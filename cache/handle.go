@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/bucketfs/bucketfs/cache/internal/readpattern"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -30,7 +31,7 @@ type Handle struct {
 	// byEvidence: the download fetches what is read until the reads
 	// show the object is read broadly (fetch.go).
 	byEvidence atomic.Bool
-	evidence   readEvidence
+	evidence   readpattern.Reads
 	headMu     sync.Mutex
 	head       []byte // guarded by headMu: the first bytes of an uncached object, fetched by Check (head.go)
 	closeOnce  sync.Once
