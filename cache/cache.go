@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/folders"
 	"github.com/bucketfs/bucketfs/cache/internal/recovery"
 	"github.com/bucketfs/bucketfs/cache/internal/space"
 	"github.com/bucketfs/bucketfs/transfer"
@@ -145,7 +146,7 @@ type Cache struct {
 
 	kick       chan struct{}      // buffered 1: wakes the uploader (uploader.go)
 	stopUpload context.CancelFunc // ends the uploader and its uploads
-	flat       atomic.Bool        // the bucket has no hierarchical namespace: no folder calls (folder.go)
+	folders    *folders.Folders   // the bucket's folder calls, if it has a hierarchical namespace (folder.go)
 	cleanKick  chan struct{}      // buffered 1: wakes the cleaner (staging.go)
 	cleanMu    sync.Mutex         // one cleaning round at a time (staging.go)
 
@@ -178,6 +179,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 	}
 	c := &Cache{
 		opts: o, b: b, log: o.Logger, opened: time.Now(), prio: transfer.NewPriority(),
+		folders: folders.New(b, o.Logger),
 		dataDir: filepath.Join(o.Dir, "data"),
 		kick:    make(chan struct{}, 1),
 		cacheIndex: cacheIndex{

@@ -127,4 +127,10 @@
 // will be read broadly) is package internal/readpattern: the evidence of
 // one handle's reads under a leaf lock, and the rule as a pure function;
 // this package acts on it (fetch.go).
+//
+// The calls to a bucket's hierarchical namespace (a folder renamed in
+// one step, which objects moved with their content, empty folders
+// deleted, and whether the bucket has folders at all) are package
+// internal/folders; whether a directory rename may use them, and the
+// freezing of its names meanwhile, stay here (folder.go).
 package cache

@@ -2,12 +2,10 @@ package cache
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
-	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/folders"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -35,8 +33,9 @@ import (
 // under the old prefix are dropped and the rename fails (EIO); what the
 // bucket says is shown from then on.
 //
-// Folders outlive their objects in such a bucket: pruneFolders deletes
-// the empty ones a directory leaves behind.
+// Folders outlive their objects in such a bucket: package
+// internal/folders deletes the empty ones a directory leaves behind, and
+// makes the folder calls.
 
 // tryFolderRename renames directory from to to (prefixes, as RenameDir)
 // with the bucket's folder rename, if it can (see above); remote and
@@ -46,7 +45,7 @@ import (
 // error: nothing changed, copy instead. Once the bucket said it has no
 // hierarchical namespace, it is not asked again.
 func (c *Cache) tryFolderRename(ctx context.Context, from, to string, remote, remoteTo []transfer.ObjectAttrs) (moved map[string]Moved, done bool, err error) {
-	if c.flat.Load() || len(remote) == 0 || len(remoteTo) > 0 {
+	if c.folders.Flat() || len(remote) == 0 || len(remoteTo) > 0 {
 		return nil, false, nil
 	}
 	c.mu.Lock()
@@ -84,37 +83,21 @@ func (c *Cache) tryFolderRename(ctx context.Context, from, to string, remote, re
 	c.mu.Unlock()
 	defer c.thaw(from, to)
 
-	rctx, cancel := context.WithTimeout(ctx, folderRenameWait)
-	err = c.b.RenameFolder(rctx, from, to)
-	cancel()
-	switch {
-	case errors.Is(err, transfer.ErrNotSupported):
-		c.flat.Store(true)
-		return nil, false, nil
-	case errors.Is(err, transfer.ErrNotRenamed):
-		c.log.Info("the bucket did not rename the folder; copying its objects instead", "from", from, "to", to, "err", err)
-		return nil, false, nil
-	case err != nil:
+	renamed, err := c.folders.Rename(ctx, from, to)
+	if err != nil {
 		c.forgetClean(checked, nil, nil)
-		return nil, false, fmt.Errorf("renaming folder %s to %s (the bucket may or may not have done it): %w", from, to, err)
+		return nil, false, err
 	}
-	moved = map[string]Moved{}
+	if !renamed {
+		return nil, false, nil
+	}
 	list, lerr := c.listAll(ctx, to)
 	if lerr != nil {
 		c.log.Warn("listing a renamed folder failed; its cached files are dropped", "folder", to, "err", lerr)
 		c.forgetClean(checked, nil, nil)
-		return moved, true, nil
+		return map[string]Moved{}, true, nil
 	}
-	before := map[string]transfer.ObjectAttrs{}
-	for _, a := range remote {
-		before[a.Name] = a
-	}
-	for _, a := range list {
-		old := before[from+a.Name[len(to):]]
-		if old.Name != "" && transfer.SameContent(old, a) {
-			moved[a.Name] = Moved{Old: old, New: a}
-		}
-	}
+	moved = folders.Matched(from, to, remote, list)
 	c.forgetClean(checked, func(name string) (transfer.ObjectAttrs, transfer.ObjectAttrs) {
 		m := moved[to+name[len(from):]]
 		return m.Old, m.New
@@ -122,14 +105,9 @@ func (c *Cache) tryFolderRename(ctx context.Context, from, to string, remote, re
 	return moved, true, nil
 }
 
-// folderRenameWait bounds the wait for the bucket's folder rename, while
-// names under both prefixes wait too. Past it, the rename fails (EIO)
-// and the bucket may still make it.
-const folderRenameWait = 5 * time.Minute
-
 // Moved is one object a folder rename moved: its version under the old
 // name, and under the new one (a new generation, the same content).
-type Moved struct{ Old, New transfer.ObjectAttrs }
+type Moved = folders.Moved
 
 // settledCleanLocked reports whether e is a clean copy of a bucket version
 // that nothing uses: a folder rename may move it.
@@ -188,23 +166,4 @@ func (c *Cache) thaw(prefixes ...string) {
 	c.frozen.remove(prefixes...)
 	c.notifyLocked()
 	c.mu.Unlock()
-}
-
-// pruneFolders deletes the folder of a directory whose placeholder was
-// deleted (rmdir, or the old name of a directory renamed with copies),
-// with the empty folders under it, in a bucket with a hierarchical
-// namespace: there folders outlive their objects, and many empty ones
-// slow listings down. Only empty folders go (transfer.Bucket). Best
-// effort: a failure is logged, and the folder stays.
-func (c *Cache) pruneFolders(ctx context.Context, dir string) {
-	if c.flat.Load() {
-		return
-	}
-	err := c.b.DeleteEmptyFolders(ctx, dir)
-	switch {
-	case errors.Is(err, transfer.ErrNotSupported):
-		c.flat.Store(true)
-	case err != nil && ctx.Err() == nil:
-		c.log.Info("deleting an empty folder failed; it stays in the bucket", "folder", dir, "err", err)
-	}
 }

@@ -393,7 +393,7 @@ func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base in
 		if strings.HasSuffix(name, "/") {
 			// While the deletion is still recorded: a flush waits for
 			// it, and after a crash the next start does it again.
-			c.pruneFolders(ctx, name)
+			c.folders.Prune(ctx, name)
 		}
 	}
 	c.mu.Lock()
