@@ -15,6 +15,7 @@ import (
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/cache/internal/folders"
 	"github.com/bucketfs/bucketfs/cache/internal/recovery"
+	"github.com/bucketfs/bucketfs/cache/internal/send"
 	"github.com/bucketfs/bucketfs/cache/internal/space"
 	"github.com/bucketfs/bucketfs/transfer"
 	bolt "go.etcd.io/bbolt"
@@ -32,8 +33,11 @@ import (
 // waitLocked (wait.go) releases Cache.mu while it waits. In tests,
 // releasing Cache.mu checks the invariants (state.go); the check only
 // tries an entry's persistMu (TryLock), never waits for it.
-// cleanMu (staging.go) is taken with no other lock held, across the
-// network requests of a cleaning round; Cache.mu may be taken under it.
+// The sender's locks (package send: send.Sender's cleanMu, held across
+// a cleaning round's network requests, then its mu, a leaf) are taken
+// inside its methods, which do network and disk I/O and are called with
+// no lock of this package held, never under Cache.mu; they never take a
+// lock of this package.
 // A handle's readpattern.Reads lock (package readpattern) is a leaf,
 // taken inside its methods with nothing else held.
 // The space budget's lock (package space: space.Budget's, a leaf) is
@@ -61,7 +65,7 @@ type Options struct {
 	WriteBackDelay    time.Duration // wait after the last close before uploading
 	UploadParallelism int           // uploads in flight
 	// Large, if set, uploads files of LargeThreshold bytes or more in
-	// parts (see staging.go).
+	// parts (package internal/send).
 	Large          LargeUploader
 	LargeThreshold int64
 	FullWait       time.Duration // how long a write waits for uploads when changes fill the cache (default 30s)
@@ -147,8 +151,7 @@ type Cache struct {
 	kick       chan struct{}      // buffered 1: wakes the uploader (uploader.go)
 	stopUpload context.CancelFunc // ends the uploader and its uploads
 	folders    *folders.Folders   // the bucket's folder calls, if it has a hierarchical namespace (folder.go)
-	cleanKick  chan struct{}      // buffered 1: wakes the cleaner (staging.go)
-	cleanMu    sync.Mutex         // one cleaning round at a time (staging.go)
+	sender     *send.Sender       // sends files' content, cleans up staged parts (send.go)
 
 	// mu guards the state below, grouped by subsystem; state.go has the
 	// groups and the invariants that tie them together.
@@ -157,7 +160,6 @@ type Cache struct {
 	cacheStatus
 	cacheWriteBack
 	cacheRenames
-	cacheStaging
 	inv *invariantState // nil but in tests (state.go)
 }
 
@@ -199,15 +201,11 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 			quiet:  prefixSet{},
 			frozen: prefixSet{},
 		},
-		cacheStaging: cacheStaging{
-			liveStaging: map[string]bool{},
-		},
 		stopCheckpoint: make(chan struct{}),
 		closing:        make(chan struct{}),
 		verifySlot:     make(chan struct{}, 1),
 		syncVerifyMax:  syncVerifyMax,
 		verifyWait:     verifyWait,
-		cleanKick:      make(chan struct{}, 1),
 	}
 	if o.FullWait <= 0 {
 		c.opts.FullWait = 30 * time.Second
@@ -240,6 +238,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		}
 		return nil, err
 	}
+	c.sender = c.newSender()
 	c.startCheckpointer()
 	c.startUploader()
 	return c, nil

@@ -94,7 +94,7 @@ func (c *Cache) sendCopy(ctx context.Context, u uploadJob, body fileSums, mtime 
 		}
 		o := body.put(transfer.PutOptions{IfGenerationMatch: 0, ContentType: u.contentType, ContentEncoding: u.encoding,
 			Metadata: objmeta.ForUpload(u.meta, mtime, attempt)})
-		_, err = c.sendContent(ctx, sibling, u.id, u.size, u.src, o)
+		_, err = c.sender.Send(ctx, sibling, u.id, u.size, u.src, o)
 		if !errors.Is(err, transfer.ErrPrecondition) {
 			return sibling, err
 		}
@@ -136,7 +136,7 @@ func (c *Cache) ownCopy(u uploadJob, body fileSums, mtime time.Time, live transf
 	if !ours {
 		return false
 	}
-	if u.src.from != "" {
+	if u.src.From != "" {
 		return live.Size == u.size && objmeta.SameMeta(live.Metadata, u.meta, mtime)
 	}
 	return c.sameUpload(u, body, mtime, live)

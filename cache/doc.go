@@ -90,7 +90,7 @@
 //	folder.go       folder renames in a hierarchical namespace
 //	prefixset.go    prefixSet, the prefixes directory renames hold
 //	exchange.go     swapping two names (Exchange)
-//	staging.go      parallel uploads and the cleaning of their staging objects
+//	send.go         the Sender (internal/send): making it, running its cleaner; CleanStaging
 //	checksum.go     integrity: chunk sums, checks, held files, Resolve
 //	record.go       record, an alias of durable.Record
 //	load.go         opening and loading the index at a start: its records
@@ -133,4 +133,14 @@
 // deleted, and whether the bucket has folders at all) are package
 // internal/folders; whether a directory rename may use them, and the
 // freezing of its names meanwhile, stay here (folder.go).
+//
+// Sending a file's content to the bucket (one request, parts, or a
+// server-side copy of a pending copy's source) and the staging prefixes
+// of parallel uploads (recorded in the index before the first part
+// leaves, cleaned up after, and by a background cleaner after a crash
+// or a failed cleanup; CleanStaging at an unmount) are package
+// internal/send: this package decides when a name is sent, from what
+// and under which conditions, and settles the entry once the bucket
+// answers; send needs none of the cache's state, and keeps the prefixes
+// of the uploads running now under its own lock.
 package cache

@@ -63,7 +63,7 @@ func (c *Cache) earlierUpload(ctx context.Context, u uploadJob, body fileSums, m
 	c.mu.Lock()
 	unconfirmed := len(u.e.rec.Attempts) > 0
 	c.mu.Unlock()
-	if !unconfirmed || u.src.from != "" {
+	if !unconfirmed || u.src.From != "" {
 		return u.base, false
 	}
 	live, err := c.b.Stat(ctx, u.name)

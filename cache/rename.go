@@ -12,6 +12,7 @@ import (
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
+	"github.com/bucketfs/bucketfs/cache/internal/send"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -91,16 +92,16 @@ func (c *Cache) heldLocked(e *entry) bool {
 // was changed or deleted in the bucket by someone else before the copy
 // was made. A complete cache file still has the bytes: they are uploaded
 // instead. Otherwise the content is gone with the source.
-func (c *Cache) copySourceGone(ctx context.Context, e *entry, name string, src copySource) {
+func (c *Cache) copySourceGone(ctx context.Context, e *entry, name string, src send.Source) {
 	// What the source's name holds now goes in the log: with no other
 	// writer, a version gone is a bug of this cache (issue 17, item 6).
 	now := "nothing"
-	if a, err := c.b.Stat(ctx, src.from); err == nil {
+	if a, err := c.b.Stat(ctx, src.From); err == nil {
 		now = fmt.Sprintf("generation %d, metageneration %d", a.Generation, a.Metageneration)
 	}
 	c.mu.Lock()
 	e.uploading = false
-	if e.rec.CopyFrom != src.from || e.rec.CopyGen != src.gen {
+	if e.rec.CopyFrom != src.From || e.rec.CopyGen != src.Gen {
 		c.scheduleLocked(name, 0) // no longer that copy: send what it is now
 		c.notifyLocked()
 		c.mu.Unlock()
@@ -111,12 +112,12 @@ func (c *Cache) copySourceGone(ctx context.Context, e *entry, name string, src c
 	var victims []*entry
 	if e.rec.Complete {
 		c.log.Warn("the object a renamed file was copied from changed in the bucket before the copy was made; uploading the cached bytes instead",
-			"object", name, "source", src.from, "source_generation", src.gen, "source_now", now)
+			"object", name, "source", src.From, "source_generation", src.Gen, "source_now", now)
 		c.scheduleLocked(name, 0)
 	} else {
 		c.log.Error("a renamed file is lost: the object it was to be copied from was changed or deleted in the bucket by someone else before the copy was made, and no complete copy was cached",
-			"object", name, "source", src.from, "source_generation", src.gen, "source_now", now)
-		c.noteErrorLocked("copy", name, fmt.Errorf("source %s#%d is gone from the bucket", src.from, src.gen))
+			"object", name, "source", src.From, "source_generation", src.Gen, "source_now", now)
+		c.noteErrorLocked("copy", name, fmt.Errorf("source %s#%d is gone from the bucket", src.From, src.Gen))
 		e.rec.Dirty, e.dirtying = false, nil
 		e.dirtySince = time.Time{}
 		victims = c.dropLocked(e)

@@ -53,11 +53,6 @@ type cacheRenames struct {
 	frozen prefixSet      // prefixes the bucket is renaming; their names wait (folder.go)
 }
 
-// cacheStaging is the state of parallel uploads (staging.go).
-type cacheStaging struct {
-	liveStaging map[string]bool // staging prefixes of running uploads
-}
-
 // cacheMu is Cache.mu. In tests (checkInvariants), every Unlock first
 // checks the invariants below: each holder of the lock leaves them true.
 type cacheMu struct {

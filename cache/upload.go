@@ -8,13 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
+	"github.com/bucketfs/bucketfs/cache/internal/send"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -54,7 +54,7 @@ type uploadJob struct {
 	id                    uint64
 	deleted, metaOnly     bool
 	meta                  map[string]string
-	src                   copySource
+	src                   send.Source
 	contentType, encoding string
 	ref                   sumsRef
 	seq                   uint64 // e.uploadSeq of this upload
@@ -88,7 +88,7 @@ func (c *Cache) takeUpload(name string) (uploadJob, bool) {
 	u := uploadJob{e: e, name: name, version: e.version, inflight: e.inflight}
 	u.base, u.size, u.id = e.rec.Generation, e.rec.Size, e.rec.ID
 	u.deleted, u.metaOnly, u.meta = e.rec.Deleted, e.rec.MetaOnly, e.rec.Meta
-	u.src = copySource{from: e.rec.CopyFrom, gen: e.rec.CopyGen}
+	u.src = send.Source{From: e.rec.CopyFrom, Gen: e.rec.CopyGen}
 	u.contentType, u.encoding = e.rec.CopyType, e.rec.Encoding
 	u.ref = sumsRef{chunk: e.rec.ChunkSize, sums: slices.Clone(e.rec.Sums), written: slices.Clone(e.rec.Written)}
 	e.forced, e.remoteMoved = false, false
@@ -109,7 +109,7 @@ func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
 	// handles are not counted anywhere else until those handles close),
 	// and when it was last changed.
 	var mtime time.Time
-	if src.from != "" {
+	if src.From != "" {
 		// A copy: its time is in meta already, its size the source's.
 	} else if st, err := os.Stat(c.dataPath(u.id)); err == nil {
 		u.size, mtime = st.Size(), st.ModTime()
@@ -126,7 +126,7 @@ func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
 		return
 	}
 	var body fileSums
-	if src.from == "" {
+	if src.From == "" {
 		var held bool
 		body, held = c.scanForUpload(ctx, e, name, u.id, u.size, u.ref)
 		if held {
@@ -157,14 +157,14 @@ func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
 	}
 	// A base below 0 is a deletion of "whatever was there" (a removed
 	// directory's placeholder) written again: a new object.
-	attrs, err := c.sendContent(ctx, name, u.id, u.size, src, body.put(transfer.PutOptions{IfGenerationMatch: max(base, 0), ContentType: u.contentType, ContentEncoding: u.encoding, Metadata: objmeta.ForUpload(u.meta, mtime, attempt)}))
+	attrs, err := c.sender.Send(ctx, name, u.id, u.size, src, body.put(transfer.PutOptions{IfGenerationMatch: max(base, 0), ContentType: u.contentType, ContentEncoding: u.encoding, Metadata: objmeta.ForUpload(u.meta, mtime, attempt)}))
 	if c.supersededDuring(e, name, base, attrs, err) {
 		return
 	}
 	if testAfterSend != nil {
 		testAfterSend(name)
 	}
-	if src.from != "" && errors.Is(err, transfer.ErrNotExist) {
+	if src.From != "" && errors.Is(err, transfer.ErrNotExist) {
 		c.copySourceGone(ctx, e, name, src)
 		return
 	}
@@ -288,15 +288,15 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 	c.stats.Uploads++
 	// Still the copy this upload made (a change since would have made
 	// the content local): the bucket has the content now.
-	wasCopy := src.from != "" && e.rec.CopyFrom == src.from
+	wasCopy := src.From != "" && e.rec.CopyFrom == src.From
 	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
 	var victims []*entry
 	if c.settleLocked(e, name, u.version, u.inflight, true) {
 		e.rec.Meta = objmeta.Own(attrs.Metadata) // what the bucket has now (its time among it)
-		if src.from == "" {
+		if src.From == "" {
 			c.adoptSumsLocked(e, body, attrs)
 		}
-		if e.rec.Size != size && src.from == "" {
+		if e.rec.Size != size && src.From == "" {
 			// Nothing changed since the upload read the file: its size is
 			// the truth (a size counted late, as after passthrough writes
 			// through a handle a rename moved, would be stale).
@@ -595,59 +595,4 @@ func (c *Cache) resendChangedLocked(ctx context.Context, u uploadJob, err error)
 	c.log.Info("changed while uploading; sending again", "object", u.name, "retry_in", delay)
 	c.scheduleLocked(u.name, delay)
 	return true
-}
-
-// copySource is where an upload's content comes from: the cache file,
-// or (from not empty) a server-side copy of generation gen of object
-// from.
-type copySource struct {
-	from string
-	gen  int64
-}
-
-// sendContent writes name's content in the bucket under o: the cache file
-// id (size bytes), or a copy of src.
-func (c *Cache) sendContent(ctx context.Context, name string, id uint64, size int64, src copySource, o transfer.PutOptions) (transfer.ObjectAttrs, error) {
-	if src.from != "" {
-		return c.b.Copy(ctx, src.from, src.gen, name, o)
-	}
-	return c.putObject(ctx, name, id, size, o)
-}
-
-// putObject uploads size bytes of cache file id as name: in parts if the
-// file is large and a LargeUploader is configured, else in one request.
-func (c *Cache) putObject(ctx context.Context, name string, id uint64, size int64, o transfer.PutOptions) (transfer.ObjectAttrs, error) {
-	if c.opts.Large == nil || size < c.opts.LargeThreshold {
-		return c.putFile(ctx, name, id, size, o)
-	}
-	f, err := os.Open(c.dataPath(id))
-	if err != nil {
-		return transfer.ObjectAttrs{}, fmt.Errorf("opening cache file: %w", err)
-	}
-	defer f.Close()
-	staging := transfer.NewStaging()
-	c.mu.Lock()
-	c.liveStaging[staging] = true
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.liveStaging, staging)
-		c.mu.Unlock()
-	}()
-	if err := c.recordStaging(staging, name); err != nil {
-		return transfer.ObjectAttrs{}, err
-	}
-	a, err := c.opts.Large.Put(ctx, name, f, size, o, staging)
-	c.cleanStaging(ctx, staging)
-	return a, err
-}
-
-// putFile uploads size bytes of cache file id as name in one request.
-func (c *Cache) putFile(ctx context.Context, name string, id uint64, size int64, o transfer.PutOptions) (transfer.ObjectAttrs, error) {
-	f, err := os.Open(c.dataPath(id))
-	if err != nil {
-		return transfer.ObjectAttrs{}, fmt.Errorf("opening cache file: %w", err)
-	}
-	defer f.Close()
-	return c.b.Put(ctx, name, io.NewSectionReader(f, 0, size), o)
 }
