@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/recovery"
 	"github.com/bucketfs/bucketfs/internal/crc32c"
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -224,7 +225,7 @@ func (c *Cache) checkSize(e *entry, f *os.File) {
 	if err := f.Truncate(size); err != nil {
 		c.log.Warn("resizing a damaged cache file failed", "object", e.name, "err", err)
 	}
-	c.dropBadChunks(e, bad, fmt.Errorf("the cache file has %d bytes, its record says %d (the file is %s)", st.Size(), size, shorterOrLonger(st.Size(), size)))
+	c.dropBadChunks(e, bad, fmt.Errorf("the cache file has %d bytes, its record says %d (the file is %s)", st.Size(), size, recovery.ShorterOrLonger(st.Size(), size)))
 }
 
 // verifyCopy checks e's clean, complete copy before a handle reads it

@@ -56,7 +56,7 @@
 // files without a record are placed by their own descriptions
 // (internal/recovery): never deleted while they may hold bytes that are
 // not in the bucket. A missing or damaged index.db is rebuilt the same
-// way (load.go, internal/recovery); Fsck checks an unmounted cache.
+// way (internal/recovery); Fsck checks an unmounted cache.
 //
 // Integrity: the cache directory is not trusted blindly (checksum.go).
 // Every record keeps the CRC-32C of each chunk of its copy and the
@@ -93,11 +93,10 @@
 //	send.go         the Sender (internal/send): making it, running its cleaner; CleanStaging
 //	checksum.go     integrity: chunk sums, checks, held files, Resolve
 //	record.go       record, an alias of durable.Record
-//	load.go         opening and loading the index at a start: its records
-//	                reconciled with their files, entries made (StateError)
+//	load.go         a start: the records internal/recovery loaded (Load)
+//	                made entries, re-queued, evicted to the cap (StateError)
 //	fsck.go         Fsck, InUse, IndexPath: wrappers of internal/recovery
 //	status.go, warnlimit.go  Status and rate-limited warnings
-//	sizemsg.go      a size compared in messages (shorterOrLonger)
 //	warm.go         Warm (fill the cache under prefixes), pins, Unpin
 //
 // The durable record (the index's bbolt schema, the journal, the Record
@@ -112,10 +111,13 @@
 // the numbers, under its own lock.
 //
 // Checking and mending a cache directory from its disk (the bucket
-// file, a damaged index moved aside and rebuilt, data files no record
-// names placed or moved to lost+found, Fsck) is package
-// internal/recovery: this package loads what recovery leaves, and makes
-// the entries; recovery needs none of the cache's state.
+// file, a damaged index moved aside and rebuilt, a start's loading of
+// the index: the journal replayed, records reconciled with their files,
+// data files no record names placed or moved to lost+found; Fsck) is
+// package internal/recovery: this package takes the records
+// recovery.Load returns, with the index and journal it opened, counts
+// the copies it found of the wrong size, and makes the entries; recovery
+// needs none of the cache's state.
 //
 // What bucketfs writes on the objects it uploads (the modification time
 // and upload ID keys, the metadata an upload carries and a new version

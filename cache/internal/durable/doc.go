@@ -17,11 +17,12 @@
 //	             (record.go)
 //
 // It decides nothing about the cache: which records exist, when they
-// change and what they cost are package cache's (cache/load.go); what
-// becomes of a data file no record names, and what an offline check
-// finds, are package recovery's (cache/internal/recovery). It sees only
-// plain values (Record, Op, Description, names, IDs, paths) and the bbolt
-// handle, never the cache's state.
+// change and what they cost are package cache's; what becomes at a start
+// of a data file no record names and of a record whose file is gone or
+// of the wrong size, and what an offline check finds, are package
+// recovery's (cache/internal/recovery). It sees only plain values
+// (Record, Op, Description, names, IDs, paths) and the bbolt handle,
+// never the cache's state.
 //
 // Invariants (the callers' part is said where it is theirs):
 //   - Journal before effect: a change of objects/ is an Op appended to the

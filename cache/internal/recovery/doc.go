@@ -13,18 +13,28 @@
 //	              adopted as its name's record again, or moved to
 //	              lost+found/ with a note; carrying it out (Plan.Settle)
 //	              (orphans.go)
+//	loading       opening the index and its journal at a start, the
+//	              journal replayed and hooked to the describer, the
+//	              records read and reconciled with their files, the
+//	              orphans placed, undescribed files described (Load,
+//	              Loaded) (load.go)
 //	fsck          checking an unmounted cache (Fsck, Report): the index,
 //	              the journal, the data files against the records, every
 //	              copy against its chunk sums (fsck.go, sums.go); whether
 //	              a process holds the directory (InUse, IndexPath); with
-//	              Options.Rebuild, replacing the index with a rebuilt one
+//	              Options.Rebuild, replacing the index with a rebuilt one;
+//	              ShorterOrLonger, a file's size against its record's in
+//	              messages, which the cache's own checks share (sums.go)
 //
-// It decides nothing about a running cache: which records the cache keeps
-// once it has loaded them, a record whose data file is gone, the sizes of
-// local copies, the entries, their charges and the uploads of the changes
-// found are package cache's (cache/load.go: load, reconcile, index). It
-// sees only a directory, plain values (durable.Record, names, IDs, paths),
-// the bbolt handle of a new index, and a logger; never the cache's state.
+// It decides nothing about a running cache: what the cache does with the
+// records Load returns (the entries, their charges, eviction to the cap,
+// the uploads of the changes found) and what it counts of a start (the
+// copies of the wrong size, Loaded.WrongSize, in its Stats) are package
+// cache's (cache/load.go: openState, index). It sees only a directory,
+// plain values (durable.Record, names, IDs, paths), the bbolt handle and
+// the journal of the index it opens, the describer of the data files,
+// and a logger; never the cache's state. The index and the journal Load
+// returns are the caller's from then on.
 //
 // Invariants (the callers' part is said where it is theirs):
 //   - Nothing that may hold bytes not in the bucket is deleted. A data
@@ -53,12 +63,28 @@
 //     the next start.
 //   - One bucket: a directory whose bucket file names another bucket is
 //     refused (durable.ErrOtherBucket) before its index is opened.
+//   - Records against their files, at a start (reconcile): a record whose
+//     data file is missing is dropped (an error in the log if it held
+//     changes: they are lost); a deletion's file is detached first (a new,
+//     empty inode: a renamed file's new name may still share the old
+//     one); the file is the truth about local content, so such a record
+//     takes its file's size and is complete; a clean copy of the wrong
+//     size is cut or grown to its record's size and marked incomplete,
+//     with no sums, so that none of it is trusted and it is fetched again.
+//     The drops and the adopted records are committed through the journal
+//     in one update, before Plan.Settle.
+//   - A damaged index found while loading (a record that does not parse
+//     counts) is moved aside and rebuilt once; on failure Load leaves
+//     nothing open.
 //
 // Lock order: the package has no lock and starts no goroutine. Its
 // functions do disk I/O and run either at a start, before the cache
 // serves anything and under no lock of its (in package cache, never under
 // Cache.mu), or offline in fsck, on a directory no process holds (InUse;
-// the index's flock). It opens an index and a journal of its own only in
-// fsck, and closes both before it returns; the index that OpenIndex
-// returns, or that RebuildRecords fills, is the caller's.
+// the index's flock). The only locks taken are durable's (the journal's,
+// then the describer's), inside the methods of the journal and the
+// describer that Load calls. In fsck it opens an index and a journal of
+// its own, and closes both before it returns; the index that OpenIndex
+// returns, or that RebuildRecords fills, and the index and journal that
+// Load returns, are the caller's.
 package recovery

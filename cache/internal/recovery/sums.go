@@ -76,3 +76,15 @@ func checkFileSums(f *os.File, buf []byte, r durable.Record, clean bool) string 
 	}
 	return ""
 }
+
+// ShorterOrLonger says how a data file of got bytes differs from the want
+// its record says, for messages that give both numbers.
+func ShorterOrLonger(got, want int64) string {
+	switch {
+	case got < want:
+		return "shorter"
+	case got > want:
+		return "longer"
+	}
+	return "the right size"
+}
