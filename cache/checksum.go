@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/integrity"
 	"github.com/bucketfs/bucketfs/cache/internal/recovery"
-	"github.com/bucketfs/bucketfs/internal/crc32c"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -42,6 +42,11 @@ import (
 //
 // Chunks fetched or summed by this process are trusted for its lifetime
 // (entry.checked): they were checked as they were written.
+//
+// Reading a file and comparing its chunks with their sums is package
+// internal/integrity, which sees only the file and plain values; what a
+// failure means for an entry (dropped chunks, a held file, the counts and
+// the log lines) is decided here.
 
 // ErrDamaged means a file with changes not yet in the bucket failed its
 // checksum check: it is held, neither uploaded nor removed, until an
@@ -86,21 +91,18 @@ func (e *entry) setCheckedLocked(i int, ok bool) {
 	}
 }
 
-// checkChunks checks chunks [first, last] of e's copy (read through f)
-// that this process has not checked yet and that have sums: the chunks
-// of a clean copy, and those a changed file did not write. A clean chunk
-// that fails is dropped from the copy (dropBadChunks); a changed file with
-// one is held (hold). It reports which of the chunks asked for may be
-// served from the file; the others must be read from the bucket (a clean
-// copy) or answer ErrDamaged (a held file).
+// checkChunks checks chunks [first, last] of e's copy (read through f,
+// integrity.Check) that this process has not checked yet and that have
+// sums: the chunks of a clean copy, and those a changed file did not
+// write. A clean chunk that fails is dropped from the copy
+// (dropBadChunks); a changed file with one is held (hold). It reports
+// which of the chunks asked for may be served from the file; the others
+// must be read from the bucket (a clean copy) or answer ErrDamaged (a
+// held file).
 func (c *Cache) checkChunks(e *entry, f *os.File, first, last int) []bool {
-	type job struct {
-		i   int
-		sum uint32
-	}
 	c.mu.Lock()
 	good := make([]bool, last-first+1)
-	var todo []job
+	var todo []integrity.Want
 	chunk, size, version := e.rec.ChunkSize, e.rec.Size, e.version
 	clean := cleanContentLocked(e)
 	for i := first; i <= last; i++ {
@@ -117,27 +119,19 @@ func (c *Cache) checkChunks(e *entry, f *os.File, first, last int) []bool {
 			// Written here (the file is the truth), or held already.
 			good[i-first] = e.rec.Damaged == ""
 		default:
-			todo = append(todo, job{i, sum})
+			todo = append(todo, integrity.Want{I: i, Sum: sum})
 		}
 	}
 	c.mu.Unlock()
 	if len(todo) == 0 {
 		return good
 	}
-	buf := make([]byte, min(chunk, 1<<20))
-	var bad []int
-	var why error
+	bad, why := integrity.Check(f, chunk, size, todo)
 	for _, j := range todo {
-		off, n := durable.ChunkSpan(j.i, chunk, size)
-		got, err := durable.ReadChunkSum(f, buf, off, n)
-		if err == nil && got != j.sum {
-			err = fmt.Errorf("chunk %d (%d bytes at %d) has CRC32C %08x, its record says %08x", j.i, n, off, got, j.sum)
-		}
-		if err != nil {
-			bad, why = append(bad, j.i), err
-			continue
-		}
-		good[j.i-first] = true
+		good[j.I-first] = true
+	}
+	for _, i := range bad {
+		good[i-first] = false
 	}
 	c.mu.Lock()
 	if e.version != version || cleanContentLocked(e) != clean {
@@ -153,8 +147,8 @@ func (c *Cache) checkChunks(e *entry, f *os.File, first, last int) []bool {
 		return good
 	}
 	for _, j := range todo {
-		if good[j.i-first] {
-			e.setCheckedLocked(j.i, true)
+		if good[j.I-first] {
+			e.setCheckedLocked(j.I, true)
 		}
 	}
 	c.mu.Unlock()
@@ -341,84 +335,33 @@ func (c *Cache) checkBeforeWrite(e *entry, trunc bool) error {
 	return nil
 }
 
-// sumsRef is what a changed file's record said of its chunks when its
-// upload started: the sums of the version it is based on, and the chunks
-// written here since.
-type sumsRef struct {
-	chunk         int64
-	sums, written []byte
-}
-
-// fileSums is what an upload read of a file: the sum of each chunk and of
-// the whole.
-type fileSums struct {
-	ok    bool // the file was read: the sums below are its
-	chunk int64
-	sums  []uint32
-	whole uint32
-}
-
-// put adds the file's checksum to o, so that the bucket refuses bytes
-// that are not the ones read here, and its chunks' (a parallel upload's
-// parts take theirs from them, without reading the file again).
-func (s fileSums) put(o transfer.PutOptions) transfer.PutOptions {
-	if s.ok {
-		o.CRC32C, o.SendCRC32C = s.whole, true
-		o.Chunks = transfer.ChunkSums{Chunk: s.chunk, Sums: s.sums}
-	}
-	return o
-}
+// sumsRef and fileSums are what an upload checks and carries
+// (integrity.Ref, integrity.FileSums), by their names in this package.
+type (
+	sumsRef  = integrity.Ref
+	fileSums = integrity.FileSums
+)
 
 // scanForUpload reads the size bytes of changed file id before its
 // upload: it sums every chunk and the whole (the upload carries that
 // sum), and checks the chunks the application did not write against the
-// sums of the version they came from. If one fails, the file is held
-// (record.Damaged): neither uploaded nor removed, named in Status, until
-// Resolve; held is then true. A file that cannot be read is uploaded
-// without a checksum, as before (the upload reads it too, and says why
-// it cannot).
+// sums of the version they came from (integrity.Scan). If one fails, the
+// file is held (record.Damaged): neither uploaded nor removed, named in
+// Status, until Resolve; held is then true. A file that cannot be read is
+// uploaded without a checksum, as before (the upload reads it too, and
+// says why it cannot).
 func (c *Cache) scanForUpload(ctx context.Context, e *entry, name string, id uint64, size int64, ref sumsRef) (fileSums, bool) {
-	chunk := ref.chunk
-	if chunk <= 0 {
-		chunk = c.opts.ChunkSize
+	if ref.Chunk <= 0 {
+		ref.Chunk = c.opts.ChunkSize
 	}
 	f, err := os.Open(c.dataPath(id))
 	if err != nil {
 		return fileSums{}, false
 	}
 	defer f.Close()
-	n := int((size + chunk - 1) / chunk)
-	out := fileSums{ok: true, chunk: chunk, sums: make([]uint32, n)}
-	refRec := record{Complete: true, Sums: ref.sums, Written: ref.written}
-	// No bigger than the file: 1 MiB zeroed for each small file sent
-	// was a tenth of the CPU time of writing many of them out.
-	buf := make([]byte, min(chunk, size, 1<<20))
-	var bad []int
-	var why error
-	for i := range max(n, len(ref.sums)/4) {
-		if ctx.Err() != nil {
-			return fileSums{}, false
-		}
-		want, check := refRec.ChunkSum(i)
-		if i >= n {
-			if check { // recorded, never written here, and gone from the file
-				bad, why = append(bad, i), fmt.Errorf("chunk %d is missing: the file ends at %d", i, size)
-			}
-			continue
-		}
-		off, m := durable.ChunkSpan(i, chunk, size)
-		sum, err := durable.ReadChunkSum(f, buf, off, m)
-		if err != nil {
-			return fileSums{}, false
-		}
-		out.sums[i] = sum
-		out.whole = crc32c.Combine(out.whole, sum, m)
-		if check && sum != want {
-			bad, why = append(bad, i), fmt.Errorf("chunk %d (%d bytes at %d), not written here, has CRC32C %08x; the version it came from has %08x", i, m, off, sum, want)
-		}
-	}
+	sums, bad, why := integrity.Scan(ctx, f, size, ref)
 	if len(bad) == 0 {
-		return out, false
+		return sums, false
 	}
 	return fileSums{}, c.hold(e, name, bad, why)
 }
@@ -455,17 +398,17 @@ func (c *Cache) hold(e *entry, name string, bad []int, why error) bool {
 // adoptSumsLocked makes the sums an upload read the record's: the file
 // is now the bucket's version attrs, every chunk checked.
 func (c *Cache) adoptSumsLocked(e *entry, body fileSums, attrs transfer.ObjectAttrs) {
-	if !body.ok || body.chunk != e.rec.ChunkSize {
+	if !body.OK || body.Chunk != e.rec.ChunkSize {
 		e.rec.Sums, e.rec.Written, e.checked = nil, nil, nil
 		return
 	}
-	e.rec.Sums = make([]byte, 4*len(body.sums))
-	for i, v := range body.sums {
+	e.rec.Sums = make([]byte, 4*len(body.Sums))
+	for i, v := range body.Sums {
 		binary.BigEndian.PutUint32(e.rec.Sums[4*i:], v)
 	}
 	e.rec.Written = nil
 	e.rec.CRC32C = attrs.CRC32C
-	e.checked = make([]bool, len(body.sums))
+	e.checked = make([]bool, len(body.Sums))
 	for i := range e.checked {
 		e.checked[i] = true
 	}
@@ -569,13 +512,13 @@ func (h *WriteHandle) checkRead(off, n int64) error {
 		c.mu.Unlock()
 		return err
 	}
-	chunk, end := e.rec.ChunkSize, min(off+n, e.rec.Size)
+	first, last := integrity.Touched(off, min(n, e.rec.Size-off), e.rec.ChunkSize)
 	need := len(e.rec.Sums) > 0
 	c.mu.Unlock()
 	if !need {
 		return nil
 	}
-	good := c.checkChunks(e, h.f, int(off/chunk), int((end-1)/chunk))
+	good := c.checkChunks(e, h.f, first, last)
 	if !slices.Contains(good, false) {
 		return nil
 	}

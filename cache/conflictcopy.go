@@ -92,7 +92,7 @@ func (c *Cache) sendCopy(ctx context.Context, u uploadJob, body fileSums, mtime 
 		if err = c.recordAttempt(u.e, attempt, sibling); err != nil {
 			return "", err
 		}
-		o := body.put(transfer.PutOptions{IfGenerationMatch: 0, ContentType: u.contentType, ContentEncoding: u.encoding,
+		o := body.Put(transfer.PutOptions{IfGenerationMatch: 0, ContentType: u.contentType, ContentEncoding: u.encoding,
 			Metadata: objmeta.ForUpload(u.meta, mtime, attempt)})
 		_, err = c.sender.Send(ctx, sibling, u.id, u.size, u.src, o)
 		if !errors.Is(err, transfer.ErrPrecondition) {

@@ -58,7 +58,8 @@
 // not in the bucket. A missing or damaged index.db is rebuilt the same
 // way (internal/recovery); Fsck checks an unmounted cache.
 //
-// Integrity: the cache directory is not trusted blindly (checksum.go).
+// Integrity: the cache directory is not trusted blindly (checksum.go,
+// internal/integrity).
 // Every record keeps the CRC-32C of each chunk of its copy and the
 // object's own; copies are checked before they are served or handed to
 // the kernel, changed files before they are uploaded, and uploads carry
@@ -145,4 +146,12 @@
 // and under which conditions, and settles the entry once the bucket
 // answers; send needs none of the cache's state, and keeps the prefixes
 // of the uploads running now under its own lock.
+//
+// Reading a data file and checking its bytes against its chunk sums
+// (the chunks a read touches, a range of chunks checked, a changed file
+// summed and checked before its upload, the sums the upload carries) is
+// package internal/integrity: this package decides which chunks need a
+// check and what a failure means for an entry (dropped and fetched
+// again, or held until Resolve); integrity sees only a file and plain
+// values, and has no lock.
 package cache

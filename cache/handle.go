@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/bucketfs/bucketfs/cache/internal/integrity"
 	"github.com/bucketfs/bucketfs/cache/internal/readpattern"
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -129,7 +130,8 @@ func (h *Handle) readChecked(ctx context.Context, p []byte, off int64) (int, boo
 		src, gen = h.e.rec.CopyFrom, h.e.rec.CopyGen
 	}
 	h.c.mu.Unlock()
-	good := h.c.checkChunks(h.e, h.f, int(off/chunk), int((off+n-1)/chunk))
+	first, last := integrity.Touched(off, n, chunk)
+	good := h.c.checkChunks(h.e, h.f, first, last)
 	if !slices.Contains(good, false) {
 		return 0, false, nil
 	}

@@ -89,7 +89,7 @@ func (c *Cache) earlierUpload(ctx context.Context, u uploadJob, body fileSums, m
 // upload ID, the same content encoding. Without the body's sum (a file
 // that could not be read) nothing is the same.
 func (c *Cache) sameUpload(u uploadJob, body fileSums, mtime time.Time, live transfer.ObjectAttrs) bool {
-	if !body.ok || live.Size != u.size || live.CRC32C != body.whole || live.ContentEncoding != u.encoding {
+	if !body.OK || live.Size != u.size || live.CRC32C != body.Whole || live.ContentEncoding != u.encoding {
 		return false
 	}
 	return objmeta.SameMeta(live.Metadata, u.meta, mtime)

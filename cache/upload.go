@@ -90,7 +90,7 @@ func (c *Cache) takeUpload(name string) (uploadJob, bool) {
 	u.deleted, u.metaOnly, u.meta = e.rec.Deleted, e.rec.MetaOnly, e.rec.Meta
 	u.src = send.Source{From: e.rec.CopyFrom, Gen: e.rec.CopyGen}
 	u.contentType, u.encoding = e.rec.CopyType, e.rec.Encoding
-	u.ref = sumsRef{chunk: e.rec.ChunkSize, sums: slices.Clone(e.rec.Sums), written: slices.Clone(e.rec.Written)}
+	u.ref = sumsRef{Chunk: e.rec.ChunkSize, Sums: slices.Clone(e.rec.Sums), Written: slices.Clone(e.rec.Written)}
 	e.forced, e.remoteMoved = false, false
 	e.uploadSeq++
 	u.seq = e.uploadSeq
@@ -157,7 +157,7 @@ func (c *Cache) uploadContent(ctx context.Context, u uploadJob) {
 	}
 	// A base below 0 is a deletion of "whatever was there" (a removed
 	// directory's placeholder) written again: a new object.
-	attrs, err := c.sender.Send(ctx, name, u.id, u.size, src, body.put(transfer.PutOptions{IfGenerationMatch: max(base, 0), ContentType: u.contentType, ContentEncoding: u.encoding, Metadata: objmeta.ForUpload(u.meta, mtime, attempt)}))
+	attrs, err := c.sender.Send(ctx, name, u.id, u.size, src, body.Put(transfer.PutOptions{IfGenerationMatch: max(base, 0), ContentType: u.contentType, ContentEncoding: u.encoding, Metadata: objmeta.ForUpload(u.meta, mtime, attempt)}))
 	if c.supersededDuring(e, name, base, attrs, err) {
 		return
 	}
