@@ -38,6 +38,8 @@ import (
 // inside its methods, which do network and disk I/O and are called with
 // no lock of this package held, never under Cache.mu; they never take a
 // lock of this package.
+// The warm walk's lock (package warm: its report's) is never held while
+// it calls into this package, and never taken under Cache.mu.
 // A handle's readpattern.Reads lock (package readpattern) is a leaf,
 // taken inside its methods with nothing else held.
 // The space budget's lock (package space: space.Budget's, a leaf) is

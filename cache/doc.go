@@ -98,7 +98,8 @@
 //	                made entries, re-queued, evicted to the cap (StateError)
 //	fsck.go         Fsck, InUse, IndexPath: wrappers of internal/recovery
 //	status.go, warnlimit.go  Status and rate-limited warnings
-//	warm.go         Warm (fill the cache under prefixes), pins, Unpin
+//	warm.go         Warm, WarmVersion: wrappers of internal/warm and what it
+//	                fills (warmTarget); pins, Unpin
 //
 // The durable record (the index's bbolt schema, the journal, the Record
 // and its encodings, the data files' descriptions) is package
@@ -154,4 +155,14 @@
 // check and what a failure means for an entry (dropped and fetched
 // again, or held until Resolve); integrity sees only a file and plain
 // values, and has no lock.
+//
+// Filling the cache under prefixes ahead of their reads ('bucketfs warm':
+// listing the objects, checking that they fit beside the copies that
+// cannot be evicted, fetching them some at a time with few opens at once,
+// the progress and the report) is package internal/warm: this package
+// says which copies are complete and what cannot be evicted, and fills
+// and pins one version at a time (warmTarget, behind warm.Cache); warm
+// holds no lock of this package's, and the names callers use (Warm,
+// WarmVersion, WarmOptions, WarmReport, NoRoomError) stay here as
+// wrappers and aliases.
 package cache

@@ -714,7 +714,7 @@ func (c *Cache) unquiesce(prefixes ...string) {
 }
 
 // listParallel is how many pages of one long listing are asked for at
-// once (transfer.ListAll): a directory's rename, a warm.
+// once (transfer.ListAll) by a directory's rename.
 const listParallel = 16
 
 // listAll lists every object under prefix in the bucket, all pages (a

@@ -17,133 +17,40 @@ package cache
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
-	"sync"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/warm"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
+// The walk of a warm (listing the objects, checking that they fit,
+// fetching them some at a time, its progress and report) is package
+// internal/warm's; these are its names for the callers of package cache
+// (cmd/bucketfs, internal/control), and warmTarget is what it fills.
+
 // WarmOptions shape a warm.
-type WarmOptions struct {
-	Parallelism int  // objects fetched at once (each big one in parallel ranges as well)
-	Pin         bool // pin every copy warmed (or found warm)
-}
+type WarmOptions = warm.Options
 
 // DefaultWarmParallelism is how many objects a warm fetches at once.
-const DefaultWarmParallelism = 128
-
-// warmOpens bounds the opens (record, data file, download start) a warm
-// runs at once: with 128 files created at once in one directory, the
-// daemon spent a third of its CPU time in the kernel's openat, spinning
-// on the directory's lock; the fetches stay 128 in flight.
-const warmOpens = 8
+const DefaultWarmParallelism = warm.DefaultParallelism
 
 // WarmProgress is how far a warm is.
-type WarmProgress struct {
-	Files        int   `json:"files"` // objects done (fetched, found warm or failed)
-	TotalFiles   int   `json:"total_files"`
-	Bytes        int64 `json:"bytes"` // bytes of the objects done
-	TotalBytes   int64 `json:"total_bytes"`
-	AlreadyFiles int   `json:"already_files"` // objects whose copy was complete before
-	AlreadyBytes int64 `json:"already_bytes"`
-	Failed       int   `json:"failed"`
-	FailedBytes  int64 `json:"failed_bytes"`
-}
+type WarmProgress = warm.Progress
 
 // WarmError is one object a warm could not fill.
-type WarmError struct {
-	Object string `json:"object"`
-	Err    string `json:"err"`
-}
+type WarmError = warm.Error
 
 // WarmReport is what a warm did.
-type WarmReport struct {
-	WarmProgress
-	Errors []WarmError `json:"errors,omitempty"` // at most maxWarmErrors of the failures (Failed counts all)
-}
-
-// maxWarmErrors bounds the failures a report names: a warm of many
-// objects while the bucket is away fails them all, and the report must
-// still fit in one reply of the control socket.
-var maxWarmErrors = 1000
+type WarmReport = warm.Report
 
 // NoRoomError means the objects a warm was asked for do not fit in the
 // cache beside the copies it cannot evict (changed files and pinned
 // copies of other names). It matches ErrNoSpace.
-type NoRoomError struct {
-	Need  int64 // the objects' bytes plus those kept
-	Kept  int64 // bytes of copies that cannot be evicted, outside the set
-	Max   int64 // Options.MaxSize
-	Short int64 // Need - Max
-}
+type NoRoomError = warm.NoRoomError
 
-func (e *NoRoomError) Error() string {
-	return fmt.Sprintf("the objects do not fit in the cache: they need %d bytes beside the %d bytes of changed or pinned files kept, the cache holds %d; %d bytes are missing (raise --cache-max-size, or unpin)",
-		e.Need-e.Kept, e.Kept, e.Max, e.Short)
-}
-
-func (e *NoRoomError) Is(target error) bool { return target == ErrNoSpace }
-
-// underAny reports whether object name is one of prefixes or under one
-// of them as a directory; "" is the whole bucket.
-func underAny(name string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if p == "" || name == p || strings.HasPrefix(name, p+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-// listUnder lists every object under prefixes (see underAny), once each,
-// biggest first so that the long fetches start at once. Directory
-// placeholders ("dir/") are left out.
-func (c *Cache) listUnder(ctx context.Context, prefixes []string) ([]transfer.ObjectAttrs, error) {
-	seen := map[string]bool{}
-	var out []transfer.ObjectAttrs
-	for _, p := range prefixes {
-		err := transfer.ListAll(ctx, c.b, transfer.ListQuery{Prefix: p}, listParallel, func(page transfer.ListPage) error {
-			for _, a := range page.Objects {
-				if strings.HasSuffix(a.Name, "/") || seen[a.Name] || !underAny(a.Name, []string{p}) {
-					continue
-				}
-				seen[a.Name] = true
-				out = append(out, a)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("listing %q: %w", p, err)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { // pages come in any order: by name where sizes tie
-		return out[i].Size > out[j].Size || out[i].Size == out[j].Size && out[i].Name < out[j].Name
-	})
-	return out, nil
-}
-
-// roomFor checks that objs fit in the cache beside what it cannot evict.
-func (c *Cache) roomFor(objs []transfer.ObjectAttrs) error {
-	in := make(map[string]bool, len(objs))
-	var need int64
-	for _, a := range objs {
-		in[a.Name] = true
-		need += a.Size
-	}
-	c.mu.Lock()
-	var kept int64
-	for name, e := range c.entries {
-		if !in[name] && (e.rec.Pinned || e.rec.Dirty || e.uploading) {
-			kept += e.charged
-		}
-	}
-	c.mu.Unlock()
-	if need+kept > c.opts.MaxSize {
-		return &NoRoomError{Need: need + kept, Kept: kept, Max: c.opts.MaxSize, Short: need + kept - c.opts.MaxSize}
-	}
-	return nil
+// warmer is the walk of a warm over c.
+func (c *Cache) warmer() warm.Warmer {
+	return warm.Warmer{Cache: warmTarget{c}, Bucket: c.b, MaxSize: c.opts.MaxSize, NoSpace: ErrNoSpace}
 }
 
 // Warm fills the cache with every object under prefixes (object names,
@@ -154,64 +61,7 @@ func (c *Cache) roomFor(objs []transfer.ObjectAttrs) error {
 // progress is called as objects end (from several goroutines, one call
 // at a time).
 func (c *Cache) Warm(ctx context.Context, prefixes []string, o WarmOptions, progress func(WarmProgress)) (WarmReport, error) {
-	if o.Parallelism < 1 {
-		o.Parallelism = DefaultWarmParallelism
-	}
-	objs, err := c.listUnder(ctx, prefixes)
-	if err != nil {
-		return WarmReport{}, err
-	}
-	if err := c.roomFor(objs); err != nil {
-		return WarmReport{}, err
-	}
-	var r WarmReport
-	r.TotalFiles = len(objs)
-	for _, a := range objs {
-		r.TotalBytes += a.Size
-	}
-	if progress != nil {
-		progress(r.WarmProgress)
-	}
-	var mu sync.Mutex // guards r, and serialises progress
-	sem := make(chan struct{}, o.Parallelism)
-	opening := make(chan struct{}, warmOpens)
-	var wg sync.WaitGroup
-	for _, a := range objs {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			already, err := c.warmOne(ctx, a, o.Pin, opening)
-			mu.Lock()
-			defer mu.Unlock()
-			r.Files++
-			r.Bytes += a.Size
-			switch {
-			case err != nil:
-				r.Failed++
-				r.FailedBytes += a.Size
-				if len(r.Errors) < maxWarmErrors {
-					r.Errors = append(r.Errors, WarmError{Object: a.Name, Err: err.Error()})
-				}
-			case already:
-				r.AlreadyFiles++
-				r.AlreadyBytes += a.Size
-			}
-			if progress != nil {
-				progress(r.WarmProgress)
-			}
-		}()
-	}
-	wg.Wait()
-	sort.Slice(r.Errors, func(i, j int) bool { return r.Errors[i].Object < r.Errors[j].Object })
-	return r, ctx.Err()
+	return c.warmer().Warm(ctx, prefixes, o, progress)
 }
 
 // WarmVersion makes the copy of version a complete and pins it, as
@@ -219,24 +69,39 @@ func (c *Cache) Warm(ctx context.Context, prefixes []string, o WarmOptions, prog
 // bucket (the caller heard so from the bucket's notifications) is
 // fetched again.
 func (c *Cache) WarmVersion(ctx context.Context, a transfer.ObjectAttrs) error {
-	_, err := c.warmOne(ctx, a, true, make(chan struct{}, 1))
+	_, err := c.warmer().One(ctx, a, true)
 	return err
 }
 
-// warmOne makes the copy of version a complete (pinned with pin), and
-// reports whether it was complete already. Its bytes are checked as any
-// download's are (per-chunk sums, the object's CRC32C).
-func (c *Cache) warmOne(ctx context.Context, a transfer.ObjectAttrs, pin bool, opening chan struct{}) (bool, error) {
-	if c.warmAlready(a, pin) {
-		return true, nil
+// warmTarget is the cache as a warm fills it (warm.Cache).
+type warmTarget struct{ c *Cache }
+
+// Kept sums the charges of the entries outside names that no eviction
+// takes: pinned copies, changed files, files being uploaded.
+func (t warmTarget) Kept(names map[string]bool) int64 {
+	c := t.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var kept int64
+	for name, e := range c.entries {
+		if !names[name] && (e.rec.Pinned || e.rec.Dirty || e.uploading) {
+			kept += e.charged
+		}
 	}
-	select {
-	case opening <- struct{}{}:
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
+	return kept
+}
+
+// Complete is warmAlready.
+func (t warmTarget) Complete(a transfer.ObjectAttrs, pin bool) bool { return t.c.warmAlready(a, pin) }
+
+// Fill opens version a for 'bucketfs warm' (fetched whole), promotes a
+// download another open made (fetching what is read) to a warm's, and
+// waits for it to complete. Its bytes are checked as any download's are
+// (per-chunk sums, the object's CRC32C).
+func (t warmTarget) Fill(ctx context.Context, a transfer.ObjectAttrs, pin bool, opened func()) (bool, error) {
+	c := t.c
 	h, err := c.Open(warming(ctx), a) // its download is running when it returns
-	<-opening
+	opened()
 	if err != nil {
 		return false, err
 	}
@@ -303,7 +168,7 @@ func (c *Cache) Unpin(prefixes []string) (int, int64) {
 	var es []*entry
 	var bytes int64
 	for name, e := range c.entries {
-		if e.rec.Pinned && underAny(name, prefixes) {
+		if e.rec.Pinned && warm.UnderAny(name, prefixes) {
 			es = append(es, e)
 			bytes += e.charged
 		}

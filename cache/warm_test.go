@@ -188,33 +188,6 @@ func TestWarmPinsOnlyWhatItFilled(t *testing.T) {
 	}
 }
 
-// TestWarmBoundsErrors: a warm whose objects all fail (the bucket away)
-// names at most maxWarmErrors of them and counts them all: the report
-// goes to the client in one line of the control socket, which a million
-// failures would overflow.
-func TestWarmBoundsErrors(t *testing.T) {
-	defer func(n int) { maxWarmErrors = n }(maxWarmErrors)
-	maxWarmErrors = 3
-	e := newEnv(t)
-	c := e.open(1 << 20)
-	for i := range 8 {
-		e.put(fmt.Sprintf("f/%d", i), pattern(chunk, uint32(i)))
-	}
-	e.emu.SetHook(func(r *http.Request) (int, bool) {
-		if r.URL.Query().Get("alt") == "media" {
-			return http.StatusNotFound, true
-		}
-		return 0, false
-	})
-	r, err := c.Warm(e.ctx, []string{"f"}, WarmOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Failed != 8 || len(r.Errors) != 3 {
-		t.Fatalf("Warm = %d failed, %d named; want 8 failed, 3 named", r.Failed, len(r.Errors))
-	}
-}
-
 // TestPinnedOverCapWarns: a cache opened with a size below what its
 // pinned copies hold keeps them (pins are never evicted) and says so at
 // the start: nothing else fits in it until they are unpinned.
