@@ -15,6 +15,7 @@ import (
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/cache/internal/folders"
 	"github.com/bucketfs/bucketfs/cache/internal/recovery"
+	"github.com/bucketfs/bucketfs/cache/internal/report"
 	"github.com/bucketfs/bucketfs/cache/internal/send"
 	"github.com/bucketfs/bucketfs/cache/internal/space"
 	"github.com/bucketfs/bucketfs/transfer"
@@ -78,44 +79,6 @@ type Options struct {
 	// is online (transfer.Breaker.Online): no upload starts while it is
 	// not (offline.go).
 	Online func() <-chan struct{}
-}
-
-// Stats is a snapshot of the cache's counters.
-type Stats struct {
-	Entries   int
-	UsedBytes int64 // reserved by cached versions, complete or not
-	MaxBytes  int64
-	Hits      int64 // opens served by a complete local copy
-	Misses    int64 // opens that needed a download
-	Uncached  int64 // opens served straight from the bucket (too big for the cache)
-	Evictions int64
-	// Write-back.
-	DirtyFiles int
-	DirtyBytes int64
-	Uploads    int64 // versions uploaded
-	Conflicts  int64 // local versions saved beside a changed remote object
-	// UploadFailures counts failed tries to send a change (an upload or
-	// a deletion); each is tried again later.
-	UploadFailures int64
-	// ReadBytes counts bytes handles read from local cache files. Reads
-	// the kernel serves itself (FUSE passthrough) are not seen.
-	ReadBytes int64
-	// Fetched counts the bytes downloads fetched, by reason (fetch.go).
-	Fetched FetchedBytes
-	// PrefetchUsedBytes counts bytes of prefetched copies an open took
-	// later; PrefetchWastedBytes those that left the cache (or the
-	// mount ended) before any open (prefetch.go).
-	PrefetchUsedBytes   int64
-	PrefetchWastedBytes int64
-	// ChecksumMismatches counts cached copies (or downloads) that failed
-	// a checksum or size check (checksum.go); DamagedFiles is how many
-	// changed files are held now, for it or for an upload the bucket
-	// refused as invalid (refusal.go).
-	ChecksumMismatches int64
-	DamagedFiles       int
-	// Pinned copies (warm.go): kept from eviction, counted in UsedBytes.
-	PinnedFiles int
-	PinnedBytes int64
 }
 
 // ErrStale means the object version a handle reads is gone from the bucket
@@ -256,7 +219,7 @@ func (c *Cache) startCheckpointer() {
 		defer t.Stop()
 		hidden := time.NewTicker(space.HiddenEvery)
 		defer hidden.Stop()
-		warn := newRepeatLimit(time.Minute)
+		warn := report.NewRepeatLimit(time.Minute)
 		for {
 			select {
 			case <-c.stopCheckpoint:
@@ -267,9 +230,9 @@ func (c *Cache) startCheckpointer() {
 			case <-t.C:
 			}
 			if err := c.j.Update(nil); err != nil {
-				warn.failed(c.log, "applying the cache journal to the index failed; retrying", err)
+				warn.Failed(c.log, "applying the cache journal to the index failed; retrying", err)
 			} else {
-				warn.succeeded(c.log, "applying the cache journal to the index works again")
+				warn.Succeeded(c.log, "applying the cache journal to the index works again")
 			}
 		}
 	}()
@@ -583,7 +546,7 @@ func (c *Cache) walkLocked(e *entry, why transfer.FetchReason) {
 				level = slog.LevelDebug // the breaker said so once; the reader gets EIO
 			}
 			c.log.Log(context.Background(), level, "background download stopped", "object", e.name, "source", src, "generation", gen, "err", err)
-			if !isCancel(err) {
+			if !report.IsCancel(err) {
 				c.mu.Lock()
 				c.noteErrorLocked("download", e.name, err)
 				if errors.Is(err, transfer.ErrChecksum) {

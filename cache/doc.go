@@ -97,7 +97,7 @@
 //	load.go         a start: the records internal/recovery loaded (Load)
 //	                made entries, re-queued, evicted to the cap (StateError)
 //	fsck.go         Fsck, InUse, IndexPath: wrappers of internal/recovery
-//	status.go, warnlimit.go  Status and rate-limited warnings
+//	status.go       Status: the snapshot gathered from the entries (types: internal/report)
 //	warm.go         Warm, WarmVersion: wrappers of internal/warm and what it
 //	                fills (warmTarget); pins, Unpin
 //
@@ -165,4 +165,11 @@
 // holds no lock of this package's, and the names callers use (Warm,
 // WarmVersion, WarmOptions, WarmReport, NoRoomError) stay here as
 // wrappers and aliases.
+//
+// What the cache tells its operator (the Stats and Status snapshot types,
+// the order of their lists, the ring of the most recent failures, and the
+// limiter of a warning that repeats on every tick) is package
+// internal/report: this package decides which entries a snapshot lists,
+// what it counts and which failures are noted; report keeps the types and
+// the ring, which Cache.mu guards like a map.
 package cache

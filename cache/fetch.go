@@ -22,14 +22,6 @@ import (
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
-// FetchedBytes counts the bytes downloads fetched, by why.
-type FetchedBytes struct {
-	Read      int64 // a reader waited for them
-	Readahead int64 // ahead of a reader reading in order
-	Whole     int64 // a whole object's background walk (and the prefetch of small files)
-	Warm      int64 // 'bucketfs warm'
-}
-
 // countFetched is every download's DownloadOptions.OnFetched.
 func (c *Cache) countFetched(why transfer.FetchReason, n int64) {
 	if why >= 0 && why < transfer.NumFetchReasons {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/report"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -22,10 +23,13 @@ type cacheIndex struct {
 	closed  bool
 }
 
-// cacheStatus is what Stats and Status report (status.go).
+// cacheStatus is what Stats and Status report (status.go): the counters,
+// and the ring of recent errors (report.RecentErrors), guarded here like
+// a map: a failure is noted in the critical section that moves its
+// counter, if it has one.
 type cacheStatus struct {
 	stats      Stats
-	recentErrs []ErrorEvent // see Status
+	recentErrs report.RecentErrors // see Status
 }
 
 // cacheWriteBack is the write-back state: the uploader's queue

@@ -1,4 +1,4 @@
-package cache
+package report
 
 import (
 	"bytes"
@@ -16,12 +16,12 @@ func TestRepeatLimitWarnings(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	now := time.Unix(1000, 0)
-	r := newRepeatLimit(time.Minute)
+	r := NewRepeatLimit(time.Minute)
 	r.now = func() time.Time { return now }
 	errIndex := errors.New("index broken")
 
 	for range 300 {
-		r.failed(log, "apply failed", errIndex)
+		r.Failed(log, "apply failed", errIndex)
 		now = now.Add(time.Second)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
@@ -36,14 +36,14 @@ func TestRepeatLimitWarnings(t *testing.T) {
 	}
 
 	buf.Reset()
-	r.succeeded(log, "works again")
-	r.succeeded(log, "works again")
+	r.Succeeded(log, "works again")
+	r.Succeeded(log, "works again")
 	if got := buf.String(); strings.Count(got, "works again") != 1 || !strings.Contains(got, "failures=300") || !strings.Contains(got, "level=INFO") {
 		t.Errorf("recovery logged:\n%s", got)
 	}
 
 	buf.Reset()
-	r.failed(log, "apply failed", errIndex)
+	r.Failed(log, "apply failed", errIndex)
 	if got := buf.String(); strings.Count(got, "apply failed") != 1 || strings.Contains(got, "failures_since") {
 		t.Errorf("a new failure after the recovery logged:\n%s", got)
 	}

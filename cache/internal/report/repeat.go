@@ -1,16 +1,16 @@
-package cache
+package report
 
 import (
 	"log/slog"
 	"time"
 )
 
-// repeatLimit keeps a failure that repeats on every tick (such as applying
+// RepeatLimit keeps a failure that repeats on every tick (such as applying
 // the journal to a broken index, tried every second) from filling the
 // log: the first failure is logged, then at most one line per every with
 // the count of failures since the last line, and one line when it
 // succeeds again. It is used by one goroutine only.
-type repeatLimit struct {
+type RepeatLimit struct {
 	every time.Duration
 	now   func() time.Time
 
@@ -21,13 +21,15 @@ type repeatLimit struct {
 	total   int       // failures since the last success
 }
 
-func newRepeatLimit(every time.Duration) *repeatLimit {
-	return &repeatLimit{every: every, now: time.Now}
+// NewRepeatLimit returns a RepeatLimit that logs a failure that goes on
+// at most once per every.
+func NewRepeatLimit(every time.Duration) *RepeatLimit {
+	return &RepeatLimit{every: every, now: time.Now}
 }
 
-// failed records a failure and logs it if it is the first, or if every
-// has passed since the last line.
-func (r *repeatLimit) failed(log *slog.Logger, msg string, err error) {
+// Failed records a failure and logs it (a warning, msg with err) if it is
+// the first, or if every has passed since the last line.
+func (r *RepeatLimit) Failed(log *slog.Logger, msg string, err error) {
 	now := r.now()
 	r.total++
 	if !r.failing {
@@ -44,11 +46,12 @@ func (r *repeatLimit) failed(log *slog.Logger, msg string, err error) {
 	r.logged, r.since = now, 0
 }
 
-// succeeded records a success and logs the recovery of a failing one.
-func (r *repeatLimit) succeeded(log *slog.Logger, msg string) {
+// Succeeded records a success and logs the recovery (msg, with the count
+// of failures and how long they went on) of a failing one.
+func (r *RepeatLimit) Succeeded(log *slog.Logger, msg string) {
 	if !r.failing {
 		return
 	}
 	log.Info(msg, "failures", r.total, "failed_for", r.now().Sub(r.began).Round(time.Second))
-	*r = repeatLimit{every: r.every, now: r.now}
+	*r = RepeatLimit{every: r.every, now: r.now}
 }
