@@ -154,8 +154,6 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 			lru:     list.New(),
 		},
 		cacheWriteBack: cacheWriteBack{
-			queue:        map[string]time.Time{},
-			inFlight:     map[string]bool{},
 			waited:       make(chan struct{}),
 			changed:      make(chan struct{}),
 			writeHandles: map[*WriteHandle]struct{}{},

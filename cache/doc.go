@@ -81,7 +81,7 @@
 //	handle.go       Handle: reading a version
 //	writeback.go    the durability contract; Remove, Flush, FlushName
 //	writehandle.go  WriteHandle: OpenWrite, changes (begin, end), Close
-//	uploader.go     the uploader's queue and loop (schedule, kick, takeDue)
+//	uploader.go     what each queued name waits for, the uploader's loop (schedule, kick, takeDue)
 //	upload.go       one upload and its settling (settleLocked), deletions, conflicts
 //	overlay.go      the local overlay listings read (Local, LocalNames, LocalSubdirs, Settled)
 //	wait.go         waiting for a change under Cache.mu (notifyLocked, waitLocked)
@@ -172,4 +172,13 @@
 // internal/report: this package decides which entries a snapshot lists,
 // what it counts and which failures are noted; report keeps the types and
 // the ring, which Cache.mu guards like a map.
+//
+// What is waiting to reach the bucket (the uploader's queue: the dirty
+// names and when each is due, the names with a transfer running, when
+// the uploader wakes by itself, and the scan that takes the due names;
+// and the local overlay's index: the sorted names that may be dirty and
+// their directories, with the queries by prefix listings make) is
+// package internal/pending: plain data structures this package keeps
+// under Cache.mu; whether a name is dirty, deleted, held, open for
+// writing or waiting for a rename is decided here, per name.
 package cache

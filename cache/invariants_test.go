@@ -2,7 +2,6 @@ package cache
 
 import (
 	"os"
-	"slices"
 	"testing"
 	"time"
 )
@@ -42,7 +41,7 @@ func TestInvariantsCatchBreakage(t *testing.T) {
 		{"an entry out of the LRU list", func() { c.lru.Remove(ec.elem) }, func() { ec.elem = c.lru.PushFront(ec) }},
 		{"an indexed entry marked dropped", func() { ec.dropped = true }, func() { ec.dropped = false }},
 		{"a dirty name out of the overlay", func() {
-			c.localIdx = slices.DeleteFunc(slices.Clone(c.localIdx), func(n string) bool { return n == "changed" })
+			c.overlay.Prune("changed", func(n string) bool { return n != "changed" })
 		}, func() { c.markLocalLocked("changed") }},
 		{"a writer without a handle", func() { ech.writers++ }, func() { ech.writers-- }},
 		{"a hold nobody keeps", func() { c.holds["clean"]++ }, func() { delete(c.holds, "clean") }},

@@ -1,13 +1,13 @@
 package cache
 
 // The local overlay: what listings and lookups see of the changes not yet
-// in the bucket.
+// in the bucket. The index of the names that may be changed, and of their
+// directories, is internal/pending's (c.overlay); whether each name still
+// counts, and how, is decided here from its entry.
 
 import (
 	"maps"
 	"os"
-	"sort"
-	"strings"
 
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -71,32 +71,18 @@ func (c *Cache) Settled(name string) (transfer.ObjectAttrs, bool) {
 func (c *Cache) LocalNames(prefix string) (present, removed []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	idx := c.localIdx
-	start := sort.SearchStrings(idx, prefix)
-	end := start
-	for end < len(idx) && strings.HasPrefix(idx[end], prefix) {
-		end++
-	}
-	keep := start
-	var dropped []string
-	for _, name := range idx[start:end] {
+	c.overlay.Prune(prefix, func(name string) bool {
 		e := c.entries[name]
 		if e == nil || !e.rec.Dirty {
-			dropped = append(dropped, name) // clean or gone since: dropped from the index below
-			continue
+			return false // clean or gone since: dropped from the index
 		}
-		idx[keep] = name
-		keep++
 		if e.rec.Deleted {
 			removed = append(removed, name)
 		} else {
 			present = append(present, name)
 		}
-	}
-	if keep < end {
-		c.localIdx = append(idx[:keep], idx[end:]...)
-		c.localDirs.remove(dropped)
-	}
+		return true
+	})
 	return present, removed
 }
 
@@ -104,9 +90,8 @@ func (c *Cache) LocalNames(prefix string) (present, removed []string) {
 // yet in the bucket. It walks the names under prefix in the index of
 // names that may be dirty.
 func (c *Cache) changedUnderLocked(prefix string) bool {
-	idx := c.localIdx
-	for i := sort.SearchStrings(idx, prefix); i < len(idx) && strings.HasPrefix(idx[i], prefix); i++ {
-		if e := c.entries[idx[i]]; idx[i] != prefix && e != nil && e.rec.Dirty {
+	for name := range c.overlay.Under(prefix) {
+		if e := c.entries[name]; name != prefix && e != nil && e.rec.Dirty {
 			return true
 		}
 	}
@@ -117,12 +102,48 @@ func (c *Cache) changedUnderLocked(prefix string) bool {
 // not yet uploaded. Every place that makes an entry dirty calls it;
 // LocalNames drops names that are clean again.
 func (c *Cache) markLocalLocked(name string) {
-	i := sort.SearchStrings(c.localIdx, name)
-	if i < len(c.localIdx) && c.localIdx[i] == name {
-		return
+	c.overlay.Add(name)
+}
+
+// LocalSubdirs returns the subdirectories of directory prefix (their
+// names in it) that changes not yet in the bucket make or remove: present,
+// those holding a name written here; removed, those holding none whose
+// placeholder ("prefix/seg/") was deleted here. A directory's link count
+// comes from it (fs), and the kernel asks for that after every create in
+// the directory: it costs a binary search per subdirectory in the
+// overlay's directories (pending.Names.Subdirs), and the names under each
+// until one is written here (all of them, when every name under a
+// subdirectory is deleted), not the names directly in prefix. A
+// subdirectory whose names are all clean again is still in the index
+// until LocalNames drops them: its names are checked here.
+func (c *Cache) LocalSubdirs(prefix string) (present, removed []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for sub := range c.overlay.Subdirs(prefix) {
+		seg := sub[len(prefix) : len(sub)-1]
+		made, gone := c.subdirChangeLocked(sub)
+		if made {
+			present = append(present, seg)
+		} else if gone {
+			removed = append(removed, seg)
+		}
 	}
-	c.localIdx = append(c.localIdx, "")
-	copy(c.localIdx[i+1:], c.localIdx[i:])
-	c.localIdx[i] = name
-	c.localDirs.add(name)
+	return present, removed
+}
+
+// subdirChangeLocked reports whether a name under directory sub is
+// written here (made), or else whether its placeholder is deleted here
+// (gone).
+func (c *Cache) subdirChangeLocked(sub string) (made, gone bool) {
+	for name := range c.overlay.Under(sub) {
+		e := c.entries[name]
+		switch {
+		case e == nil || !e.rec.Dirty:
+		case !e.rec.Deleted:
+			return true, false
+		case name == sub:
+			gone = true
+		}
+	}
+	return false, gone
 }

@@ -63,7 +63,7 @@ func (c *Cache) releaseHoldLocked(e *entry) {
 func (c *Cache) unholdLocked(name string) {
 	if c.holds[name]--; c.holds[name] <= 0 {
 		delete(c.holds, name)
-		if _, queued := c.queue[name]; queued {
+		if c.queue.Queued(name) {
 			c.notifyLocked() // takeDue passed it over
 		}
 	}
@@ -682,7 +682,7 @@ func (c *Cache) quiesce(ctx context.Context, prefixes ...string) error {
 	c.quiet.add(prefixes...)
 	for {
 		busy := false
-		for name := range c.inFlight {
+		for name := range c.queue.RunningNames() {
 			if e := c.entries[name]; e != nil && e.uploading && !e.rec.Deleted && !e.rec.PendingCopy() {
 				continue // an upload of content: its entry stays whatever happens
 			}

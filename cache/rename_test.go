@@ -357,7 +357,7 @@ func TestRenameDirWhileAnUploadWaitsForASlot(t *testing.T) {
 	waitFor(t, e.ctx, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.inFlight["d/f"]
+		return c.queue.InFlight("d/f")
 	}, "the change of d/f to be taken for upload")
 	if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
 		t.Fatal(err)

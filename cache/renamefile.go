@@ -175,7 +175,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	c.mu.Lock()
 	e := c.entries[from.Name]
 	if e == nil || !isClosed(e.ready) || e.err != nil || e.dropped || !e.rec.PendingCopy() || e.rec.Deleted ||
-		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.dl != nil || e.uploading || c.inFlight[from.Name] ||
+		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.dl != nil || e.uploading || c.queue.InFlight(from.Name) ||
 		c.frozen.covers(from.Name) || c.frozen.covers(to) {
 		c.mu.Unlock()
 		return 0, false, nil

@@ -88,9 +88,7 @@ func (c *Cache) tooBig(name string, end int64) error {
 func (c *Cache) sendNowLocked() {
 	for name, o := range c.entries {
 		if o.rec.Dirty && o.writers == 0 {
-			if at, ok := c.queue[name]; !ok || !at.IsZero() {
-				c.queue[name] = time.Time{}
-			}
+			c.queue.SendNow(name)
 		}
 	}
 	c.notifyLocked()

@@ -7,10 +7,9 @@ import (
 	"container/list"
 	"fmt"
 	"maps"
-	"slices"
 	"sync"
-	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/pending"
 	"github.com/bucketfs/bucketfs/cache/internal/report"
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -36,11 +35,8 @@ type cacheStatus struct {
 // (uploader.go), the local overlay (overlay.go), the open write handles
 // (writehandle.go) and the waiting for a change of them (wait.go).
 type cacheWriteBack struct {
-	queue        map[string]time.Time                                    // dirty names -> when their upload is due
-	inFlight     map[string]bool                                         // names with a transfer running (whatever entry)
-	nextDue      time.Time                                               // when the uploader wakes by itself
-	localIdx     []string                                                // sorted names that may be dirty (see LocalNames)
-	localDirs    localDirs                                               // the directories of localIdx's names (localdirs.go)
+	queue        pending.Queue                                           // dirty names, when each upload is due, transfers running (uploader.go)
+	overlay      pending.Names                                           // sorted names that may be dirty, their directories (overlay.go)
 	changed      chan struct{}                                           // closed and replaced when write-back state changes
 	waiters      int                                                     // calls waiting in waitLocked
 	waited       chan struct{}                                           // closed and replaced when a call starts waiting there (a test watches it)
@@ -112,8 +108,9 @@ type invariantState struct {
 //     at e, is not orphaned, and is among c.writeHandles; a handle not
 //     orphaned is in its entry's handles; e.refs >= e.writers.
 //   - e.inflight >= 0, and counts at least its handles' changes.
-//   - every indexed dirty entry's name is in c.localIdx (sorted, no
-//     name twice): the local overlay never misses a change; but while
+//   - every indexed dirty entry's name is in c.overlay (sorted, no
+//     name twice, its directories counted right: pending.Names.Check):
+//     the local overlay never misses a change; but while
 //     the change that made it dirty is being journaled (SetMeta, with
 //     e.persistMu held: the check tries it, never waits for it).
 //   - a clean indexed entry has no dirtySince. (A dirty one may have no
@@ -144,6 +141,9 @@ func (c *Cache) checkInvariantsLocked() error {
 	if indexed != len(c.entries) {
 		return fmt.Errorf("%d entries indexed, %d of them in the LRU list", len(c.entries), indexed)
 	}
+	if err := c.overlay.Check(); err != nil {
+		return err
+	}
 	for name, e := range c.entries {
 		switch {
 		case e.name != name:
@@ -154,16 +154,13 @@ func (c *Cache) checkInvariantsLocked() error {
 			return fmt.Errorf("%s: indexed entry not in the LRU list", name)
 		}
 		c.inv.known[e] = struct{}{}
-		if e.rec.Dirty && !slices.Contains(c.localIdx, name) && e.persistMu.TryLock() {
+		if e.rec.Dirty && !c.overlay.Has(name) && e.persistMu.TryLock() {
 			e.persistMu.Unlock()
 			return fmt.Errorf("%s: dirty, not in the local overlay's index, and no change of it is being recorded", name)
 		}
 		if !e.rec.Dirty && !e.dirtySince.IsZero() {
 			return fmt.Errorf("%s: clean with a dirtySince", name)
 		}
-	}
-	if !slices.IsSorted(c.localIdx) || len(slices.Compact(slices.Clone(c.localIdx))) != len(c.localIdx) {
-		return fmt.Errorf("the local overlay's index is not sorted, or names a name twice")
 	}
 	var used int64
 	holds := map[string]int{}

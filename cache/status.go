@@ -71,8 +71,8 @@ func (c *Cache) Status(maxDirty int) Status {
 			s.Dirty = append(s.Dirty, DirtyFile{Name: name, Size: size, Since: since, Deleted: e.rec.Deleted, Uploading: e.uploading})
 		}
 	}
-	s.Queued = len(c.queue)
-	s.Uploading = len(c.inFlight)
+	s.Queued = c.queue.Len()
+	s.Uploading = c.queue.Running()
 	s.Errors = c.recentErrs.Events()
 	s.Order(maxDirty)
 	return s

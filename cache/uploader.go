@@ -1,28 +1,26 @@
 package cache
 
-// The uploader's scheduling: the queue of dirty names, when each is due,
-// and the loop that starts due uploads (upload.go).
+// The uploader's scheduling: what each queued name waits for, and the
+// loop that starts due uploads (upload.go). The queue itself, and its
+// rules of when a name is due and when the uploader wakes, are
+// internal/pending's (c.queue).
 
 import (
 	"context"
-	"sort"
 	"strings"
 	"time"
+
+	"github.com/bucketfs/bucketfs/cache/internal/pending"
 )
 
 // scheduleLocked queues name's upload after delay (sooner if it is
-// already queued sooner).
+// already queued sooner), and wakes the waiters; it wakes the uploader
+// only if this is due before it would wake anyway (pending.Queue.Schedule).
 func (c *Cache) scheduleLocked(name string, delay time.Duration) {
-	at := time.Now().Add(delay)
-	if cur, ok := c.queue[name]; !ok || at.Before(cur) {
-		c.queue[name] = at
-	}
+	wake := c.queue.Schedule(name, time.Now().Add(delay))
 	close(c.changed)
 	c.changed = make(chan struct{})
-	// Wake the uploader only if this is due before it would wake anyway:
-	// a rescan of the queue per queued file costs its square.
-	if c.nextDue.IsZero() || at.Before(c.nextDue) {
-		c.nextDue = at
+	if wake {
 		c.kickLocked()
 	}
 }
@@ -56,7 +54,7 @@ func (c *Cache) startUploader() {
 					defer c.uploadWG.Done()
 					defer func() {
 						c.mu.Lock()
-						delete(c.inFlight, name)
+						c.queue.Done(name)
 						c.notifyLocked() // a successor of the name, or a directory rename, may wait for it
 						c.mu.Unlock()
 					}()
@@ -73,7 +71,7 @@ func (c *Cache) startUploader() {
 					}
 				}()
 			}
-			wait := time.Hour
+			wait := pending.Idle
 			if !next.IsZero() {
 				wait = time.Until(next)
 			}
@@ -120,37 +118,34 @@ func (c *Cache) mustWaitLocked(e *entry, name string) bool {
 }
 
 // takeDue takes the uploads that are due off the queue and marks them
-// running; it returns when the next one is due.
+// running; it returns when the next one is due (pending.Queue.TakeDue).
 func (c *Cache) takeDue() (due []string, next time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
-	for name, at := range c.queue {
-		e := c.entries[name]
-		switch {
-		case e == nil || !e.rec.Dirty || e.dropped || e.rec.HeldWhy() != "":
-			delete(c.queue, name) // a held file waits for Resolve (checksum.go, refusal.go)
-		case e.writers > 0 && !e.forced:
-			delete(c.queue, name) // the last writer's Close queues it again
-		case e.uploading || c.inFlight[name]:
-			// Queued again while a transfer of the name runs (this
-			// entry's, or one of an entry a rename replaced): wait for
-			// it to end, so that the bucket sees the name's changes in
-			// order.
-		case c.mustWaitLocked(e, name):
-		case !at.After(now):
-			delete(c.queue, name)
-			e.uploading = true
-			c.inFlight[name] = true
-			due = append(due, name)
-		case next.IsZero() || at.Before(next):
-			next = at
-		}
-	}
-	sort.Strings(due)
-	c.nextDue = next
-	if next.IsZero() {
-		c.nextDue = now.Add(time.Hour) // when the idle uploader looks again
+	due, next = c.queue.TakeDue(time.Now(), c.sendableLocked)
+	for _, name := range due {
+		c.entries[name].uploading = true
 	}
 	return due, next
+}
+
+// sendableLocked decides what takeDue makes of queued name: dropped, left
+// waiting, or sent once due and no transfer of the name runs (the queue
+// keeps a name in flight once at most: a transfer of an entry a rename
+// replaced counts too).
+func (c *Cache) sendableLocked(name string) pending.Verdict {
+	e := c.entries[name]
+	switch {
+	case e == nil || !e.rec.Dirty || e.dropped || e.rec.HeldWhy() != "":
+		return pending.Drop // a held file waits for Resolve (checksum.go, refusal.go)
+	case e.writers > 0 && !e.forced:
+		return pending.Drop // the last writer's Close queues it again
+	case e.uploading:
+		// Queued again while its transfer runs: wait for it to end, so
+		// that the bucket sees the name's changes in order.
+		return pending.Wait
+	case c.mustWaitLocked(e, name):
+		return pending.Wait
+	}
+	return pending.Ready
 }

@@ -130,7 +130,7 @@ func (c *Cache) settleUnsentDeletion(e *entry, name string, version uint64) {
 	c.mu.Lock()
 	var victims []*entry
 	if c.unsentDeletionLocked(e, name, version) && c.settleLocked(e, name, version, 0, true) {
-		delete(c.queue, name)
+		c.queue.Remove(name)
 		victims = c.dropLocked(e) // a create holding it makes the file again (see OpenWrite)
 		c.notifyLocked()
 	}
@@ -143,7 +143,7 @@ func (c *Cache) settleUnsentDeletion(e *entry, name string, version uint64) {
 func (c *Cache) unsentDeletionLocked(e *entry, name string, version uint64) bool {
 	return c.entries[name] == e && e.version == version && e.inflight == 0 &&
 		e.rec.Deleted && e.rec.Dirty && e.rec.Generation == 0 && len(e.rec.Attempts) == 0 &&
-		!e.uploading && !c.inFlight[name] && !strings.HasSuffix(name, "/") && !c.mustWaitLocked(e, name)
+		!e.uploading && !c.queue.InFlight(name) && !strings.HasSuffix(name, "/") && !c.mustWaitLocked(e, name)
 }
 
 // deletionOf is record r once its name is deleted, based on generation
@@ -191,7 +191,7 @@ func (c *Cache) Flush(ctx context.Context, progress func(Progress)) []string {
 	c.mu.Lock()
 	for name, e := range c.entries {
 		if e.rec.Dirty {
-			c.queue[name] = time.Time{}
+			c.queue.SendNow(name)
 		}
 	}
 	c.notifyLocked()
@@ -261,7 +261,7 @@ func (c *Cache) FlushName(ctx context.Context, name string) error {
 	start := time.Now()
 	target := e.uploadSeq + 1
 	e.forced = true
-	c.queue[name] = time.Time{}
+	c.queue.SendNow(name)
 	c.notifyLocked()
 	c.mu.Unlock()
 	for {
@@ -285,9 +285,7 @@ func (c *Cache) FlushName(ctx context.Context, name string) error {
 			// Re-arm after a failed try (it was queued again with a delay
 			// that the writers may have made it skip).
 			e.forced = true
-			if _, ok := c.queue[name]; !ok {
-				c.queue[name] = time.Now().Add(time.Second)
-			}
+			c.queue.Ensure(name, time.Now().Add(time.Second))
 		}
 		wake := c.changed
 		c.mu.Unlock()
