@@ -178,9 +178,9 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		c.opts.UploadParallelism = 8
 	}
 	c.stats.MaxBytes = o.MaxSize
-	if checkInvariants {
+	if invariantCheck != nil {
 		c.inv = &invariantState{known: map[*entry]struct{}{}}
-		c.mu.check = c.checkInvariantsLocked
+		c.mu.check = func() error { return invariantCheck(c) }
 	}
 	if err := checkWritable(o.Dir, c.dataDir); err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"testing"
 	"time"
@@ -9,7 +11,7 @@ import (
 // TestMain runs every test of the package with the cache's invariants
 // (state.go) checked whenever Cache.mu is released.
 func TestMain(m *testing.M) {
-	checkInvariants = true
+	invariantCheck = (*Cache).checkInvariantsLocked
 	os.Exit(m.Run())
 }
 
@@ -60,4 +62,110 @@ func TestInvariantsCatchBreakage(t *testing.T) {
 			t.Fatalf("after mending %s: %v", b.what, err)
 		}
 	}
+}
+
+// checkInvariantsLocked reports the first invariant (above) that does not
+// hold. c.mu is held.
+func (c *Cache) checkInvariantsLocked() error {
+	indexed := 0
+	for el := c.lru.Front(); el != nil; el = el.Next() {
+		e := el.Value.(*entry)
+		switch {
+		case e.elem != el || e.dropped:
+			return fmt.Errorf("%s: in the LRU list, dropped or elsewhere", e.name)
+		case c.entries[e.name] == e:
+			indexed++
+		case e.refs == 0:
+			return fmt.Errorf("%s: in the LRU list, replaced in the index, held by nothing", e.name)
+		}
+		c.inv.known[e] = struct{}{}
+	}
+	if indexed != len(c.entries) {
+		return fmt.Errorf("%d entries indexed, %d of them in the LRU list", len(c.entries), indexed)
+	}
+	if err := c.overlay.Check(); err != nil {
+		return err
+	}
+	for name, e := range c.entries {
+		switch {
+		case e.name != name:
+			return fmt.Errorf("entry %q indexed under %q", e.name, name)
+		case e.dropped:
+			return fmt.Errorf("%s: dropped entry indexed", name)
+		case e.elem == nil || e.elem.Value != e:
+			return fmt.Errorf("%s: indexed entry not in the LRU list", name)
+		}
+		c.inv.known[e] = struct{}{}
+		if e.rec.Dirty && !c.overlay.Has(name) && e.persistMu.TryLock() {
+			e.persistMu.Unlock()
+			return fmt.Errorf("%s: dirty, not in the local overlay's index, and no change of it is being recorded", name)
+		}
+		if !e.rec.Dirty && !e.dirtySince.IsZero() {
+			return fmt.Errorf("%s: clean with a dirtySince", name)
+		}
+	}
+	var used int64
+	holds := map[string]int{}
+	for e := range c.inv.known {
+		if err := c.checkEntryLocked(e); err != nil {
+			return fmt.Errorf("%s: %w", e.name, err)
+		}
+		used += e.charged
+		if e.holding != "" {
+			holds[e.holding]++
+		}
+		if e.dlHold != "" {
+			holds[e.dlHold]++
+		}
+		if e.dropped && e.refs == 0 && e.charged == 0 && e.holding == "" && e.dlHold == "" {
+			delete(c.inv.known, e) // gone for good
+		}
+	}
+	if u := c.budget.Used(); used != u {
+		return fmt.Errorf("used is %d, the entries' charges add up to %d", u, used)
+	}
+	if !maps.Equal(holds, c.holds) {
+		return fmt.Errorf("holds are %v, the entries hold %v", c.holds, holds)
+	}
+	for _, s := range []prefixSet{c.quiet, c.frozen} {
+		for p, n := range s {
+			if n <= 0 {
+				return fmt.Errorf("prefix %q counted %d times", p, n)
+			}
+		}
+	}
+	if c.waiters < 0 {
+		return fmt.Errorf("%d waiters", c.waiters)
+	}
+	for h := range c.writeHandles {
+		if _, ok := h.e.handles[h]; !h.orphan && !ok {
+			return fmt.Errorf("%s: a write handle not orphaned is not among its entry's", h.e.name)
+		}
+	}
+	return nil
+}
+
+// checkEntryLocked checks the invariants of one entry, indexed or
+// dropped.
+func (c *Cache) checkEntryLocked(e *entry) error {
+	if e.charged < 0 {
+		return fmt.Errorf("charged %d", e.charged)
+	}
+	if e.dropped && e.refs == 0 && e.rec.Dirty {
+		return fmt.Errorf("dropped, held by nothing, and dirty")
+	}
+	if e.writers != len(e.handles) || e.refs < e.writers {
+		return fmt.Errorf("%d writers, %d handles, %d refs", e.writers, len(e.handles), e.refs)
+	}
+	busy := 0
+	for h := range e.handles {
+		if _, ok := c.writeHandles[h]; h.e != e || h.orphan || !ok {
+			return fmt.Errorf("a write handle among its handles is another's, orphaned or closed")
+		}
+		busy += h.busy
+	}
+	if e.inflight < busy {
+		return fmt.Errorf("%d changes in flight, %d through its handles", e.inflight, busy)
+	}
+	return nil
 }

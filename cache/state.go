@@ -1,12 +1,11 @@
 package cache
 
 // The state Cache.mu guards, grouped by subsystem, and the invariants
-// that tie it together (checkInvariantsLocked).
+// that tie it together (checked in tests: checkInvariantsLocked,
+// invariants_test.go).
 
 import (
 	"container/list"
-	"fmt"
-	"maps"
 	"sync"
 
 	"github.com/bucketfs/bucketfs/cache/internal/pending"
@@ -53,7 +52,7 @@ type cacheRenames struct {
 	frozen prefixSet      // prefixes the bucket is renaming; their names wait (folder.go)
 }
 
-// cacheMu is Cache.mu. In tests (checkInvariants), every Unlock first
+// cacheMu is Cache.mu. In tests (invariantCheck), every Unlock first
 // checks the invariants below: each holder of the lock leaves them true.
 type cacheMu struct {
 	sync.Mutex
@@ -74,9 +73,11 @@ func (m *cacheMu) Unlock() {
 	}
 }
 
-// checkInvariants, set by the package's tests, makes every Cache that
-// Open returns check its invariants whenever Cache.mu is released.
-var checkInvariants bool
+// invariantCheck, set by the package's tests (invariants_test.go, where
+// the check is: checkInvariantsLocked), makes every Cache that Open
+// returns check its invariants whenever Cache.mu is released. It is nil
+// in a mount: the check walks every entry.
+var invariantCheck func(c *Cache) error
 
 // invariantState is what checkInvariantsLocked keeps between checks:
 // the entries it has seen indexed and that are not yet gone for good
@@ -87,7 +88,8 @@ type invariantState struct {
 }
 
 // The invariants of the state Cache.mu guards, true whenever it is
-// released (checkInvariantsLocked checks them, in tests):
+// released (checkInvariantsLocked, invariants_test.go, checks them in
+// tests):
 //
 // Index:
 //   - every entry in c.entries is under its own name, not dropped, and
@@ -121,109 +123,3 @@ type invariantState struct {
 //     whose pending copy (holding) or download (dlHold) reads n; no
 //     count is 0 or less. So do c.quiet and c.frozen count prefixes.
 //   - c.waiters >= 0.
-
-// checkInvariantsLocked reports the first invariant (above) that does not
-// hold. c.mu is held.
-func (c *Cache) checkInvariantsLocked() error {
-	indexed := 0
-	for el := c.lru.Front(); el != nil; el = el.Next() {
-		e := el.Value.(*entry)
-		switch {
-		case e.elem != el || e.dropped:
-			return fmt.Errorf("%s: in the LRU list, dropped or elsewhere", e.name)
-		case c.entries[e.name] == e:
-			indexed++
-		case e.refs == 0:
-			return fmt.Errorf("%s: in the LRU list, replaced in the index, held by nothing", e.name)
-		}
-		c.inv.known[e] = struct{}{}
-	}
-	if indexed != len(c.entries) {
-		return fmt.Errorf("%d entries indexed, %d of them in the LRU list", len(c.entries), indexed)
-	}
-	if err := c.overlay.Check(); err != nil {
-		return err
-	}
-	for name, e := range c.entries {
-		switch {
-		case e.name != name:
-			return fmt.Errorf("entry %q indexed under %q", e.name, name)
-		case e.dropped:
-			return fmt.Errorf("%s: dropped entry indexed", name)
-		case e.elem == nil || e.elem.Value != e:
-			return fmt.Errorf("%s: indexed entry not in the LRU list", name)
-		}
-		c.inv.known[e] = struct{}{}
-		if e.rec.Dirty && !c.overlay.Has(name) && e.persistMu.TryLock() {
-			e.persistMu.Unlock()
-			return fmt.Errorf("%s: dirty, not in the local overlay's index, and no change of it is being recorded", name)
-		}
-		if !e.rec.Dirty && !e.dirtySince.IsZero() {
-			return fmt.Errorf("%s: clean with a dirtySince", name)
-		}
-	}
-	var used int64
-	holds := map[string]int{}
-	for e := range c.inv.known {
-		if err := c.checkEntryLocked(e); err != nil {
-			return fmt.Errorf("%s: %w", e.name, err)
-		}
-		used += e.charged
-		if e.holding != "" {
-			holds[e.holding]++
-		}
-		if e.dlHold != "" {
-			holds[e.dlHold]++
-		}
-		if e.dropped && e.refs == 0 && e.charged == 0 && e.holding == "" && e.dlHold == "" {
-			delete(c.inv.known, e) // gone for good
-		}
-	}
-	if u := c.budget.Used(); used != u {
-		return fmt.Errorf("used is %d, the entries' charges add up to %d", u, used)
-	}
-	if !maps.Equal(holds, c.holds) {
-		return fmt.Errorf("holds are %v, the entries hold %v", c.holds, holds)
-	}
-	for _, s := range []prefixSet{c.quiet, c.frozen} {
-		for p, n := range s {
-			if n <= 0 {
-				return fmt.Errorf("prefix %q counted %d times", p, n)
-			}
-		}
-	}
-	if c.waiters < 0 {
-		return fmt.Errorf("%d waiters", c.waiters)
-	}
-	for h := range c.writeHandles {
-		if _, ok := h.e.handles[h]; !h.orphan && !ok {
-			return fmt.Errorf("%s: a write handle not orphaned is not among its entry's", h.e.name)
-		}
-	}
-	return nil
-}
-
-// checkEntryLocked checks the invariants of one entry, indexed or
-// dropped.
-func (c *Cache) checkEntryLocked(e *entry) error {
-	if e.charged < 0 {
-		return fmt.Errorf("charged %d", e.charged)
-	}
-	if e.dropped && e.refs == 0 && e.rec.Dirty {
-		return fmt.Errorf("dropped, held by nothing, and dirty")
-	}
-	if e.writers != len(e.handles) || e.refs < e.writers {
-		return fmt.Errorf("%d writers, %d handles, %d refs", e.writers, len(e.handles), e.refs)
-	}
-	busy := 0
-	for h := range e.handles {
-		if _, ok := c.writeHandles[h]; h.e != e || h.orphan || !ok {
-			return fmt.Errorf("a write handle among its handles is another's, orphaned or closed")
-		}
-		busy += h.busy
-	}
-	if e.inflight < busy {
-		return fmt.Errorf("%d changes in flight, %d through its handles", e.inflight, busy)
-	}
-	return nil
-}
