@@ -157,12 +157,6 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 			waited:       make(chan struct{}),
 			changed:      make(chan struct{}),
 			writeHandles: map[*WriteHandle]struct{}{},
-			madeCopies:   map[string]madeCopy{},
-		},
-		cacheRenames: cacheRenames{
-			holds:  map[string]int{},
-			quiet:  prefixSet{},
-			frozen: prefixSet{},
 		},
 		stopCheckpoint: make(chan struct{}),
 		closing:        make(chan struct{}),
@@ -328,7 +322,7 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 			rec:   record{Generation: a.Generation, Size: a.Size, ChunkSize: c.opts.ChunkSize, CRC32C: a.CRC32C, Encoding: a.ContentEncoding, Pinned: pinned},
 			ready: make(chan struct{}),
 		}
-		if g := c.madeCopyLocked(a.Name); !newFile && g > a.Generation {
+		if g := c.madeCopies.Get(a.Name, time.Now()); !newFile && g > a.Generation {
 			e.rec.Generation = g // looked up before the copy was made (madecopies.go)
 		}
 		e.prefetched = prefetching(ctx) // before any open can find it
@@ -500,7 +494,7 @@ func (c *Cache) newDownloadLocked(e *entry) error {
 		// The download reads that version: it is held while it runs,
 		// even if the copy is made meanwhile.
 		e.dlHold = src
-		c.holds[src]++
+		c.holds.Add(src)
 	}
 	e.dl, e.dlFile, e.dlIdle = transfer.NewDownload(c.b, src, gen, e.rec.Size, f, present, do), f, true
 	return nil

@@ -89,7 +89,7 @@
 //	renamefile.go   renaming one file (Rename)
 //	rename.go       renaming a directory (RenameDir), holds on copy sources
 //	folder.go       folder renames in a hierarchical namespace
-//	prefixset.go    prefixSet, the prefixes directory renames hold
+//	madecopies.go   why copies just made are remembered (holds.MadeCopies)
 //	exchange.go     swapping two names (Exchange)
 //	send.go         the Sender (internal/send): making it, running its cleaner; CleanStaging
 //	checksum.go     integrity: chunk sums, checks, held files, Resolve
@@ -181,4 +181,10 @@
 // package internal/pending: plain data structures this package keeps
 // under Cache.mu; whether a name is dirty, deleted, held, open for
 // writing or waiting for a rename is decided here, per name.
+//
+// What renames hold back (the bucket versions pending copies read,
+// counted by name; the prefixes of directory renames under way, quiet
+// or frozen; the copies just made and dropped, remembered a short while)
+// is package internal/holds: plain data structures this package keeps
+// under Cache.mu; which entry holds what, and when, is decided here.
 package cache

@@ -60,7 +60,7 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) (baseA,
 	idA, idB := c.j.NewID(), c.j.NewID() // the new records of a.Name and b.Name
 
 	c.mu.Lock()
-	err = c.waitLocked(ctx, func() bool { return !c.frozen.covers(a.Name) && !c.frozen.covers(b.Name) })
+	err = c.waitLocked(ctx, func() bool { return !c.frozen.Covers(a.Name) && !c.frozen.Covers(b.Name) })
 	if err == nil && (c.entries[a.Name] != ea || c.entries[b.Name] != eb || ea.rec.Deleted || eb.rec.Deleted) {
 		err = fmt.Errorf("exchanging %s and %s: %w", a.Name, b.Name, ErrBusy)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/cache/internal/folders"
+	"github.com/bucketfs/bucketfs/cache/internal/holds"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -65,21 +66,19 @@ func (c *Cache) tryFolderRename(ctx context.Context, from, to string, remote, re
 		}
 		checked = append(checked, e)
 	}
-	for name := range c.holds {
-		ok = ok && !strings.HasPrefix(name, from)
-	}
-	for p, n := range c.quiet {
+	ok = ok && !c.holds.AnyUnder(from)
+	for p, n := range c.quiet.All() {
 		// Another directory rename over or under these (this one's
 		// own quiesce counts once for each prefix).
-		if overlaps(p, from) || overlaps(p, to) {
+		if holds.Overlap(p, from) || holds.Overlap(p, to) {
 			ok = ok && (p == from || p == to) && n == 1
 		}
 	}
-	if !ok || c.frozen.overlaps(from) || c.frozen.overlaps(to) {
+	if !ok || c.frozen.Overlaps(from) || c.frozen.Overlaps(to) {
 		c.mu.Unlock()
 		return nil, false, nil
 	}
-	c.frozen.add(from, to)
+	c.frozen.Add(from, to)
 	c.mu.Unlock()
 	defer c.thaw(from, to)
 
@@ -115,7 +114,7 @@ func (c *Cache) settledCleanLocked(e *entry) bool {
 	r := e.rec
 	return isClosed(e.ready) && e.err == nil && !e.dropped && !r.Dirty && !r.Deleted && !r.PendingCopy() &&
 		e.refs == 0 && e.writers == 0 && e.dl == nil && e.spare == nil && !e.uploading &&
-		e.holding == "" && e.dlHold == "" && c.holds[e.name] == 0
+		e.holding == "" && e.dlHold == "" && c.holds.Held(e.name) == 0
 }
 
 // forgetClean settles the cached copies checked before a folder rename:
@@ -158,12 +157,12 @@ func (c *Cache) forgetClean(checked []*entry, versions func(name string) (old, n
 // waitThawedLocked waits, with c.mu held (released while waiting), until
 // no folder rename moves name.
 func (c *Cache) waitThawedLocked(ctx context.Context, name string) error {
-	return c.waitLocked(ctx, func() bool { return !c.frozen.covers(name) })
+	return c.waitLocked(ctx, func() bool { return !c.frozen.Covers(name) })
 }
 
 func (c *Cache) thaw(prefixes ...string) {
 	c.mu.Lock()
-	c.frozen.remove(prefixes...)
+	c.frozen.Remove(prefixes...)
 	c.notifyLocked()
 	c.mu.Unlock()
 }

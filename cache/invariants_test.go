@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/bucketfs/bucketfs/cache/internal/holds"
 )
 
 // TestMain runs every test of the package with the cache's invariants
@@ -46,7 +48,7 @@ func TestInvariantsCatchBreakage(t *testing.T) {
 			c.overlay.Prune("changed", func(n string) bool { return n != "changed" })
 		}, func() { c.markLocalLocked("changed") }},
 		{"a writer without a handle", func() { ech.writers++ }, func() { ech.writers-- }},
-		{"a hold nobody keeps", func() { c.holds["clean"]++ }, func() { delete(c.holds, "clean") }},
+		{"a hold nobody keeps", func() { c.holds.Add("clean") }, func() { c.holds.Release("clean") }},
 		{"a clean entry with dirtySince", func() { ec.dirtySince = time.Now() }, func() { ec.dirtySince = time.Time{} }},
 	}
 	for _, b := range breakages {
@@ -105,17 +107,17 @@ func (c *Cache) checkInvariantsLocked() error {
 		}
 	}
 	var used int64
-	holds := map[string]int{}
+	heldBy := map[string]int{}
 	for e := range c.inv.known {
 		if err := c.checkEntryLocked(e); err != nil {
 			return fmt.Errorf("%s: %w", e.name, err)
 		}
 		used += e.charged
 		if e.holding != "" {
-			holds[e.holding]++
+			heldBy[e.holding]++
 		}
 		if e.dlHold != "" {
-			holds[e.dlHold]++
+			heldBy[e.dlHold]++
 		}
 		if e.dropped && e.refs == 0 && e.charged == 0 && e.holding == "" && e.dlHold == "" {
 			delete(c.inv.known, e) // gone for good
@@ -124,11 +126,11 @@ func (c *Cache) checkInvariantsLocked() error {
 	if u := c.budget.Used(); used != u {
 		return fmt.Errorf("used is %d, the entries' charges add up to %d", u, used)
 	}
-	if !maps.Equal(holds, c.holds) {
-		return fmt.Errorf("holds are %v, the entries hold %v", c.holds, holds)
+	if !maps.Equal(heldBy, c.holds.Map()) {
+		return fmt.Errorf("holds are %v, the entries hold %v", c.holds.Map(), heldBy)
 	}
-	for _, s := range []prefixSet{c.quiet, c.frozen} {
-		for p, n := range s {
+	for _, s := range []*holds.Prefixes{&c.quiet, &c.frozen} {
+		for p, n := range s.All() {
 			if n <= 0 {
 				return fmt.Errorf("prefix %q counted %d times", p, n)
 			}

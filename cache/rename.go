@@ -47,7 +47,7 @@ func (c *Cache) holdLocked(e *entry) {
 		return
 	}
 	e.holding = e.rec.CopyFrom
-	c.holds[e.holding]++
+	c.holds.Add(e.holding)
 }
 
 // releaseHoldLocked ends e's hold on its source, if it has one, and lets
@@ -61,8 +61,7 @@ func (c *Cache) releaseHoldLocked(e *entry) {
 
 // unholdLocked ends one hold on name.
 func (c *Cache) unholdLocked(name string) {
-	if c.holds[name]--; c.holds[name] <= 0 {
-		delete(c.holds, name)
+	if c.holds.Release(name) {
 		if c.queue.Queued(name) {
 			c.notifyLocked() // takeDue passed it over
 		}
@@ -81,7 +80,7 @@ func (c *Cache) releaseDownloadHoldLocked(e *entry) {
 // heldLocked reports whether changes of e's name must wait: a pending
 // copy (other than e's own) reads the name's bucket version.
 func (c *Cache) heldLocked(e *entry) bool {
-	n := c.holds[e.name]
+	n := c.holds.Held(e.name)
 	if e.holding == e.name {
 		n--
 	}
@@ -183,7 +182,7 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 	// Nor does it start while the bucket renames a folder over or under
 	// them (folder.go).
 	c.mu.Lock()
-	err := c.waitLocked(ctx, func() bool { return !c.frozen.overlaps(from) && !c.frozen.overlaps(to) })
+	err := c.waitLocked(ctx, func() bool { return !c.frozen.Overlaps(from) && !c.frozen.Overlaps(to) })
 	c.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -389,7 +388,7 @@ func (r *dirRename) commit() error {
 // from was made, replaced or dropped since, or a folder rename started.
 func (r *dirRename) staleLocked() bool {
 	c := r.c
-	stale := c.frozen.overlaps(r.from) || c.frozen.overlaps(r.to)
+	stale := c.frozen.Overlaps(r.from) || c.frozen.Overlaps(r.to)
 	for name, e := range c.entries {
 		if strings.HasPrefix(name, r.from) && (r.moves[name] == nil || r.moves[name].e != e) {
 			stale = true // made, replaced or dropped since the plan
@@ -679,7 +678,7 @@ func (c *Cache) settleDeletion(e *entry, rec record) {
 // the deletions running there to end. unquiesce lets them go again.
 func (c *Cache) quiesce(ctx context.Context, prefixes ...string) error {
 	c.mu.Lock()
-	c.quiet.add(prefixes...)
+	c.quiet.Add(prefixes...)
 	for {
 		busy := false
 		for name := range c.queue.RunningNames() {
@@ -708,7 +707,7 @@ func (c *Cache) quiesce(ctx context.Context, prefixes ...string) error {
 
 func (c *Cache) unquiesce(prefixes ...string) {
 	c.mu.Lock()
-	c.quiet.remove(prefixes...)
+	c.quiet.Remove(prefixes...)
 	c.notifyLocked()
 	c.mu.Unlock()
 }

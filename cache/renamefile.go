@@ -25,7 +25,7 @@ func (c *Cache) replaceTargetLocked(to string, toBase int64) (base int64, attemp
 	if old == nil {
 		// A copy that left the index after the caller looked the name up
 		// (madecopies.go).
-		return max(toBase, c.madeCopyLocked(to)), nil, nil
+		return max(toBase, c.madeCopies.Get(to, time.Now())), nil, nil
 	}
 	if old.rec.Dirty || old.rec.Generation > toBase {
 		toBase = max(toBase, old.rec.Generation)
@@ -176,7 +176,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	e := c.entries[from.Name]
 	if e == nil || !isClosed(e.ready) || e.err != nil || e.dropped || !e.rec.PendingCopy() || e.rec.Deleted ||
 		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.dl != nil || e.uploading || c.queue.InFlight(from.Name) ||
-		c.frozen.covers(from.Name) || c.frozen.covers(to) {
+		c.frozen.Covers(from.Name) || c.frozen.Covers(to) {
 		c.mu.Unlock()
 		return 0, false, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"container/list"
 	"sync"
 
+	"github.com/bucketfs/bucketfs/cache/internal/holds"
 	"github.com/bucketfs/bucketfs/cache/internal/pending"
 	"github.com/bucketfs/bucketfs/cache/internal/report"
 	"github.com/bucketfs/bucketfs/transfer"
@@ -42,14 +43,14 @@ type cacheWriteBack struct {
 	confirmedFn  func(name string, a transfer.ObjectAttrs, deleted bool) // see OnConfirmed
 	conflictFn   ConflictFunc                                            // see OnConflict (conflictnote.go)
 	writeHandles map[*WriteHandle]struct{}                               // every WriteHandle not yet closed
-	madeCopies   map[string]madeCopy                                     // copies dropped once made, for a short while (madecopies.go)
+	madeCopies   holds.MadeCopies                                        // copies dropped once made, for a short while (madecopies.go, holds.MadeCopies)
 }
 
 // cacheRenames is what directory renames hold (rename.go, folder.go).
 type cacheRenames struct {
-	holds  map[string]int // name -> pending copies of its bucket version
-	quiet  prefixSet      // prefixes whose transfers wait for a directory rename
-	frozen prefixSet      // prefixes the bucket is renaming; their names wait (folder.go)
+	holds  holds.Counts   // name -> pending copies of its bucket version
+	quiet  holds.Prefixes // prefixes whose transfers wait for a directory rename
+	frozen holds.Prefixes // prefixes the bucket is renaming; their names wait (folder.go)
 }
 
 // cacheMu is Cache.mu. In tests (invariantCheck), every Unlock first

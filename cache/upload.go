@@ -304,7 +304,7 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 		}
 		if wasCopy && !e.rec.Complete && e.refs == 0 {
 			victims = c.dropLocked(e) // a copy made, none of it cached: nothing to keep
-			c.rememberCopyLocked(name, attrs.Generation)
+			c.madeCopies.Remember(name, attrs.Generation, time.Now())
 		}
 	} else if wasCopy {
 		e.rec.MetaOnly = true // only attributes changed since: patch them (sent as queued again)
@@ -387,7 +387,7 @@ func (c *Cache) deleteRemote(ctx context.Context, e *entry, name string, base in
 	}
 	if err == nil && gone {
 		c.mu.Lock()
-		delete(c.madeCopies, name) // no version to base a replacement on now
+		c.madeCopies.Forget(name) // no version to base a replacement on now
 		c.mu.Unlock()
 		c.confirm(name, transfer.ObjectAttrs{}, true) // before the deletion leaves the overlay
 		if strings.HasSuffix(name, "/") {

@@ -98,7 +98,7 @@ func (c *Cache) startUploader() {
 // waits for queues the name again (or wakes the uploader).
 func (c *Cache) mustWaitLocked(e *entry, name string) bool {
 	switch {
-	case c.quiet.covers(name):
+	case c.quiet.Covers(name):
 		// A directory rename is listing and planning: it goes on when
 		// the rename is made.
 		return true
