@@ -7,7 +7,7 @@ package cache
 // its write-back delay (at once, or at the last close of a writer still
 // open, which may not have recorded its change yet): its upload, refused
 // by its precondition, saves it beside the other writer's version now
-// (saveConflict), so that the conflict shows while the writer is still
+// (internal/upload: conflict.go), so that the conflict shows while the writer is still
 // at work. It reports whether name has such a change (or a writer that
 // may make one), and whether its copy is pinned (its new version is
 // fetched on its next use; warm.go).

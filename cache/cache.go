@@ -39,6 +39,10 @@ import (
 // inside its methods, which do network and disk I/O and are called with
 // no lock of this package held, never under Cache.mu; they never take a
 // lock of this package.
+// The upload flow (package upload) has no lock: it runs with no lock of
+// this package held, and each of its calls into uploadLedger takes
+// Cache.mu itself and releases it before any journal write (persistMu)
+// or removal; none is ever held across the flow's network I/O.
 // The warm walk's lock (package warm: its report's) is never held while
 // it calls into this package, and never taken under Cache.mu.
 // A handle's readpattern.Reads lock (package readpattern) is a leaf,

@@ -337,34 +337,12 @@ func (c *Cache) checkBeforeWrite(e *entry, trunc bool) error {
 
 // sumsRef and fileSums are what an upload checks and carries
 // (integrity.Ref, integrity.FileSums), by their names in this package.
+// The scan before an upload is upload.Flow's; a failure it finds holds
+// the file through hold (uploadLedger.Hold).
 type (
 	sumsRef  = integrity.Ref
 	fileSums = integrity.FileSums
 )
-
-// scanForUpload reads the size bytes of changed file id before its
-// upload: it sums every chunk and the whole (the upload carries that
-// sum), and checks the chunks the application did not write against the
-// sums of the version they came from (integrity.Scan). If one fails, the
-// file is held (record.Damaged): neither uploaded nor removed, named in
-// Status, until Resolve; held is then true. A file that cannot be read is
-// uploaded without a checksum, as before (the upload reads it too, and
-// says why it cannot).
-func (c *Cache) scanForUpload(ctx context.Context, e *entry, name string, id uint64, size int64, ref sumsRef) (fileSums, bool) {
-	if ref.Chunk <= 0 {
-		ref.Chunk = c.opts.ChunkSize
-	}
-	f, err := os.Open(c.dataPath(id))
-	if err != nil {
-		return fileSums{}, false
-	}
-	defer f.Close()
-	sums, bad, why := integrity.Scan(ctx, f, size, ref)
-	if len(bad) == 0 {
-		return sums, false
-	}
-	return fileSums{}, c.hold(e, name, bad, why)
-}
 
 // hold marks e as damaged if the chunks bad are still not written here
 // (a write during the check explains a difference), and reports whether

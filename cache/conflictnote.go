@@ -2,7 +2,7 @@ package cache
 
 import "github.com/bucketfs/bucketfs/transfer"
 
-// ConflictFunc is told about a write conflict of name (see saveConflict):
+// ConflictFunc is told about a write conflict of name (conflictcopy.go):
 // the bucket holds remote (or, gone, nothing) and the local version was
 // saved beside it. It is called twice, with no lock held: with settled
 // false once the local version is saved, while the local copy is still

@@ -21,7 +21,7 @@
 //
 // Cache.OpenWrite returns a WriteHandle: changes land in the local copy
 // at once and reach the bucket later (writeback.go has the durability
-// contract). A WriteHandle belongs to a file, not a name: a rename moves
+// contract; internal/upload, what each transfer says to the bucket). A WriteHandle belongs to a file, not a name: a rename moves
 // it to the new name's entry, a deletion orphans it (its writes go on in
 // its own copy, never uploaded). Cache.SetMeta changes an object's custom
 // metadata (meta.go): with the next upload of its content, or alone as a
@@ -82,10 +82,12 @@
 //	writeback.go    the durability contract; Remove, Flush, FlushName
 //	writehandle.go  WriteHandle: OpenWrite, changes (begin, end), Close
 //	uploader.go     what each queued name waits for, the uploader's loop (schedule, kick, takeDue)
-//	upload.go       one upload and its settling (settleLocked), deletions, conflicts
+//	upload.go       an upload's snapshot (takeUpload) and its settling (uploadDone,
+//	                settleLocked, deleteDone), failures and their retries
+//	uploadledger.go the entries' side of an upload's conversation (upload.Ledger)
 //	overlay.go      the local overlay listings read (Local, LocalNames, LocalSubdirs, Settled)
 //	wait.go         waiting for a change under Cache.mu (notifyLocked, waitLocked)
-//	meta.go         custom metadata, SetMeta and its patch
+//	meta.go         custom metadata, SetMeta, and settling its patch (patchDone)
 //	renamefile.go   renaming one file (Rename)
 //	rename.go       renaming a directory (RenameDir), holds on copy sources
 //	folder.go       folder renames in a hierarchical namespace
@@ -187,4 +189,14 @@
 // or frozen; the copies just made and dropped, remembered a short while)
 // is package internal/holds: plain data structures this package keeps
 // under Cache.mu; which entry holds what, and when, is decided here.
+//
+// The conversation of one transfer with the bucket (what an upload,
+// deletion or metadata patch sends, under which conditions and
+// metadata, the entry's own unconfirmed tries told from another
+// writer's versions, conflict copies, a copy whose source is gone, and
+// the backoff of failed tries) is package internal/upload: this package
+// takes the snapshot it sends (takeUpload), and makes every change of
+// the entry its answers call for through upload.Ledger (uploadLedger),
+// one critical section of Cache.mu per method; upload holds no lock and
+// never sees an entry (the Job names it by a type parameter).
 package cache

@@ -49,7 +49,7 @@ type entryFill struct {
 }
 
 // entryWriteBack is an entry's local changes and their uploads
-// (writehandle.go, upload.go).
+// (writehandle.go, upload.go, uploadledger.go).
 type entryWriteBack struct {
 	writers      int                       // handles open for writing (len(handles))
 	handles      map[*WriteHandle]struct{} // those handles; a rename moves them, a deletion orphans them
@@ -67,8 +67,8 @@ type entryWriteBack struct {
 	uploadSeq    uint64                    // uploads started
 	uploadedSeq  uint64                    // the last upload started that succeeded
 	uploadedHere bool                      // rec.Generation was written by this cache's upload
-	rebasedFrom  int64                     // what rec.Generation was before supersededDuring based it on the replaced content's upload (rebasedTo); 0 if it did not (Rebased)
-	rebasedTo    int64                     // the generation supersededDuring based rec on
+	rebasedFrom  int64                     // what rec.Generation was before supersededLocked based it on the replaced content's upload (rebasedTo); 0 if it did not (Rebased)
+	rebasedTo    int64                     // the generation supersededLocked based rec on
 	invalids     int                       // uploads refused as invalid in a row, with nothing changed between (refusal.go)
 	refusedAt    time.Time                 // when the bucket last refused an upload in a way a person can fix (refusal.go); zero since a success
 	refusedWhy   string                    // what it said then

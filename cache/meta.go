@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -125,27 +124,11 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 	return nil
 }
 
-// patchMeta sends a metadata-only change of name (see SetMeta) and
-// settles the outcome; like upload, whose part it is.
-func (c *Cache) patchMeta(ctx context.Context, e *entry, name string, base int64, md map[string]string, version uint64, inflight int) {
-	var attrs transfer.ObjectAttrs
-	err := fmt.Errorf("%s: %w", name, transfer.ErrPrecondition) // no version to patch: as refused, not retried for ever
-	if base > 0 {
-		attrs, err = c.b.SetMetadata(ctx, name, base, md)
-	}
-	if c.supersededDuring(e, name, base, attrs, err) {
-		return
-	}
-	lost := false
-	if errors.Is(err, transfer.ErrPrecondition) || errors.Is(err, transfer.ErrNotExist) {
-		// Attributes are not content: there is no copy to keep beside.
-		c.log.Warn("an attribute change (mode, owner or times) was not applied: the object changed in the bucket, or is gone, since the version it was made on; the bucket's version stays",
-			"object", name, "based_on", base, "err", err)
-		err, lost = nil, true
-	}
-	if err == nil && !lost {
-		c.confirm(name, attrs, false)
-	}
+// patchDone settles u, a metadata-only change of u.Name (see SetMeta)
+// that the flow sent as a patch (upload.Flow's patchMeta), with err; lost:
+// not applied, the bucket's version stays.
+func (c *Cache) patchDone(ctx context.Context, u uploadJob, err error, lost bool) {
+	e, name, version, inflight := u.Entry, u.Name, u.Version, u.Inflight
 	c.mu.Lock()
 	e.uploading = false
 	if err != nil {

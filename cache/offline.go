@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/upload"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -36,7 +37,7 @@ func (c *Cache) offlineLocked(e *entry, err error) bool {
 		return false
 	}
 	c.log.Debug("upload waits for the bucket to be back", "object", e.name, "err", err)
-	c.scheduleLocked(e.name, offlineRetry)
+	c.scheduleLocked(e.name, upload.OfflineRetry)
 	return true
 }
 

@@ -14,7 +14,7 @@ package cache
 //   - ErrPermission, ErrUnauthenticated, ErrBucketNotExist, and ErrTooBig
 //     found before sending (a file the kernel wrote past 5 TiB): a person
 //     can fix it (credentials, the bucket, the file). The upload is tried again every
-//     permanentRetry, and meanwhile the file is named loudly: an error in
+//     upload.PermanentRetry, and meanwhile the file is named loudly: an error in
 //     the log at each refusal, Status.Refused ('bucketfs status'), the
 //     refused-files metric; and a flush returns with it named instead of
 //     waiting (entry.refusedAt).
@@ -51,7 +51,7 @@ func (c *Cache) invalidLocked(e *entry, u uploadJob, err error) bool {
 		e.invalids = 0
 		return false
 	}
-	if e.version != u.version || e.inflight != 0 || u.inflight != 0 || e.dropped || e.rec.Deleted {
+	if e.version != u.Version || e.inflight != 0 || u.Inflight != 0 || e.dropped || e.rec.Deleted {
 		e.invalids = 0 // changed meanwhile: the next try sends other bytes
 		return false
 	}

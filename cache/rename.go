@@ -12,7 +12,6 @@ import (
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
-	"github.com/bucketfs/bucketfs/cache/internal/send"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -87,17 +86,14 @@ func (c *Cache) heldLocked(e *entry) bool {
 	return n > 0
 }
 
-// copySourceGone settles a copy whose source version was not found: it
+// sourceGone settles u, a copy whose source version was not found: it
 // was changed or deleted in the bucket by someone else before the copy
 // was made. A complete cache file still has the bytes: they are uploaded
-// instead. Otherwise the content is gone with the source.
-func (c *Cache) copySourceGone(ctx context.Context, e *entry, name string, src send.Source) {
-	// What the source's name holds now goes in the log: with no other
-	// writer, a version gone is a bug of this cache (issue 17, item 6).
-	now := "nothing"
-	if a, err := c.b.Stat(ctx, src.From); err == nil {
-		now = fmt.Sprintf("generation %d, metageneration %d", a.Generation, a.Metageneration)
-	}
+// instead. Otherwise the content is gone with the source. now says what
+// the source's name holds now (the flow asked the bucket: upload.Flow's
+// copySourceGone).
+func (c *Cache) sourceGone(u uploadJob, now string) {
+	e, name, src := u.Entry, u.Name, u.Src
 	c.mu.Lock()
 	e.uploading = false
 	if e.rec.CopyFrom != src.From || e.rec.CopyGen != src.Gen {

@@ -49,7 +49,7 @@ import (
 // way may pass the cap, and take the disk under its floor, while it is
 // open; what the disk holds is its limit. Past MaxObjectSize it is
 // refused at fsync and close (WriteHandle.CheckSize: EFBIG), and never
-// sent (uploadContent: held as a refusal a person fixes). The fs
+// sent (internal/upload: held as a refusal a person fixes). The fs
 // package opens hidden writers for new files and copies held whole when
 // passthrough writes are on (the default where passthrough works), and
 // whenever the kernel leaves no choice (see fs/file.go writeModeLocked).

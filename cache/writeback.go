@@ -109,7 +109,7 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 // (e.version was version then) if the bucket never had the name: never
 // uploaded (based on no generation) and no upload of it sent that may
 // have reached the bucket. There is nothing to delete there, so the
-// deletion ends here, with no request, as deleteRemote would end it.
+// deletion ends here, with no request, as deleteDone would end it.
 // Any other deletion is left to the uploader: one whose name is being
 // sent, waits for a directory rename, or is a directory's placeholder
 // (it goes after the changes under it, and prunes the bucket's folders).
@@ -123,9 +123,9 @@ func (c *Cache) settleUnsentDeletion(e *entry, name string, version uint64) {
 	if !ok {
 		return
 	}
-	// Before the deletion leaves the local overlay, as in deleteRemote
-	// (true whatever happens next: the bucket has nothing at the name
-	// from this cache).
+	// Before the deletion leaves the local overlay, as in a deletion
+	// sent (internal/upload: delete.go), and true whatever happens next:
+	// the bucket has nothing at the name from this cache.
 	c.confirm(name, transfer.ObjectAttrs{}, true)
 	c.mu.Lock()
 	var victims []*entry

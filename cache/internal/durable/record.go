@@ -35,9 +35,9 @@ type Record struct {
 	// Cleared when an upload is confirmed.
 	Attempts []string `json:"attempts,omitempty"`
 	// SavingAs (with Dirty) names the conflict copy the local version is
-	// being saved as (cache/conflictcopy.go), sent with one of Attempts: a try
-	// whose answer was lost is found there and not made twice. Cleared
-	// once a copy is confirmed.
+	// being saved as (cache/internal/upload/conflict.go), sent with one
+	// of Attempts: a try whose answer was lost is found there and not
+	// made twice. Cleared once a copy is confirmed.
 	SavingAs string `json:"saving_as,omitempty"`
 	// Meta is the custom metadata the local version carries to the
 	// bucket (see cache/meta.go); nil: none set here.

@@ -16,10 +16,11 @@
 //	             once at a start and a minute after a round that left
 //	             some), and at an unmount (CleanStaging) (staging.go)
 //
-// It decides nothing about entries: when a name is sent, what it is sent
-// from (a data file's ID and size, or a copy's source), under which
-// conditions and metadata, and what becomes of the entry once the bucket
-// answers are package cache's (cache/upload.go, cache/conflictcopy.go).
+// It decides nothing about entries: when a name is sent and what it is
+// sent from (a data file's ID and size, or a copy's source) are package
+// cache's (cache/upload.go); under which conditions and metadata, and
+// what each answer means, are package internal/upload's, which calls
+// Send; what becomes of the entry then is package cache's again.
 // It sees only plain values (names, IDs, sizes, a Source,
 // transfer.PutOptions), the bucket, the LargeUploader, the Index, the
 // data directory and a logger; never the cache's state.
@@ -46,7 +47,7 @@
 // it is taken with no other lock held. Sender.mu guards the live
 // prefixes: a leaf, taken inside the package only (under cleanMu, or
 // nothing), never held across I/O. Send and CleanStaging do network and
-// disk I/O: a caller calls them with no lock of its own held (in package
-// cache, never under Cache.mu), and the package never calls back into
-// its caller.
+// disk I/O: a caller calls them with no lock of its own held (packages
+// cache and internal/upload, never under Cache.mu), and the package
+// never calls back into its caller.
 package send
