@@ -3,6 +3,7 @@ package upload
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/bucketfs/bucketfs/transfer"
@@ -25,10 +26,7 @@ func (f *Flow[E]) deleteRemote(ctx context.Context, u Job[E]) {
 	if (base == 0 && unconfirmed) || (unconfirmed && errors.Is(err, transfer.ErrPrecondition)) {
 		// An upload whose answer never came may have put a version of
 		// ours there: delete it if so.
-		err = nil
-		if gen, ours := f.ownVersion(ctx, u); ours {
-			err = f.Bucket.Delete(ctx, name, gen)
-		}
+		err = f.deleteOwnTry(ctx, u)
 	}
 	gone := true // the versions this deletion is about are not in the bucket
 	switch {
@@ -50,4 +48,24 @@ func (f *Flow[E]) deleteRemote(ctx context.Context, u Job[E]) {
 		}
 	}
 	f.Ledger.Deleted(ctx, u, err, gone)
+}
+
+// deleteOwnTry deletes the live version of u's name if one of u's
+// unconfirmed uploads wrote it. Nothing there is done (nil). A version
+// another writer put there is not ours to delete: a precondition error,
+// so that the deletion is settled without being confirmed (the name
+// shows that writer's object). A Stat that fails is the deletion's
+// failure: it is tried again, since a version of ours may be there.
+func (f *Flow[E]) deleteOwnTry(ctx context.Context, u Job[E]) error {
+	live, err := f.Bucket.Stat(ctx, u.Name)
+	switch gen, ours := f.ownVersionOf(u, live, err); {
+	case ours:
+		return f.Bucket.Delete(ctx, u.Name, gen)
+	case errors.Is(err, transfer.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	default:
+		return fmt.Errorf("%s: generation %d was written by another writer: %w", u.Name, live.Generation, transfer.ErrPrecondition)
+	}
 }

@@ -66,16 +66,9 @@ func (f *Flow[E]) adoptUpload(ctx context.Context, u Job[E], body integrity.File
 	f.Ledger.Done(ctx, u, body, live, nil)
 }
 
-// ownVersion reports whether the live version of u's name in the bucket
-// was written by one of its entry's unconfirmed uploads, and its
+// ownVersionOf reports whether a, what a Stat of u's name answered (with
+// err), was written by one of its entry's unconfirmed uploads, and its
 // generation.
-func (f *Flow[E]) ownVersion(ctx context.Context, u Job[E]) (int64, bool) {
-	a, err := f.Bucket.Stat(ctx, u.Name)
-	return f.ownVersionOf(u, a, err)
-}
-
-// ownVersionOf is ownVersion of a, what a Stat of the name answered
-// (with err).
 func (f *Flow[E]) ownVersionOf(u Job[E], a transfer.ObjectAttrs, err error) (int64, bool) {
 	if err != nil {
 		return 0, false

@@ -125,8 +125,10 @@ type Ledger[E any] interface {
 	ForgetCopy(u Job[E])
 
 	// Deleted settles u's deletion that ended with err (nil: done, or
-	// nothing to do); gone says the versions it is about are not in the
-	// bucket. A successor renamed over the name meanwhile is based on
+	// nothing to do); gone (with err nil) says the versions it is about
+	// are not in the bucket: false when another writer's version is
+	// there, which is not ours to delete and is not confirmed as
+	// deleted. A successor renamed over the name meanwhile is based on
 	// no version if they are gone.
 	Deleted(ctx context.Context, u Job[E], err error, gone bool)
 

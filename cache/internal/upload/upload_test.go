@@ -2,6 +2,7 @@ package upload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -144,12 +145,16 @@ type fakeBucket struct {
 	// is the Put's answer, and nothing is written.
 	beforePut func(name string, o transfer.PutOptions) error
 	puts      []transfer.PutOptions // every Put's options, in order
+	statErr   error                 // if set, every Stat's answer
 }
 
 func (b *fakeBucket) Stat(ctx context.Context, name string) (transfer.ObjectAttrs, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.t.add("Stat %s", name)
+	if b.statErr != nil {
+		return transfer.ObjectAttrs{}, b.statErr
+	}
 	a, ok := b.objects[name]
 	if !ok {
 		return transfer.ObjectAttrs{}, fmt.Errorf("%s: %w", name, transfer.ErrNotExist)
@@ -362,6 +367,40 @@ func TestDeleteBaseGone(t *testing.T) {
 		"Confirm dir/f 0 true",
 		"Deleted <nil> true",
 	})
+}
+
+// TestDeleteUnconfirmedOtherWriter: a deletion of a name whose upload
+// went unconfirmed finds, in place of its base, a version another
+// writer made: it is not ours to delete, and the deletion is settled
+// without being confirmed (the name shows that writer's object).
+func TestDeleteUnconfirmedOtherWriter(t *testing.T) {
+	for _, base := range []int64{0, 42} {
+		f, l, b, u := setup(t, "", 0)
+		u.Deleted, u.Base = true, base
+		l.e.attempts = []string{"t1"}
+		other := b.put(u.Name, 3, map[string]string{objmeta.AttemptKey: "someone else's"})
+		f.Run(context.Background(), u)
+		want := []string{"Tries", "Stat dir/f", "Tries", "Deleted <nil> false"}
+		if base > 0 {
+			want = append([]string{"Tries", "Delete dir/f 42"}, want[1:]...)
+		}
+		checkTrail(t, l.t, want)
+		if got := b.objects[u.Name]; got.Generation != other.Generation {
+			t.Errorf("base %d: the other writer's version is gone (%+v)", base, got)
+		}
+	}
+}
+
+// TestDeleteUnconfirmedStatFails: if whether a version of ours is there
+// cannot be told, the deletion fails and is tried again, rather than
+// settled as done.
+func TestDeleteUnconfirmedStatFails(t *testing.T) {
+	f, l, b, u := setup(t, "", 0)
+	u.Deleted, u.Base = true, 0
+	l.e.attempts = []string{"t1"}
+	b.statErr = errors.New("connection reset")
+	f.Run(context.Background(), u)
+	checkTrail(t, l.t, []string{"Tries", "Stat dir/f", "Deleted connection reset true"}) // gone counts only without an error
 }
 
 // TestAdoptEarlierTry: the live version is an unconfirmed try of the
