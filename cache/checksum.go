@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
@@ -433,7 +431,7 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 	}
 	id := e.rec.ID
 	c.mu.Unlock()
-	saved, err = c.saveLost(name, id)
+	saved, err = recovery.SaveLost(c.opts.Dir, name, id)
 	if err != nil {
 		return "", fmt.Errorf("keeping the local bytes of %s before dropping them: %w", name, err)
 	}
@@ -456,24 +454,6 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 		c.confirm(name, transfer.ObjectAttrs{}, true)
 	}
 	return saved, nil
-}
-
-// saveLost keeps the bytes of cache file id, the local copy of name, in
-// CACHE_DIR/lost+found (a hard link: no copy), and returns the path.
-func (c *Cache) saveLost(name string, id uint64) (string, error) {
-	dir := filepath.Join(c.opts.Dir, "lost+found")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	base := strings.NewReplacer("/", "%2F", "%", "%25").Replace(name)
-	if len(base) > 200 {
-		base = base[:200]
-	}
-	p := filepath.Join(dir, fmt.Sprintf("%s.%x.%s", base, id, time.Now().UTC().Format("20060102T150405Z")))
-	if err := os.Link(c.dataPath(id), p); err != nil {
-		return "", err
-	}
-	return p, nil
 }
 
 // checkRead checks the chunks a read of n bytes at off through h touches.

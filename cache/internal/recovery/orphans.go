@@ -276,6 +276,27 @@ func moveToLostFound(dir string, f diskFile, reason string, log *slog.Logger) (s
 	return dst, nil
 }
 
+// SaveLost links the data file id of cache directory dir into its
+// lost+found, under a name that says the object (name, escaped to one
+// path component) and the time, and returns its path: the bytes of a
+// changed file an operator gave up for the bucket's version
+// (cache.Resolve) stay there until a person removes them.
+func SaveLost(dir, name string, id uint64) (string, error) {
+	lf := filepath.Join(dir, LostFoundDir)
+	if err := os.MkdirAll(lf, 0o700); err != nil {
+		return "", err
+	}
+	base := strings.NewReplacer("/", "%2F", "%", "%25").Replace(name)
+	if len(base) > 200 {
+		base = base[:200]
+	}
+	p := filepath.Join(lf, fmt.Sprintf("%s.%x.%s", base, id, time.Now().UTC().Format("20060102T150405Z")))
+	if err := os.Link(durable.DataPath(filepath.Join(dir, "data"), id), p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
 // Settle carries out the removals and moves of p in the cache directory
 // dir (after the index holds p's adopted records). It returns how many
 // files went to lost+found.
