@@ -14,6 +14,7 @@ import (
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/cache/internal/folders"
+	"github.com/bucketfs/bucketfs/cache/internal/read"
 	"github.com/bucketfs/bucketfs/cache/internal/recovery"
 	"github.com/bucketfs/bucketfs/cache/internal/report"
 	"github.com/bucketfs/bucketfs/cache/internal/send"
@@ -45,8 +46,11 @@ import (
 // or removal; none is ever held across the flow's network I/O.
 // The warm walk's lock (package warm: its report's) is never held while
 // it calls into this package, and never taken under Cache.mu.
-// A handle's readpattern.Reads lock (package readpattern) is a leaf,
-// taken inside its methods with nothing else held.
+// A handle's locks (package read: Handle.headMu, and its
+// readpattern.Reads lock, taken inside Reads.Note) are leaves, never held
+// while the handle calls into this package (read.Cache: handleCache's
+// methods take Cache.mu inside) or a transfer.Download; this package
+// never calls a handle's methods with Cache.mu held.
 // The space budget's lock (package space: space.Budget's, a leaf) is
 // taken inside its methods, under Cache.mu or nothing; it never takes a
 // lock of this package. Budget.Measure does a statfs: it is called with
@@ -86,8 +90,12 @@ type Options struct {
 }
 
 // ErrStale means the object version a handle reads is gone from the bucket
-// (it was overwritten or deleted) before its bytes were cached.
-var ErrStale = errors.New("object version is gone from the bucket")
+// (it was overwritten or deleted) before its bytes were cached. It is
+// package internal/read's, where handles answer it.
+var ErrStale = read.ErrStale
+
+// staleOr is err, marked ErrStale if it says the version read is gone.
+func staleOr(err error) error { return read.StaleOr(err) }
 
 // Cache keeps whole object versions in sparse files on local disk, indexed
 // in bbolt. It fills them with background downloads and evicts the least
@@ -261,7 +269,7 @@ func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, erro
 		return nil, err
 	}
 	if e == nil {
-		return &Handle{c: c, name: a.Name, gen: a.Generation, size: a.Size, encoded: a.ContentEncoding != ""}, nil
+		return c.directHandle(a), nil
 	}
 	return c.newHandle(e, wholeWhy(ctx))
 }
@@ -432,42 +440,49 @@ func (c *Cache) newHandle(e *entry, why transfer.FetchReason) (*Handle, error) {
 	// inode for every later open of it, writers included.
 	c.mu.Lock()
 	id, gen, size := e.rec.ID, e.rec.Generation, e.rec.Size // writers change rec under mu
+	name, encoded := e.name, e.rec.Encoding != ""
 	c.mu.Unlock()
 	f, err := os.OpenFile(c.dataPath(id), os.O_RDWR, 0)
 	if err != nil {
 		c.release(e)
 		return nil, fmt.Errorf("opening cache file: %w", err)
 	}
-	h := &Handle{c: c, e: e, f: f, name: e.name, gen: gen, size: size, encoded: e.rec.Encoding != ""}
+	p := read.Params{
+		Cache: &handleCache{c: c, e: e, name: name}, Bucket: c.b, File: f,
+		Name: name, Generation: gen, Size: size, ChunkSize: c.opts.ChunkSize,
+		Encoded: encoded,
+	}
 	pending := c.verifyCopy(e, f)
 	c.mu.Lock()
 	if why := e.rec.Damaged; why != "" {
 		c.mu.Unlock()
-		h.Close()
+		f.Close() // as the handle's Close would
+		c.release(e)
 		return nil, fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, why)
 	}
 	if e.rec.Complete || e.rec.LocalContent() || (e.dl != nil && isClosed(e.dl.Complete())) {
 		c.stats.Hits++
-		h.complete = true
-		h.verify = pending
+		p.Complete = true
+		p.Verify = pending
 		c.mu.Unlock()
-		return h, nil
+		return read.New(p), nil
 	}
 	c.stats.Misses++
 	if e.dl == nil {
 		if err := c.newDownloadLocked(e); err != nil {
 			c.mu.Unlock()
-			h.Close()
+			f.Close()
+			c.release(e)
 			return nil, err
 		}
 		if why == transfer.FetchWarm || c.wholeFromStart(size) {
 			c.walkLocked(e, why)
 		}
 	}
-	h.dl = e.dl
-	h.byEvidence.Store(!e.dl.Started())
+	p.Download = e.dl
+	p.ByEvidence = !e.dl.Started()
 	c.mu.Unlock()
-	return h, nil
+	return read.New(p), nil
 }
 
 // newDownloadLocked makes e's download of its missing chunks, fetching

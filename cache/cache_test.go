@@ -164,18 +164,19 @@ func (e *env) mustReadAll(h *Handle, want []byte) {
 	e.t.Helper()
 	got, err := readAll(e.ctx, h)
 	if err != nil {
-		e.t.Fatalf("reading %s: %v", h.name, err)
+		e.t.Fatalf("reading %s: %v", h.Name(), err)
 	}
 	if !bytes.Equal(got, want) {
-		e.t.Fatalf("reading %s: got %d bytes that differ from the object's %d", h.name, len(got), len(want))
+		e.t.Fatalf("reading %s: got %d bytes that differ from the object's %d", h.Name(), len(got), len(want))
 	}
 }
 
-// dataFile returns the path of the data file of the entry h reads.
+// dataFile returns the path of the data file of the entry h reads, just
+// opened: the entry of its name.
 func dataFile(c *Cache, h *Handle) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.dataPath(h.e.rec.ID)
+	return c.dataPath(c.entries[h.Name()].rec.ID)
 }
 
 func exists(path string) bool {

@@ -78,7 +78,8 @@
 //	evict.go        making room: eviction, dropping and removing entries
 //	space.go        the limits; charging entries (costOf), growth, hidden writers
 //	room.go         waiting for room (makeRoomToGrow), why none came
-//	handle.go       Handle: reading a version
+//	handle.go       Handle, an alias of read.Handle; handleCache, what a
+//	                handle asks of the cache (read.Cache)
 //	writeback.go    the durability contract; Remove, Flush, FlushName
 //	writehandle.go  WriteHandle: OpenWrite, changes (begin, end), Close
 //	uploader.go     what each queued name waits for, the uploader's loop (schedule, kick, takeDue)
@@ -132,7 +133,8 @@
 // ahead of a reader in order, the whole object once the reads show it
 // will be read broadly) is package internal/readpattern: the evidence of
 // one handle's reads under a leaf lock, and the rule as a pure function;
-// this package acts on it (fetch.go).
+// package internal/read acts on it, and this package starts the whole
+// fetch (fetch.go's promote).
 //
 // The calls to a bucket's hierarchical namespace (a folder renamed in
 // one step, which objects moved with their content, empty folders
@@ -199,4 +201,16 @@
 // the entry its answers call for through upload.Ledger (uploadLedger),
 // one critical section of Cache.mu per method; upload holds no lock and
 // never sees an entry (the Job names it by a type parameter).
+//
+// Reading one object version (the Handle: a local copy read as is, or
+// after its download has the chunks a read touches; the chunks of a copy
+// being verified checked before they are served, a bad one's bytes read
+// from the bucket; an object too big for the cache read from the bucket,
+// its first bytes fetched by the check; the reads noted and acted on: the
+// chunk ahead, a whole fetch) is package internal/read: this package
+// decides which copy a handle reads, whether it is complete or being
+// verified and which download fills it (newHandle), and answers the
+// handle through read.Cache (handleCache: the chunk checks and what a bad
+// one means, the whole fetch, the release, the counts); read holds no
+// lock of this package's, and Handle and ErrStale stay here as aliases.
 package cache

@@ -12,13 +12,13 @@ package cache
 // of a chunk if it began at the start, as whole-file readers do), or a
 // quarter of the object's chunks are present. So a reader of a file's
 // footer or index (Parquet, ORC, zip, MP4 do that first) fetches a chunk
-// or two, not the object (the rules are package internal/readpattern's).
+// or two, not the object (the rules are package internal/readpattern's;
+// a handle acts on them: package internal/read, through promote).
 // 'bucketfs warm' fetches whole objects, whatever their size.
 
 import (
 	"context"
 
-	"github.com/bucketfs/bucketfs/cache/internal/readpattern"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -76,31 +76,4 @@ func (c *Cache) promote(e *entry, dl *transfer.Download, why transfer.FetchReaso
 	if e.dl == dl {
 		c.walkLocked(e, why)
 	}
-}
-
-// observe notes a read of n bytes at off through h, before it waits for
-// them, and acts on what the reads show (readpattern.Decide): the next
-// chunk fetched ahead of a reader in order, the whole object once there
-// is evidence. It reports whether the read continues a run in order past
-// its first read: such a reader's waits do not hold back the background
-// walk (transfer.Download.EnsureInOrder), which is what it reads next.
-func (h *Handle) observe(off, n int64) bool {
-	chunk := h.c.opts.ChunkSize
-	// How far a read may start from where the last one ended and still
-	// count as in order: half a chunk.
-	seen := h.evidence.Note(off, n, chunk/2)
-	if !h.byEvidence.Load() {
-		return seen.Continues(n)
-	}
-	covered, total := h.dl.Covered()
-	switch readpattern.Decide(seen, chunk, covered, total) {
-	case readpattern.Whole:
-		if h.byEvidence.CompareAndSwap(true, false) {
-			h.c.promote(h.e, h.dl, transfer.FetchWhole)
-		}
-	case readpattern.Readahead:
-		// The chunk after the one the read ends in.
-		h.dl.Readahead((off+n+chunk-1)/chunk*chunk, chunk)
-	}
-	return seen.Continues(n)
 }

@@ -54,11 +54,11 @@ func TestFetchInOrderGoesWhole(t *testing.T) {
 	}
 	e.mustReadAll(h, data)
 	select { // a reader may have its bytes a moment before the last chunk counts as present
-	case <-h.dl.Complete():
+	case <-h.Download().Complete():
 	case <-e.ctx.Done():
 		t.Fatal("the download did not complete after a read of all of it")
 	}
-	if h.byEvidence.Load() {
+	if !h.Download().Started() { // promoted: its background walk started
 		t.Error("a read in order of all of the object did not make it a whole fetch")
 	}
 	h.Close()
@@ -73,7 +73,7 @@ func TestFetchInOrderGoesWhole(t *testing.T) {
 	}
 	h = e.openHandle(c, a)
 	defer h.Close()
-	if !h.complete {
+	if !h.Complete() {
 		t.Fatal("the copy is not complete after a read in order of all of it")
 	}
 }
@@ -98,7 +98,7 @@ func TestFetchCoverageGoesWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-h.dl.Complete():
+	case <-h.Download().Complete():
 	case <-e.ctx.Done():
 		t.Fatal("the copy did not complete after a quarter of it was read")
 	}
@@ -118,7 +118,7 @@ func TestFetchSmallAndWarmWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-h.dl.Complete():
+	case <-h.Download().Complete():
 	case <-e.ctx.Done():
 		t.Fatal("an object of WholeMax bytes was not fetched whole")
 	}

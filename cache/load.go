@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/cache/internal/recovery"
@@ -81,4 +82,9 @@ func (c *Cache) index(recs map[string]record) {
 	if dirty > 0 {
 		c.log.Info("re-queued changes not uploaded by the last run", "files", dirty)
 	}
+}
+
+// sortByAccessDesc orders es most recently used first.
+func sortByAccessDesc(es []*entry) {
+	sort.Slice(es, func(i, j int) bool { return es[i].rec.LastAccess > es[j].rec.LastAccess })
 }

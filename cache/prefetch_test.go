@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/bucketfs/bucketfs/cache/internal/read"
 )
 
 // A prefetched copy is complete and checked, an open of it sends no
@@ -23,7 +25,7 @@ func TestPrefetchFillsAndCountsUse(t *testing.T) {
 	}
 	e.emu.ResetCounters()
 	h := e.openHandle(c, a)
-	if !h.complete {
+	if !h.Complete() {
 		t.Fatal("the open after a prefetch found the copy incomplete")
 	}
 	e.mustReadAll(h, data)
@@ -111,7 +113,7 @@ func TestUncachedOpenAndFirstReadOneRequest(t *testing.T) {
 		t.Fatalf("open, check and first read of an uncached object sent %d requests; want 1", n)
 	}
 	// Across the end of the head: the rest comes from the bucket.
-	if n, err := h.ReadAt(e.ctx, p, headSize-1000); err != nil || n != len(p) || !bytes.Equal(p, data[headSize-1000:headSize-1000+len(p)]) {
+	if n, err := h.ReadAt(e.ctx, p, read.HeadSize-1000); err != nil || n != len(p) || !bytes.Equal(p, data[read.HeadSize-1000:read.HeadSize-1000+len(p)]) {
 		t.Fatalf("ReadAt across the head = %d, %v", n, err)
 	}
 }
@@ -159,7 +161,7 @@ func TestPrefetchSplitsAMediumObject(t *testing.T) {
 	}
 	e.emu.ResetCounters()
 	h := e.openHandle(c, a)
-	if !h.complete {
+	if !h.Complete() {
 		t.Fatal("the open after a prefetch found the copy incomplete")
 	}
 	e.mustReadAll(h, data)

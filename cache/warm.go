@@ -100,19 +100,25 @@ func (t warmTarget) Complete(a transfer.ObjectAttrs, pin bool) bool { return t.c
 // (per-chunk sums, the object's CRC32C).
 func (t warmTarget) Fill(ctx context.Context, a transfer.ObjectAttrs, pin bool, opened func()) (bool, error) {
 	c := t.c
-	h, err := c.Open(warming(ctx), a) // its download is running when it returns
+	// As Open does, keeping the entry: its download is running when
+	// newHandle returns.
+	e, err := c.acquire(warming(ctx), a, false)
+	var h *Handle
+	if err == nil && e != nil {
+		h, err = c.newHandle(e, transfer.FetchWarm)
+	}
 	opened()
 	if err != nil {
 		return false, err
 	}
-	defer h.Close()
-	if h.e == nil {
+	if e == nil {
 		return false, fmt.Errorf("%s (%d bytes): %w", a.Name, a.Size, ErrNoSpace)
 	}
-	already := h.complete
+	defer h.Close()
+	already := h.Complete()
 	if !already {
-		c.promote(h.e, h.dl, transfer.FetchWarm) // made by another open, fetching what is read
-		if err := h.dl.EnsureComplete(ctx); err != nil {
+		c.promote(e, h.Download(), transfer.FetchWarm) // made by another open, fetching what is read
+		if err := h.Download().EnsureComplete(ctx); err != nil {
 			// Not pinned: a pinned partial copy would keep its full size
 			// from eviction for a version that may be gone.
 			return false, staleOr(err)
@@ -120,7 +126,7 @@ func (t warmTarget) Fill(ctx context.Context, a transfer.ObjectAttrs, pin bool, 
 	}
 	// Pinned once complete; until then the open handle keeps it.
 	if pin {
-		c.setPin(h.e, true)
+		c.setPin(e, true)
 	}
 	return already, nil
 }

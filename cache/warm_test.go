@@ -235,7 +235,7 @@ func TestWarmSplitsAMediumObject(t *testing.T) {
 		t.Errorf("%d media reads for one chunk with MinRange a quarter of it; want 4", n)
 	}
 	h := e.openHandle(c, a)
-	if !h.complete {
+	if !h.Complete() {
 		t.Fatal("the copy is not complete after the warm")
 	}
 	e.mustReadAll(h, data)

@@ -1,25 +1,25 @@
-package cache
+package read
 
 import (
 	"context"
 	"io"
 )
 
-// headSize is how much of an object read straight from the bucket (too
+// HeadSize is how much of an object read straight from the bucket (too
 // big for the cache) its open fetches: the check that the version is
 // still there and the first read's bytes in one request, instead of a
 // 1-byte check and then the read.
-const headSize = 256 << 10
+const HeadSize = 256 << 10
 
 // readHead fetches the first bytes of the version the uncached handle
 // reads, keeping them for the reads that follow: ErrStale if the version
 // is gone from the bucket.
 func (h *Handle) readHead(ctx context.Context) error {
-	n := min(h.size, headSize)
+	n := min(h.size, HeadSize)
 	buf := make([]byte, n)
-	got, err := h.c.b.ReadRange(h.readCtx(ctx), h.name, h.gen, 0, n, &sliceWriter{buf: buf})
+	got, err := h.b.ReadRange(h.readCtx(ctx), h.name, h.gen, 0, n, &sliceWriter{buf: buf})
 	if err != nil {
-		return staleOr(err)
+		return StaleOr(err)
 	}
 	if got != n {
 		return io.ErrUnexpectedEOF
