@@ -70,39 +70,54 @@
 // cache.go; the state Cache.mu guards, grouped by subsystem, and its
 // invariants in state.go.
 //
-// Files:
+// Files, by subsystem (each names the package it drives, if any):
 //
 //	cache.go        Cache, Open, acquiring entries, downloads, Stats, Close
 //	entry.go        entry (its fields by subsystem), persisting its record
 //	state.go        Cache's guarded state by subsystem; invariants
+//	wait.go         waiting for a change under Cache.mu (notifyLocked, waitLocked)
+//	load.go         a start: the records internal/recovery loaded (Load)
+//	                made entries, re-queued, evicted to the cap (StateError)
+//	record.go       record, an alias of durable.Record
+//	fsck.go         Fsck, InUse, IndexPath: wrappers of internal/recovery
+//
 //	evict.go        making room: eviction, dropping and removing entries
 //	space.go        the limits; charging entries (costOf), growth, hidden writers
 //	room.go         waiting for room (makeRoomToGrow), why none came
+//
 //	handle.go       Handle, an alias of read.Handle; handleCache, what a
 //	                handle asks of the cache (read.Cache)
+//	fetch.go        what a download fetches: whole or as read (promote)
+//	prefetch.go     Prefetch: small objects fetched before they are opened
+//	warm.go         Warm, WarmVersion: wrappers of internal/warm and what it
+//	                fills (warmTarget); pins, Unpin
+//	checksum.go     integrity: which chunks are checked, held files, Resolve
+//
 //	writeback.go    the durability contract; Remove, Flush, FlushName
 //	writehandle.go  WriteHandle: OpenWrite, changes (begin, end), Close
-//	uploader.go     what each queued name waits for, the uploader's loop (schedule, kick, takeDue)
+//	untouched.go    an open for writing that writes nothing (passthrough)
+//	uploader.go     what each queued name waits for, the uploader's loop
+//	                (schedule, kick, takeDue; the queue: internal/pending)
 //	upload.go       an upload's snapshot (takeUpload) and its settling (uploadDone,
 //	                settleLocked, deleteDone), failures and their retries
 //	uploadledger.go the entries' side of an upload's conversation (upload.Ledger)
+//	send.go         the Sender (internal/send): making it, running its cleaner; CleanStaging
+//	refusal.go      uploads the bucket refuses: held, or named loudly
+//	offline.go      uploads while the bucket is away
+//	conflictcopy.go settling a conflict copy (conflictDone)
+//	conflictnote.go OnConflict, and what the file system asks about conflicts
+//	ownupload.go    this cache's own versions, as the file system asks (OwnUpload, Rebased)
+//	announce.go     RemoteChanged: another writer's change, as notifications tell it
 //	overlay.go      the local overlay listings read (Local, LocalNames, LocalSubdirs, Settled)
-//	wait.go         waiting for a change under Cache.mu (notifyLocked, waitLocked)
 //	meta.go         custom metadata, SetMeta, and settling its patch (patchDone)
+//	metapatch.go    PatchMeta: a metadata change sent at once
+//	status.go       Status: the snapshot gathered from the entries (types: internal/report)
+//
 //	renamefile.go   renaming one file (Rename)
 //	rename.go       renaming a directory (RenameDir), holds on copy sources
-//	folder.go       folder renames in a hierarchical namespace
-//	madecopies.go   why copies just made are remembered (holds.MadeCopies)
+//	folder.go       folder renames in a hierarchical namespace (internal/folders)
 //	exchange.go     swapping two names (Exchange)
-//	send.go         the Sender (internal/send): making it, running its cleaner; CleanStaging
-//	checksum.go     integrity: chunk sums, checks, held files, Resolve
-//	record.go       record, an alias of durable.Record
-//	load.go         a start: the records internal/recovery loaded (Load)
-//	                made entries, re-queued, evicted to the cap (StateError)
-//	fsck.go         Fsck, InUse, IndexPath: wrappers of internal/recovery
-//	status.go       Status: the snapshot gathered from the entries (types: internal/report)
-//	warm.go         Warm, WarmVersion: wrappers of internal/warm and what it
-//	                fills (warmTarget); pins, Unpin
+//	madecopies.go   why copies just made are remembered (holds.MadeCopies)
 //
 // The durable record (the index's bbolt schema, the journal, the Record
 // and its encodings, the data files' descriptions) is package
