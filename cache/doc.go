@@ -52,7 +52,8 @@
 // the journal is synced by WriteHandle.Sync and applied to bbolt every
 // second. A chunk is recorded as present only after its file has been
 // synced, so the index never claims bytes the disk does not have. On
-// open, the journal is replayed, records without a file are dropped, and
+// open, the journal is replayed, records without a file are dropped (a
+// pending change that needs no bytes of its own gets its file again), and
 // files without a record are placed by their own descriptions
 // (internal/recovery): never deleted while they may hold bytes that are
 // not in the bucket. A missing or damaged index.db is rebuilt the same

@@ -65,7 +65,12 @@
 //     refused (durable.ErrOtherBucket) before its index is opened.
 //   - Records against their files, at a start (reconcile): a record whose
 //     data file is missing is dropped (an error in the log if it held
-//     changes: they are lost); a deletion's file is detached first (a new,
+//     changed content: it is lost), but for a pending change that needs
+//     no bytes of its own (a deletion, a pending copy, a metadata change),
+//     whose file is made again, empty and described (a copy's sized and
+//     incomplete), and the change kept: a dropped pending copy would free
+//     its source for the deletion that is the other half of its rename;
+//     a deletion's file is detached first (a new,
 //     empty inode: a renamed file's new name may still share the old
 //     one); the file is the truth about local content, so such a record
 //     takes its file's size and is complete; a clean copy of the wrong

@@ -3,6 +3,7 @@ package recovery
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -181,6 +182,21 @@ func (l *loader) reconcile(recs map[string]durable.Record, adopted map[string]du
 	for name, r := range recs {
 		path := durable.DataPath(l.dataDir, r.ID)
 		st, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) && r.Dirty && (r.Deleted || !r.LocalContent()) {
+			// A change that needs no bytes of its own: a deletion, a
+			// pending copy (its content is a version in the bucket) or a
+			// metadata change. Its file is made again, rather than the
+			// change dropped: a dropped pending copy would free the hold
+			// on its source, whose deletion (the other half of a rename)
+			// would then go, and the file would be in neither place. A
+			// power loss can leave such a record without its file: the
+			// file is made before the journal names it, but the data
+			// directory is not synced.
+			if r, err = l.remake(name, r); err == nil {
+				recs[name] = r
+				st, err = os.Stat(path)
+			}
+		}
 		if err != nil {
 			if r.Dirty {
 				l.Log.Error("the cache file of a changed, not yet uploaded object is missing: its changes are lost", "object", name, "id", r.ID, "err", err)
@@ -239,4 +255,24 @@ func (l *loader) reconcile(recs map[string]durable.Record, adopted map[string]du
 		}
 		return nil
 	})
+}
+
+// remake makes the missing data file of r, a change of name that needs
+// no bytes of its own, again: empty and described (Describer.Detach);
+// for a pending copy or a metadata change, as long as the version it
+// copies, none of it present (the reads fetch it). It returns the record
+// as it now is.
+func (l *loader) remake(name string, r durable.Record) (durable.Record, error) {
+	if err := l.Desc.Detach(r.ID, durable.Describe(name, r)); err != nil {
+		return r, fmt.Errorf("making again the missing cache file of %s: %w", name, err)
+	}
+	if !r.Deleted {
+		if err := os.Truncate(durable.DataPath(l.dataDir, r.ID), r.Size); err != nil {
+			return r, fmt.Errorf("sizing the remade cache file of %s: %w", name, err)
+		}
+		r.Complete, r.Present, r.Sums = false, nil, nil
+	}
+	l.Log.Warn("the cache file of a pending change that needs no bytes of its own (a deletion, a copy, a metadata change) was missing: made again, the change kept",
+		"object", name, "id", r.ID, "deletion", r.Deleted, "copy_of", r.CopyFrom)
+	return r, nil
 }

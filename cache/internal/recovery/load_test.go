@@ -1,7 +1,9 @@
 package recovery
 
 import (
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -167,5 +169,77 @@ func TestLoadCountsWrongSize(t *testing.T) {
 	}
 	if len(ld.Records) != 1 || ld.Records["short"].Complete {
 		t.Errorf("Records = %+v; want short alone, incomplete", ld.Records)
+	}
+}
+
+// TestReconcileRemakesWhatNeedsNoBytes: a pending change whose data file
+// is missing but needs no bytes of its own (a deletion, a pending copy,
+// a metadata change) keeps its record, with its file made again; only
+// changed content whose file is gone is lost (and said so).
+func TestReconcileRemakesWhatNeedsNoBytes(t *testing.T) {
+	recs := map[string]durable.Record{
+		"deleted": {ID: 0x1, Dirty: true, Deleted: true, Complete: true, Generation: 3},
+		"copy":    {ID: 0x2, Size: 9, ChunkSize: 64, Dirty: true, CopyFrom: "old/copy", CopyGen: 4, Complete: true},
+		"chmod":   {ID: 0x3, Size: 7, ChunkSize: 64, Dirty: true, MetaOnly: true, Complete: true, Generation: 5, Meta: map[string]string{"mode": "600"}},
+		"written": {ID: 0x4, Size: 4, Dirty: true, Complete: true},
+	}
+	dir := cacheDir(t, recs, nil)
+	dataDir := filepath.Join(dir, "data")
+	for id := uint64(1); id <= 4; id++ {
+		if err := os.Remove(durable.DataPath(dataDir, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	db, err := durable.OpenIndex(filepath.Join(dir, durable.IndexName), testBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	j, _, err := durable.OpenJournal(db, filepath.Join(dir, durable.JournalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	l := &loader{
+		LoadOptions: LoadOptions{Dir: dir, Bucket: testBucket, ChunkSize: 64, Desc: durable.NewDescriber(dataDir, quiet()), Log: quiet()},
+		dataDir:     dataDir, db: db, j: j,
+	}
+	if err := l.reconcile(recs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := recs["written"]; ok {
+		t.Errorf("changed content whose file is gone was kept: %+v", recs["written"])
+	}
+	for name, want := range map[string]int64{"deleted": 0, "copy": 9, "chmod": 7} {
+		r, ok := recs[name]
+		if !ok {
+			t.Errorf("%s: the pending change was dropped", name)
+			continue
+		}
+		st, err := os.Stat(durable.DataPath(dataDir, r.ID))
+		if err != nil || st.Size() != want {
+			t.Errorf("%s: its file is %v, %v; want one of %d bytes", name, st, err, want)
+		}
+		if d, err := durable.ReadDescription(durable.DataPath(dataDir, r.ID)); err != nil || d == nil || d.ID != r.ID {
+			t.Errorf("%s: the remade file is not described: %+v, %v", name, d, err)
+		}
+		if name != "deleted" && (r.Complete || r.Present != nil) {
+			t.Errorf("%s: a remade copy counts bytes present: %+v", name, r)
+		}
+	}
+	if r := recs["copy"]; r.CopyFrom != "old/copy" || r.CopyGen != 4 {
+		t.Errorf("the pending copy lost its source: %+v", r)
+	}
+	if r := recs["chmod"]; r.Meta["mode"] != "600" || !r.MetaOnly {
+		t.Errorf("the metadata change was lost: %+v", r)
+	}
+	onDisk, err := durable.LoadRecords(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"deleted", "copy", "chmod"} {
+		if _, ok := onDisk[name]; !ok {
+			t.Errorf("%s: gone from the index", name)
+		}
 	}
 }
