@@ -1,9 +1,7 @@
 package recovery
 
 import (
-	"errors"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -61,6 +59,27 @@ func inode(t *testing.T, path string) uint64 {
 	return st.Sys().(*syscall.Stat_t).Ino
 }
 
+// openLoader opens the index and journal of cache directory dir as a
+// start's loader would, closed when the test ends.
+func openLoader(t *testing.T, dir string) *loader {
+	t.Helper()
+	db, err := durable.OpenIndex(filepath.Join(dir, durable.IndexName), testBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	j, _, err := durable.OpenJournal(db, filepath.Join(dir, durable.JournalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	dataDir := filepath.Join(dir, "data")
+	return &loader{
+		LoadOptions: LoadOptions{Dir: dir, Bucket: testBucket, ChunkSize: 64, Desc: durable.NewDescriber(dataDir, quiet()), Log: quiet()},
+		dataDir:     dataDir, db: db, j: j,
+	}
+}
+
 // TestReconcile: each rule that mends the records against their files.
 // A record whose file is missing is dropped; a local copy takes its
 // file's size; a clean copy of the wrong size is cut to its record's
@@ -90,20 +109,8 @@ func TestReconcile(t *testing.T) {
 	if err := os.Link(durable.DataPath(dataDir, 0x6), durable.DataPath(dataDir, 0x5)); err != nil {
 		t.Fatal(err)
 	}
-	db, err := durable.OpenIndex(filepath.Join(dir, durable.IndexName), testBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	j, _, err := durable.OpenJournal(db, filepath.Join(dir, durable.JournalName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	l := &loader{
-		LoadOptions: LoadOptions{Dir: dir, Bucket: testBucket, ChunkSize: 64, Desc: durable.NewDescriber(dataDir, quiet()), Log: quiet()},
-		dataDir:     dataDir, db: db, j: j,
-	}
+	l := openLoader(t, dir)
+	db := l.db
 	adopted := map[string]durable.Record{"adopted": {ID: 0x7, Size: 5, Complete: true, Dirty: true}}
 	recs["adopted"] = adopted["adopted"]
 	if err := l.reconcile(recs, adopted); err != nil {
@@ -183,27 +190,10 @@ func TestReconcileRemakesWhatNeedsNoBytes(t *testing.T) {
 		"chmod":   {ID: 0x3, Size: 7, ChunkSize: 64, Dirty: true, MetaOnly: true, Complete: true, Generation: 5, Meta: map[string]string{"mode": "600"}},
 		"written": {ID: 0x4, Size: 4, Dirty: true, Complete: true},
 	}
-	dir := cacheDir(t, recs, nil)
+	dir := cacheDir(t, recs, nil) // no data file: every record's is missing
 	dataDir := filepath.Join(dir, "data")
-	for id := uint64(1); id <= 4; id++ {
-		if err := os.Remove(durable.DataPath(dataDir, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			t.Fatal(err)
-		}
-	}
-	db, err := durable.OpenIndex(filepath.Join(dir, durable.IndexName), testBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	j, _, err := durable.OpenJournal(db, filepath.Join(dir, durable.JournalName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	l := &loader{
-		LoadOptions: LoadOptions{Dir: dir, Bucket: testBucket, ChunkSize: 64, Desc: durable.NewDescriber(dataDir, quiet()), Log: quiet()},
-		dataDir:     dataDir, db: db, j: j,
-	}
+	l := openLoader(t, dir)
+	db := l.db
 	if err := l.reconcile(recs, nil); err != nil {
 		t.Fatal(err)
 	}
