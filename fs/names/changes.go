@@ -32,7 +32,7 @@ func (m *Cache) Stale(name string) {
 // under prefix (a directory renamed).
 func (m *Cache) ForgetUnder(prefix string) {
 	m.mu.Lock()
-	m.known.dropUnder(prefix)
+	m.forgetUnderLocked(prefix)
 	m.mu.Unlock()
 }
 
@@ -78,7 +78,7 @@ func (m *Cache) DirRenamed(from, to string) {
 		full := strings.TrimSuffix(p, "/")
 		m.changes[parentPrefix(full)]++ // a listing running now may predate the rename
 		m.changes[p]++
-		m.known.dropUnder(p)
+		m.forgetUnderLocked(p)
 		m.known.dropEntry(full)
 		m.known.dropPlaceholdersUnder(p)
 		delete(m.recent, p) // what was confirmed there is of the names before the rename

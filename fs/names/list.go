@@ -135,12 +135,12 @@ func (m *Cache) changeCount(prefix string) uint64 {
 func (m *Cache) listRemote(ctx context.Context, prefix string, warn WarnFunc, fetch bool) (*Listing, error) {
 	for try := 0; ; try++ {
 		m.mu.Lock()
-		before := m.changes[prefix]
+		before := m.stampLocked(prefix)
 		m.mu.Unlock()
 		l, err := m.listRemoteOnce(ctx, prefix, warn, before, fetch)
 		if err != nil || l != nil || try == 3 {
 			if l == nil && err == nil {
-				l, err = m.listRemoteOnce(ctx, prefix, warn, ^uint64(0), fetch)
+				l, err = m.listRemoteOnce(ctx, prefix, warn, anyStamp, fetch)
 			}
 			return l, err
 		}
@@ -149,9 +149,9 @@ func (m *Cache) listRemote(ctx context.Context, prefix string, warn WarnFunc, fe
 
 // listRemoteOnce lists prefix (or takes the known listing, unless fetch:
 // within the TTL, or past it refreshed in the background). It returns
-// nil (and no error) if a change under prefix was confirmed since the
-// count before was read; before == ^0 accepts the listing anyway.
-func (m *Cache) listRemoteOnce(ctx context.Context, prefix string, warn WarnFunc, before uint64, fetch bool) (*Listing, error) {
+// nil (and no error) if the stamp before no longer holds (stamp.go);
+// anyStamp accepts the listing anyway.
+func (m *Cache) listRemoteOnce(ctx context.Context, prefix string, warn WarnFunc, before stamp, fetch bool) (*Listing, error) {
 	now := m.now()
 	m.mu.Lock()
 	l, ok := m.known.listing(prefix)
@@ -176,7 +176,7 @@ const listParallel = 16
 
 // fetchListing asks the bucket for the level under prefix, asked at
 // now, and remembers it (see listRemoteOnce).
-func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, before uint64, now time.Time) (*Listing, error) {
+func (m *Cache) fetchListing(ctx context.Context, prefix string, warn WarnFunc, before stamp, now time.Time) (*Listing, error) {
 	l, phs, err := m.fetchLevel(ctx, prefix, warn, nil)
 	if err != nil {
 		return nil, err
@@ -259,12 +259,11 @@ func (m *Cache) fetchLevel(ctx context.Context, prefix string, warn WarnFunc, sh
 
 // storeFetched remembers l, the level under prefix fetched with the
 // placeholders phs, as asked at now; it is not remembered, and false is
-// returned, if a change under prefix was confirmed since the count
-// before was read (^0: remembered anyway).
-func (m *Cache) storeFetched(prefix string, l *Listing, phs map[string]transfer.ObjectAttrs, before uint64, now time.Time) bool {
+// returned, if the stamp before no longer holds (stamp.go).
+func (m *Cache) storeFetched(prefix string, l *Listing, phs map[string]transfer.ObjectAttrs, before stamp, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if before != ^uint64(0) && m.changes[prefix] != before {
+	if !m.heldLocked(prefix, before) {
 		return false // checked and stored under one lock: no change slips between
 	}
 	l.fetched = now

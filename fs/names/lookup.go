@@ -121,7 +121,7 @@ func (m *Cache) knownLocked(name string) (c Entry, expires time.Time, fromListin
 func (m *Cache) resolveRemote(ctx context.Context, name string, warn WarnFunc) (Entry, error) {
 	parent := parentPrefix(name)
 	m.mu.Lock()
-	now, before := m.now(), m.changes[parent]
+	now, before := m.now(), m.stampLocked(parent)
 	m.mu.Unlock()
 	// Ask for the object and for anything under name/ at the same time.
 	type statResult struct {
@@ -164,7 +164,7 @@ func (m *Cache) resolveRemote(ctx context.Context, name string, warn WarnFunc) (
 	if rc, ok := m.recentSinceLocked(name, now); ok && c.Kind != Dir {
 		c = rc // confirmed while the bucket was asked
 	}
-	if m.changes[parent] != before {
+	if !m.heldLocked(parent, before) {
 		return c, nil // may predate a change made meanwhile: not kept
 	}
 	if isDir {
@@ -245,7 +245,7 @@ func (m *Cache) DirAttrs(ctx context.Context, prefix string) (transfer.ObjectAtt
 func (m *Cache) dirAttrsRemote(ctx context.Context, prefix string) (transfer.ObjectAttrs, bool, error) {
 	g := placeholderGroup(prefix)
 	m.mu.Lock()
-	now, before := m.now(), m.changes[g]
+	now, before := m.now(), m.stampLocked(g)
 	m.mu.Unlock()
 	a, err := m.b.Stat(ctx, prefix)
 	exists := err == nil
@@ -260,7 +260,7 @@ func (m *Cache) dirAttrsRemote(ctx context.Context, prefix string) (transfer.Obj
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.changes[g] == before {
+	if m.heldLocked(g, before) {
 		if old, ok := m.known.placeholder(prefix); ok && old.asked.Before(now) &&
 			(old.exists != exists || old.a.Generation != a.Generation || old.a.Metageneration != a.Metageneration) {
 			m.noteChangedLocked(strings.TrimSuffix(prefix, "/"))

@@ -135,6 +135,8 @@ type Cache struct {
 	// changes counts the confirmed changes per prefix; a listing that ran
 	// while one came in may predate it, so it is fetched again.
 	changes map[string]uint64 // guarded by mu
+	// forgets logs the subtrees dropped whole (stamp.go).
+	forgets forgetLog // guarded by mu
 	// recent holds the files whose changes were confirmed lately, by
 	// prefix and name: an answer from the bucket asked for before the
 	// confirmation may predate it (a listing or a lookup running while

@@ -52,7 +52,7 @@ func (m *Cache) Stream(ctx context.Context, prefix string, warn WarnFunc, show f
 	m.ensure(prefix)
 	m.mu.Lock()
 	_, isKnown := m.known.listing(prefix)
-	before := m.changes[prefix]
+	before := m.stampLocked(prefix)
 	m.mu.Unlock()
 	if isKnown {
 		l, err := m.List(ctx, prefix, warn)
