@@ -396,6 +396,7 @@ func (c *Cache) create(e *entry) error {
 	c.mu.Unlock()
 	f, err := os.OpenFile(c.dataPath(rec.ID), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err == nil {
+		c.j.MadeFile()
 		// Before any byte: the journal entry above came before the file.
 		c.desc.DescribeFile(f, e.name, rec)
 	}

@@ -207,7 +207,7 @@ func records(t *testing.T, dir string) map[string]record {
 		t.Fatalf("opening the index: %v", err)
 	}
 	defer db.Close()
-	j, _, err := durable.OpenJournal(db, filepath.Join(dir, durable.JournalName))
+	j, _, err := durable.OpenJournal(db, filepath.Join(dir, durable.JournalName), "")
 	if err != nil {
 		t.Fatalf("opening the journal: %v", err)
 	}

@@ -100,6 +100,7 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) (baseA,
 		}
 	}
 	if err == nil {
+		c.j.MadeFile()
 		// Both records in one journal entry: after a crash, both or
 		// neither.
 		if err = c.j.Append(durable.PutOp(a.Name, na.rec, 0), durable.PutOp(b.Name, nb.rec, 0)); err != nil {

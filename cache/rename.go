@@ -318,6 +318,7 @@ func (r *dirRename) prepare() error {
 			r.cleanup()
 			return fmt.Errorf("renaming %s: linking a cache file: %w", r.from, err)
 		}
+		c.j.MadeFile()
 		r.made = append(r.made, l.to)
 	}
 	for _, id := range empties {
@@ -329,6 +330,7 @@ func (r *dirRename) prepare() error {
 			r.cleanup()
 			return fmt.Errorf("renaming %s: making a cache file: %w", r.from, err)
 		}
+		c.j.MadeFile()
 		r.made = append(r.made, id)
 	}
 	return nil

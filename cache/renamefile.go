@@ -116,6 +116,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	e.persistMu.Lock()
 	err = os.Link(c.dataPath(tomb.ID), c.dataPath(nrec.ID))
 	if err == nil {
+		c.j.MadeFile()
 		// Both records in one journal entry: after a crash, both or
 		// neither.
 		err = c.j.Append(durable.PutOp(to, nrec, 0), durable.PutOp(from.Name, tomb, 0))
@@ -210,6 +211,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	e.persistMu.Lock()
 	err = os.Link(c.dataPath(e.rec.ID), c.dataPath(newID))
 	if err == nil {
+		c.j.MadeFile()
 		if err = c.j.Append(durable.PutOp(to, nrec, 0), durable.PutOp(from.Name, tomb, 0)); err != nil {
 			os.Remove(c.dataPath(newID))
 		}

@@ -283,9 +283,13 @@ func (c *Cache) FlushName(ctx context.Context, name string) error {
 		}
 		if !done && !e.uploading {
 			// Re-arm after a failed try (it was queued again with a delay
-			// that the writers may have made it skip).
+			// that the writers may have made it skip). A name no longer
+			// queued is queued again the way any is, which wakes the
+			// uploader if it would sleep past it (idle, up to an hour).
 			e.forced = true
-			c.queue.Ensure(name, time.Now().Add(time.Second))
+			if !c.queue.Queued(name) {
+				c.scheduleLocked(name, time.Second)
+			}
 		}
 		wake := c.changed
 		c.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -38,6 +39,15 @@ import (
 // Record IDs (which name data files) are handed out here, from a counter
 // kept in bbolt's sequence of the objects bucket and advanced past every
 // ID seen in the journal.
+//
+// A record that survives a power loss must name a data file that
+// survives it too: not only the file's bytes (its own fsync) but its
+// name in the data directory, which POSIX makes durable only with an
+// fsync of the directory (ext4 and XFS happen to carry it along with the
+// next fsync of any file; others need not). The cache tells the journal
+// of every data file it makes (MadeFile) before a record names it, and
+// the journal syncs the directory before its own sync and before each
+// checkpoint, if a file was made since the last time.
 
 const (
 	// CheckpointEvery is how often the cache applies the journal to bbolt.
@@ -72,11 +82,17 @@ type Journal struct {
 	broken  error    // guarded by mu: f could not be cut back after a failed append
 
 	onAppend func([]Op) // guarded by mu: see OnAppend
+
+	dataDir    string        // synced before the records (MadeFile); "" for none
+	made       atomic.Uint64 // data files made so far (MadeFile)
+	madeSynced uint64        // guarded by mu: made when dataDir was last synced
 }
 
 // OpenJournal replays the journal at path into db, empties it, and
 // returns it open for appending, with the number of changes replayed.
-func OpenJournal(db *bolt.DB, path string) (*Journal, int, error) {
+// dataDir is the directory of the data files the records name, synced
+// before them (MadeFile); "" if the caller makes no data file.
+func OpenJournal(db *bolt.DB, path, dataDir string) (*Journal, int, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, 0, fmt.Errorf("opening the cache journal: %w", err)
@@ -86,7 +102,7 @@ func OpenJournal(db *bolt.DB, path string) (*Journal, int, error) {
 		f.Close()
 		return nil, 0, fmt.Errorf("reading the cache journal %s: %w", path, err)
 	}
-	j := &Journal{db: db, f: f, pending: ops}
+	j := &Journal{db: db, f: f, pending: ops, dataDir: dataDir}
 	err = db.View(func(tx *bolt.Tx) error {
 		j.nextID = tx.Bucket(objectsBucket).Sequence() + 1
 		return nil
@@ -214,10 +230,56 @@ func (j *Journal) Append(ops ...Op) error {
 	return nil
 }
 
-// Sync makes every change appended so far survive a power loss.
+// MadeFile tells the journal that a data file was made in the data
+// directory (created, or linked into it): its name is made durable
+// before any record is (see the top of this file). Call it once the file
+// is made, before the record naming it is appended.
+func (j *Journal) MadeFile() { j.made.Add(1) }
+
+// DataFiles reports how many data files were made (MadeFile), and how
+// many of them before the data directory's last sync: those names are
+// durable.
+func (j *Journal) DataFiles() (made, synced uint64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.made.Load(), j.madeSynced
+}
+
+// syncDir fsyncs directory dir (tests replace it).
+var syncDir = func(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// syncDataDirLocked makes the names of the data files made so far
+// durable, if any was made since the last time.
+func (j *Journal) syncDataDirLocked() error {
+	n := j.made.Load()
+	if j.dataDir == "" || n == j.madeSynced {
+		return nil
+	}
+	if err := syncDir(j.dataDir); err != nil {
+		return fmt.Errorf("syncing the cache's data directory: %w", err)
+	}
+	j.madeSynced = n
+	return nil
+}
+
+// Sync makes every change appended so far survive a power loss, with
+// the names of the data files made before them.
 func (j *Journal) Sync() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if err := j.syncDataDirLocked(); err != nil {
+		return err
+	}
 	if err := j.f.Sync(); err != nil {
 		return fmt.Errorf("syncing the cache journal: %w", err)
 	}
@@ -236,6 +298,9 @@ func (j *Journal) Update(fn func(tx *bolt.Tx) error) error {
 func (j *Journal) updateLocked(fn func(tx *bolt.Tx) error) error {
 	if len(j.pending) == 0 && fn == nil {
 		return nil
+	}
+	if err := j.syncDataDirLocked(); err != nil {
+		return err // everything stays pending: the next checkpoint tries again
 	}
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		if err := applyOps(tx, j.pending); err != nil {

@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,7 +14,7 @@ func openTestJournal(t *testing.T, dir string) *Journal {
 	if err != nil {
 		t.Fatalf("opening the index: %v", err)
 	}
-	j, _, err := OpenJournal(db, filepath.Join(dir, JournalName))
+	j, _, err := OpenJournal(db, filepath.Join(dir, JournalName), "")
 	if err != nil {
 		db.Close()
 		t.Fatalf("opening the journal: %v", err)
@@ -33,7 +34,7 @@ func records(t *testing.T, dir string) map[string]Record {
 		t.Fatalf("opening the index: %v", err)
 	}
 	defer db.Close()
-	j, _, err := OpenJournal(db, filepath.Join(dir, JournalName))
+	j, _, err := OpenJournal(db, filepath.Join(dir, JournalName), "")
 	if err != nil {
 		t.Fatalf("opening the journal: %v", err)
 	}
@@ -162,5 +163,79 @@ func TestJournalCheckpoint(t *testing.T) {
 	}
 	if err := j.Append(PutOp("bad", Record{}, 0)); err == nil {
 		t.Errorf("a record without an ID was accepted")
+	}
+}
+
+// The names of the data files made before a record are durable before
+// the record is: the data directory is synced ahead of the journal's own
+// sync and ahead of a checkpoint, once for every file made since the
+// last time, and not at all when none was; a sync of the directory that
+// fails fails the journal's sync and keeps the checkpoint's changes
+// pending.
+func TestJournalSyncsTheDataDirFirst(t *testing.T) {
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	if err := os.Mkdir(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var synced []string
+	var fail error
+	old := syncDir
+	syncDir = func(d string) error {
+		synced = append(synced, d)
+		if fail != nil {
+			return fail
+		}
+		return old(d)
+	}
+	t.Cleanup(func() { syncDir = old })
+	db, err := OpenIndex(filepath.Join(dir, IndexName), testBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _, err := OpenJournal(db, filepath.Join(dir, JournalName), dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close(); db.Close() })
+
+	mustAppend(t, j, PutOp("a", Record{ID: j.NewID()}, 0))
+	if err := j.Sync(); err != nil || len(synced) != 0 {
+		t.Fatalf("no file made: Sync = %v after %d syncs of the directory; want none", err, len(synced))
+	}
+	j.MadeFile()
+	j.MadeFile()
+	mustAppend(t, j, PutOp("b", Record{ID: j.NewID()}, 0))
+	if err := j.Sync(); err != nil || len(synced) != 1 || synced[0] != dataDir {
+		t.Fatalf("two files made: Sync = %v, directories synced %v; want %s once", err, synced, dataDir)
+	}
+	if made, ok := j.DataFiles(); made != 2 || ok != 2 {
+		t.Errorf("DataFiles = %d made, %d durable; want 2, 2", made, ok)
+	}
+	if err := j.Update(nil); err != nil || len(synced) != 1 {
+		t.Errorf("a checkpoint with no file made since: %v, %d syncs of the directory; want 1", err, len(synced))
+	}
+
+	j.MadeFile()
+	mustAppend(t, j, PutOp("c", Record{ID: j.NewID()}, 0))
+	fail = errors.New("injected")
+	if err := j.Sync(); !errors.Is(err, fail) {
+		t.Errorf("Sync with the directory's sync failing = %v; want the failure", err)
+	}
+	if err := j.Update(nil); !errors.Is(err, fail) {
+		t.Errorf("a checkpoint with the directory's sync failing = %v; want the failure", err)
+	}
+	if recs, _ := LoadRecords(db); recs["c"].ID != 0 {
+		t.Error("a checkpoint whose directory sync failed put the record in bbolt")
+	}
+	fail = nil
+	if err := j.Update(nil); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := LoadRecords(db); recs["c"].ID == 0 {
+		t.Error("the checkpoint after the directory's sync came back did not put the record in bbolt")
+	}
+	if made, ok := j.DataFiles(); made != 3 || ok != 3 {
+		t.Errorf("DataFiles = %d made, %d durable; want 3, 3", made, ok)
 	}
 }

@@ -32,8 +32,8 @@
 //     lowers it to a sooner time and then, only then, reports that the
 //     caller must wake the uploader (which scans again): a name scheduled
 //     for later is taken by the wake already set, and a rescan per queued
-//     name would cost their square. SendNow and Ensure do not move it:
-//     their caller wakes the uploader.
+//     name would cost their square. SendNow does not move it: its
+//     caller wakes the uploader.
 //   - The names are sorted, none twice; their directories are exactly the
 //     prefixes of them that end with '/', each counted by the names it
 //     holds (Names.Check). The caller adds every name it makes dirty

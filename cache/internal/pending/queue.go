@@ -67,18 +67,6 @@ func (q *Queue) SendNow(name string) {
 	q.due[name] = time.Time{}
 }
 
-// Ensure queues name due at at if it is not queued; a name queued keeps
-// its time. Like SendNow, it does not move when the uploader wakes.
-func (q *Queue) Ensure(name string, at time.Time) {
-	if _, ok := q.due[name]; ok {
-		return
-	}
-	if q.due == nil {
-		q.due = map[string]time.Time{}
-	}
-	q.due[name] = at
-}
-
 // Remove takes name off the queue (a transfer of it running goes on).
 func (q *Queue) Remove(name string) { delete(q.due, name) }
 

@@ -37,28 +37,24 @@ func TestScheduleSoonerWins(t *testing.T) {
 	}
 }
 
-// SendNow and Ensure queue without moving the uploader's wake; SendNow
-// makes a name due before anything, Ensure leaves a queued name alone.
-func TestSendNowAndEnsure(t *testing.T) {
+// SendNow queues without moving the uploader's wake, and makes a name
+// due before anything.
+func TestSendNow(t *testing.T) {
 	var q Queue
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	q.Ensure("e", t0)
+	q.Schedule("e", t0)
+	wakes := q.Wakes()
 	q.SendNow("s")
-	if !q.Wakes().IsZero() {
-		t.Errorf("SendNow or Ensure moved the uploader's wake to %v", q.Wakes())
+	if !q.Wakes().Equal(wakes) {
+		t.Errorf("SendNow moved the uploader's wake from %v to %v", wakes, q.Wakes())
 	}
 	q.Schedule("a", t0.Add(time.Hour))
 	q.SendNow("a")
 	if at, _ := q.DueAt("a"); !at.IsZero() {
 		t.Errorf("after SendNow, a is due at %v", at)
 	}
-	q.Ensure("a", t0.Add(time.Second))
-	q.Ensure("e", t0.Add(time.Second))
-	if at, _ := q.DueAt("a"); !at.IsZero() {
-		t.Errorf("Ensure moved a queued name to %v", at)
-	}
 	if at, _ := q.DueAt("e"); !at.Equal(t0) {
-		t.Errorf("Ensure moved a queued name to %v", at)
+		t.Errorf("e is due at %v; want %v", at, t0)
 	}
 	q.Remove("e")
 	if q.Queued("e") || q.Len() != 2 {

@@ -94,7 +94,7 @@ func (l *loader) openLoaded(db *bolt.DB, fresh bool) (map[string]durable.Record,
 	var replayed int
 	err := durable.Protect(func() error {
 		var err error
-		j, replayed, err = durable.OpenJournal(db, filepath.Join(l.Dir, durable.JournalName))
+		j, replayed, err = durable.OpenJournal(db, filepath.Join(l.Dir, durable.JournalName), l.dataDir)
 		return err
 	})
 	if err != nil {
@@ -189,9 +189,11 @@ func (l *loader) reconcile(recs map[string]durable.Record, adopted map[string]du
 			// change dropped: a dropped pending copy would free the hold
 			// on its source, whose deletion (the other half of a rename)
 			// would then go, and the file would be in neither place. A
-			// power loss can leave such a record without its file: the
-			// file is made before the journal names it, but the data
-			// directory is not synced.
+			// power loss can leave such a record without its file if
+			// the journal was applied (bbolt's sync) before the data
+			// directory was synced by the cache that made the file
+			// (caches from before the journal synced it first,
+			// durable.Journal.MadeFile), or if the file was removed.
 			if r, err = l.remake(name, r); err == nil {
 				recs[name] = r
 				st, err = os.Stat(path)

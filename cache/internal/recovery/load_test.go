@@ -68,7 +68,7 @@ func openLoader(t *testing.T, dir string) *loader {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	j, _, err := durable.OpenJournal(db, filepath.Join(dir, durable.JournalName))
+	j, _, err := durable.OpenJournal(db, filepath.Join(dir, durable.JournalName), "")
 	if err != nil {
 		t.Fatal(err)
 	}
