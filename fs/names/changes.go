@@ -131,8 +131,15 @@ func (m *Cache) Confirmed(name string, a transfer.ObjectAttrs, deleted bool) {
 	if isDir {
 		m.notePlaceholderLocked(name, a, !deleted, m.now())
 	}
-	if !isDir {
+	switch {
+	case !isDir:
 		m.noteRecentLocked(parent, seg, Entry{Kind: File, Attrs: a}, deleted)
+	case !deleted:
+		// A listing asked before has no directory there, and the local
+		// overlay shows it no more (a Stream's listing is used as asked,
+		// corrected with these). A placeholder deleted is not noted:
+		// the directory may live on through objects under it.
+		m.noteRecentLocked(parent, seg, Entry{Kind: Dir}, false)
 	}
 	if !deleted {
 		m.ancestorsExistLocked(parent)

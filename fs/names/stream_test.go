@@ -228,3 +228,49 @@ func TestStreamShowsWhatListShows(t *testing.T) {
 		}
 	}
 }
+
+// A directory made here whose placeholder is confirmed while a cold
+// listing of its parent is on its way (the bucket answered without it,
+// the overlay no longer has it when the listing is laid over) is still
+// shown: the listing, not remembered, is corrected with what was
+// confirmed since it was asked, for directories as for files (found by
+// TestNonUTF8Names under load: a mkdir's directory missing from ls).
+func TestStreamShowsADirectoryConfirmedMeanwhile(t *testing.T) {
+	e := newEnv(t, time.Hour)
+	e.put("f", "x")
+	e.local.mu.Lock()
+	e.local.present["d/"] = transfer.ObjectAttrs{Name: "d/"}
+	e.local.mu.Unlock()
+	ran := e.during(func(r *http.Request) bool {
+		return r.Method == http.MethodGet && r.URL.Query().Has("delimiter") && r.URL.Query().Get("prefix") == ""
+	}, func() {
+		gen, err := e.emu.Put(bucketName, "d/", nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		e.m.Confirmed("d/", transfer.ObjectAttrs{Name: "d/", Generation: gen}, false) // the mkdir's upload ends
+		e.local.mu.Lock()
+		delete(e.local.present, "d/") // and leaves the overlay
+		e.local.mu.Unlock()
+	})
+	var mu sync.Mutex
+	var shown []string
+	l, err := e.m.Stream(e.ctx, "", e.warn, func(seg string, c Entry) {
+		mu.Lock()
+		shown = append(shown, seg)
+		mu.Unlock()
+	}, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ran() {
+		t.Fatal("the hook did not run")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(shown)
+	if !slices.Equal(shown, []string{"d", "f"}) || l.Child("d").Kind != Dir {
+		t.Errorf("the root streams %v and lists d as %v; want [d f], d a directory", shown, l.Child("d").Kind)
+	}
+}
