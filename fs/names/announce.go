@@ -116,7 +116,7 @@ func (m *Cache) Announce(an Announcement) Outcome {
 		m.noteChangedLocked(full)
 		return Applied
 	}
-	m.noteRecentLocked(parent, seg, Entry{Kind: File, Attrs: an.Object}, an.Deleted)
+	m.noteRecentLocked(parent, seg, fileChange(an.Object, an.Deleted))
 	if !an.Deleted {
 		m.ancestorsExistLocked(parent)
 	}

@@ -133,13 +133,14 @@ func (m *Cache) Confirmed(name string, a transfer.ObjectAttrs, deleted bool) {
 	}
 	switch {
 	case !isDir:
-		m.noteRecentLocked(parent, seg, Entry{Kind: File, Attrs: a}, deleted)
+		m.noteRecentLocked(parent, seg, fileChange(a, deleted))
 	case !deleted:
-		// A listing asked before has no directory there, and the local
-		// overlay shows it no more (a Stream's listing is used as asked,
-		// corrected with these). A placeholder deleted is not noted:
-		// the directory may live on through objects under it.
-		m.noteRecentLocked(parent, seg, Entry{Kind: Dir}, false)
+		// A listing or a lookup asked before has no directory there,
+		// and the local overlay shows it no more (such an answer, used
+		// as asked but not kept, is corrected with these).
+		m.noteRecentLocked(parent, seg, recentChange{Entry: Entry{Kind: Dir}})
+	default:
+		m.noteRecentLocked(parent, seg, recentChange{dirGone: true})
 	}
 	if !deleted {
 		m.ancestorsExistLocked(parent)
@@ -205,7 +206,7 @@ func (m *Cache) ancestorsExistLocked(dir string) {
 		seg := dir[len(up) : len(dir)-1]
 		// Not counted in m.changes: listings of every level above would
 		// be fetched again for each upload below; recent corrects them.
-		m.noteRecentLocked(up, seg, Entry{Kind: Dir}, false)
+		m.noteRecentLocked(up, seg, recentChange{Entry: Entry{Kind: Dir}})
 		if !m.known.resident(up) {
 			m.known.dropListing(up) // names.db's may predate the change
 		}
@@ -219,17 +220,15 @@ func (m *Cache) ancestorsExistLocked(dir string) {
 // noteRecentLocked records a confirmed change of name parent+seg (what it
 // is now: c, or nothing if deleted), and forgets changes old enough that
 // no answer predating them is used.
-func (m *Cache) noteRecentLocked(parent, seg string, c Entry, deleted bool) {
+func (m *Cache) noteRecentLocked(parent, seg string, rc recentChange) {
 	now := m.now()
-	if deleted {
-		c = Entry{Kind: None}
-	}
 	set := m.recent[parent]
 	if set == nil {
 		set = map[string]recentChange{}
 		m.recent[parent] = set
 	}
-	set[seg] = recentChange{Entry: c, at: now}
+	rc.at = now
+	set[seg] = rc
 	if now.Sub(m.recentSwept) > m.recentFor()/2 {
 		m.recentSwept = now
 		old := now.Add(-m.recentFor())
@@ -246,15 +245,23 @@ func (m *Cache) noteRecentLocked(parent, seg string, c Entry, deleted bool) {
 	}
 }
 
-// recentSinceLocked returns the confirmed change of file name made at or
+// recentSinceLocked returns the confirmed change of name made at or
 // after t, if any.
-func (m *Cache) recentSinceLocked(name string, t time.Time) (Entry, bool) {
+func (m *Cache) recentSinceLocked(name string, t time.Time) (recentChange, bool) {
 	parent := parentPrefix(name)
 	rc, ok := m.recent[parent][name[len(parent):]]
 	if !ok || rc.at.Before(t) {
-		return Entry{}, false
+		return recentChange{}, false
 	}
-	return rc.Entry, true
+	return rc, true
+}
+
+// fileChange is the recent change of a file confirmed as a (or deleted).
+func fileChange(a transfer.ObjectAttrs, deleted bool) recentChange {
+	if deleted {
+		return recentChange{Entry: Entry{Kind: None}}
+	}
+	return recentChange{Entry: Entry{Kind: File, Attrs: a}}
 }
 
 // MadeEmpty records that the directory prefix was just made here and is

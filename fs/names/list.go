@@ -36,13 +36,13 @@ func (m *Cache) withLocal(prefix string, l *Listing) *Listing {
 		}
 	}
 	m.mu.Lock()
-	var newer map[string]Entry // confirmed since the listing was asked for
+	var newer map[string]recentChange // confirmed since the listing was asked for
 	for seg, rc := range m.recent[prefix] {
 		if !rc.at.Before(l.fetched) {
 			if newer == nil {
-				newer = map[string]Entry{}
+				newer = map[string]recentChange{}
 			}
-			newer[seg] = rc.Entry
+			newer[seg] = rc
 		}
 	}
 	m.mu.Unlock()
@@ -51,8 +51,16 @@ func (m *Cache) withLocal(prefix string, l *Listing) *Listing {
 	}
 	children := l.copyChildren(len(names))
 	hidden := l.hidden // files behind a directory of the same name
-	for seg, c := range newer {
+	for seg, rc := range newer {
+		c := rc.Entry
 		switch {
+		case rc.dirGone:
+			if children[seg].Kind == Dir {
+				delete(children, seg)
+				if h := hidden[seg]; h.Kind == File {
+					children[seg] = h // a file of the name shows now
+				}
+			}
 		case children[seg].Kind == Dir:
 			if c.Kind != Dir {
 				hidden = maps.Clone(hidden)

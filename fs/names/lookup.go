@@ -102,8 +102,8 @@ func (m *Cache) knownLocked(name string) (c Entry, expires time.Time, fromListin
 	default:
 		return Entry{}, time.Time{}, false, false
 	}
-	if rc, ok := m.recentSinceLocked(name, at); ok && c.Kind != Dir {
-		c = rc // confirmed since the bucket was asked
+	if rc, ok := m.recentSinceLocked(name, at); ok {
+		c = rc.over(c) // confirmed since the bucket was asked
 	}
 	if m.trustedLocked(at) {
 		expires = farFuture // announcements are live (announce.go)
@@ -161,8 +161,8 @@ func (m *Cache) resolveRemote(ctx context.Context, name string, warn WarnFunc) (
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if rc, ok := m.recentSinceLocked(name, now); ok && c.Kind != Dir {
-		c = rc // confirmed while the bucket was asked
+	if rc, ok := m.recentSinceLocked(name, now); ok {
+		c = rc.over(c) // confirmed while the bucket was asked
 	}
 	if !m.heldLocked(parent, before) {
 		return c, nil // may predate a change made meanwhile: not kept

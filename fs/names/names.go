@@ -111,11 +111,29 @@ type Overlay interface {
 	LocalSubdirs(prefix string) (present, removed []string)
 }
 
-// recentChange is a change of this cache to a file, confirmed in the
-// bucket at a time: what the file is now.
+// recentChange is a change of this cache confirmed in the bucket at a
+// time: what a file is now (Kind None: deleted), that a directory is
+// there now (Kind Dir), or that a directory's placeholder was deleted
+// here (dirGone: an rmdir, the old name of a renamed directory).
 type recentChange struct {
 	Entry
-	at time.Time
+	dirGone bool
+	at      time.Time
+}
+
+// over is what answer c, which the bucket gave before the change, says
+// once corrected by it. A directory of the name wins over a file's
+// change (the file stays hidden behind it); a directory whose
+// placeholder went here is gone, though objects of other writers under
+// it may keep it in the bucket: this mount's next question shows them.
+func (rc recentChange) over(c Entry) Entry {
+	switch {
+	case rc.dirGone && c.Kind == Dir:
+		return Entry{Kind: None}
+	case rc.dirGone, c.Kind == Dir:
+		return c
+	}
+	return rc.Entry
 }
 
 // Cache remembers names and attributes: positive and negative lookups,

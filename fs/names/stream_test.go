@@ -274,3 +274,46 @@ func TestStreamShowsADirectoryConfirmedMeanwhile(t *testing.T) {
 		t.Errorf("the root streams %v and lists d as %v; want [d f], d a directory", shown, l.Child("d").Kind)
 	}
 }
+
+// The same for a directory removed here (rmdir): its placeholder's
+// deletion confirmed while a cold listing of its parent is on its way
+// (the bucket answered with it, the overlay no longer removes it), the
+// listing does not show it.
+func TestStreamHidesADirectoryRemovedMeanwhile(t *testing.T) {
+	e := newEnv(t, time.Hour)
+	e.put("f", "x")
+	e.put("d/", "")
+	e.local.mu.Lock()
+	e.local.removed["d/"] = true
+	e.local.mu.Unlock()
+	ran := e.during(func(r *http.Request) bool {
+		return r.Method == http.MethodGet && r.URL.Query().Has("delimiter") && r.URL.Query().Get("prefix") == ""
+	}, func() {
+		if err := e.emu.Delete(bucketName, "d/"); err != nil {
+			t.Error(err)
+			return
+		}
+		e.m.Confirmed("d/", transfer.ObjectAttrs{}, true) // the rmdir's deletion ends
+		e.local.mu.Lock()
+		delete(e.local.removed, "d/") // and leaves the overlay
+		e.local.mu.Unlock()
+	})
+	var mu sync.Mutex
+	var shown []string
+	l, err := e.m.Stream(e.ctx, "", e.warn, func(seg string, c Entry) {
+		mu.Lock()
+		shown = append(shown, seg)
+		mu.Unlock()
+	}, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ran() {
+		t.Fatal("the hook did not run")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(shown, []string{"f"}) || l.Child("d").Kind != None {
+		t.Errorf("the root streams %v and lists d as %v; want [f], no d", shown, l.Child("d").Kind)
+	}
+}
