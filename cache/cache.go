@@ -679,10 +679,10 @@ func (c *Cache) Stats() Stats {
 	for _, e := range c.entries {
 		if e.rec.Dirty {
 			s.DirtyFiles++
-			s.DirtyBytes += e.rec.Size
-		}
-		if e.rec.HeldWhy() != "" {
-			s.DamagedFiles++
+			s.DirtyBytes += dirtySize(e.rec)
+			if e.rec.HeldWhy() != "" {
+				s.DamagedFiles++
+			}
 		}
 		if e.rec.Pinned {
 			s.PinnedFiles++

@@ -55,10 +55,7 @@ func (c *Cache) Status(maxDirty int) Status {
 			s.Refused = append(s.Refused, RefusedFile{Name: name, Since: e.refusedAt, Why: e.refusedWhy})
 		}
 		s.DirtyFiles++
-		size := e.rec.Size
-		if e.rec.Deleted {
-			size = 0 // a deletion sends no bytes (and costs no room)
-		}
+		size := dirtySize(e.rec)
 		s.DirtyBytes += size
 		since := e.dirtySince
 		if since.IsZero() {
@@ -88,4 +85,14 @@ func (e *entry) dirtiedLocked(now time.Time) {
 	if e.dirtySince.IsZero() {
 		e.dirtySince = now
 	}
+}
+
+// dirtySize is what a changed file's record r counts in DirtyBytes, in
+// Stats as in Status: its size, or nothing for a deletion (it sends no
+// bytes and costs no room).
+func dirtySize(r record) int64 {
+	if r.Deleted {
+		return 0
+	}
+	return r.Size
 }

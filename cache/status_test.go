@@ -69,3 +69,27 @@ func TestStatus(t *testing.T) {
 		t.Errorf("oldest dirty %v, want at or after %v (the new change)", s.OldestDirty, mid)
 	}
 }
+
+// Stats and Status count the changed files alike: a pending deletion is
+// a changed file of no bytes in both, the old name's of a directory
+// rename too (its record keeps the size the copy had).
+func TestStatsAgreeWithStatus(t *testing.T) {
+	e := newEnv(t)
+	a := e.put("d/x", []byte("ten bytes!"))
+	c := e.openWB(time.Hour) // nothing goes up by itself
+	e.cacheAll(c, a, []byte("ten bytes!"))
+	e.write(c, transfer.ObjectAttrs{Name: "new"}, true, 0, []byte("four"))
+	if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+		t.Fatal(err)
+	}
+	st, ss := c.Stats(), c.Status(0)
+	if st.DirtyFiles != ss.DirtyFiles || st.DirtyBytes != ss.DirtyBytes || st.DamagedFiles != ss.DamagedFiles {
+		t.Errorf("Stats: %d changed files, %d bytes, %d held; Status: %d, %d, %d; want the same",
+			st.DirtyFiles, st.DirtyBytes, st.DamagedFiles, ss.DirtyFiles, ss.DirtyBytes, ss.DamagedFiles)
+	}
+	// new (4 bytes), e/x (a pending copy of 10), e/ (the new directory's
+	// placeholder), and the deletions of d/x and d/.
+	if ss.DirtyFiles != 5 || ss.DirtyBytes != 14 {
+		t.Errorf("Status: %d changed files, %d bytes; want 5, 14", ss.DirtyFiles, ss.DirtyBytes)
+	}
+}

@@ -40,7 +40,7 @@
 //   - Counting: bytes served from the file are counted by CountRead; bytes
 //     the handle fetches from the bucket itself for a read, by
 //     CountFetched (transfer.FetchRead); a download's fetches by the
-//     download. The head fetched by Check is not counted.
+//     download; the head fetched by Check counts as a read's (FetchRead).
 //   - ErrStale: an answer of the bucket that the version is gone
 //     (transfer.IsStale), met by a read, a wait on the download or Check,
 //     is returned wrapped in ErrStale (StaleOr); other errors unchanged.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -104,8 +105,8 @@ func pattern(n int, seed byte) []byte {
 }
 
 // An object read directly: Check fetches its head, a read within it sends
-// nothing, a read across its end fetches only the rest; only what the
-// reads fetched counts.
+// nothing, a read across its end fetches only the rest; what Check and
+// the reads fetched counts, once.
 func TestDirectReadFromHeadThenBucket(t *testing.T) {
 	ctx := context.Background()
 	data := pattern(HeadSize+100<<10, 1)
@@ -128,8 +129,8 @@ func TestDirectReadFromHeadThenBucket(t *testing.T) {
 	if got := b.log(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("range reads %q; want %q", got, want)
 	}
-	if c.fetched != int64(len(p)-1000) || c.read != 0 {
-		t.Fatalf("counted %d fetched, %d read; want %d fetched", c.fetched, c.read, len(p)-1000)
+	if c.fetched != HeadSize+int64(len(p)-1000) || c.read != 0 {
+		t.Fatalf("counted %d fetched, %d read; want %d fetched", c.fetched, c.read, HeadSize+len(p)-1000)
 	}
 	last := int64(len(data)) - 10
 	if n, err := h.ReadAt(ctx, p, last); err != nil || n != 10 {
@@ -268,5 +269,53 @@ func TestStaleVersion(t *testing.T) {
 	}
 	if err := StaleOr(io.ErrUnexpectedEOF); errors.Is(err, ErrStale) {
 		t.Fatal("StaleOr marked an error that is not the version's")
+	}
+}
+
+// blockingBucket holds every range read of blocked until release closes.
+// It is a transfer.Bucket for transfer.Limited, which calls ReadRange
+// alone here (the other methods are the nil interface's: they panic).
+type blockingBucket struct {
+	transfer.Bucket
+	fb      *fakeBucket
+	blocked string
+	started chan struct{} // one per blocked read begun
+	release chan struct{}
+}
+
+func (b *blockingBucket) ReadRange(ctx context.Context, name string, gen, off, length int64, w io.Writer) (int64, error) {
+	if name == b.blocked {
+		b.started <- struct{}{}
+		select {
+		case <-b.release:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return b.fb.ReadRange(ctx, name, gen, off, length, w)
+}
+
+// The head an open of an object read directly fetches is a reader's
+// request: with every shared slot of the bucket's limit held by
+// background fetches, it goes out on a slot kept for readers.
+func TestHeadIsAForegroundRead(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	data := pattern(HeadSize, 2)
+	fb := &fakeBucket{objs: map[Version][]byte{{"big", 5}: data, {"busy", 1}: data}}
+	bb := &blockingBucket{fb: fb, blocked: "busy", started: make(chan struct{}, 4), release: make(chan struct{})}
+	defer close(bb.release)
+	lim := transfer.NewLimited(bb, 4) // 4 shared slots, 1 kept for readers
+	for range 4 {
+		go lim.ReadRange(ctx, "busy", 1, 0, 10, io.Discard) // background: not Foreground
+	}
+	for range 4 {
+		<-bb.started
+	}
+	c := &fakeCache{chunk: 64 << 10}
+	h := New(Params{Cache: c, Bucket: lim, Name: "big", Generation: 5, Size: int64(len(data)), ChunkSize: c.chunk})
+	defer h.Close()
+	if err := h.Check(ctx); err != nil {
+		t.Fatalf("Check with every shared slot held: %v", err)
 	}
 }

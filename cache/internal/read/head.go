@@ -3,6 +3,8 @@ package read
 import (
 	"context"
 	"io"
+
+	"github.com/bucketfs/bucketfs/transfer"
 )
 
 // HeadSize is how much of an object read straight from the bucket (too
@@ -13,11 +15,14 @@ const HeadSize = 256 << 10
 
 // readHead fetches the first bytes of the version the uncached handle
 // reads, keeping them for the reads that follow: ErrStale if the version
-// is gone from the bucket.
+// is gone from the bucket. An open waits for it, as a read would: it is
+// a foreground read (background fetches holding every shared slot do
+// not hold it back), counted as the reads' fetches are.
 func (h *Handle) readHead(ctx context.Context) error {
 	n := min(h.size, HeadSize)
 	buf := make([]byte, n)
-	got, err := h.b.ReadRange(h.readCtx(ctx), h.name, h.gen, 0, n, &sliceWriter{buf: buf})
+	got, err := h.b.ReadRange(transfer.Foreground(h.readCtx(ctx)), h.name, h.gen, 0, n, &sliceWriter{buf: buf})
+	h.cache.CountFetched(transfer.FetchRead, got)
 	if err != nil {
 		return StaleOr(err)
 	}

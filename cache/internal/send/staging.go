@@ -142,8 +142,10 @@ func (s *Sender) cleanRound(ctx context.Context) int {
 			left++
 			continue
 		}
-		err := s.index.DeleteStaging(staging)
-		if err != nil {
+		if err := s.index.DeleteStaging(staging); err != nil {
+			// The parts are gone; the note stays, and the next round
+			// cleans the (now empty) prefix and tries the note again.
+			s.log.Warn("removing a cleaned-up upload's note from the cache index failed; trying again later", "staging", staging, "object", r.Object, "err", err)
 			left++
 			continue
 		}
