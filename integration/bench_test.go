@@ -50,7 +50,8 @@ import (
 //	BENCH_ONLY         run only these sections, comma-separated: read
 //	                   (= cached-read, cold), write (= fio-write,
 //	                   small-files, drain), or one of those (cached-write
-//	                   is the old name of fio-write), xml-drain, warm,
+//	                   is the old name of fio-write; small-files includes
+//	                   saves and write-out), xml-drain, warm,
 //	                   offline, small-read, names, resumable, scale,
 //	                   footer, fleet, walk, medium (default: all)
 //	BENCH_FLEET_CHANGES, BENCH_FLEET_EVERY
@@ -311,7 +312,7 @@ type benchConfig struct {
 // benchSections are the names BENCH_ONLY takes; "read" stands for the
 // two read sections, "write" for the three write sections, and
 // "cached-write" is the old name of "fio-write".
-var benchSections = []string{"read", "cached-read", "cold", "write", "fio-write", "cached-write", "small-files", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable", "scale", "footer", "fleet", "walk", "medium"}
+var benchSections = []string{"read", "cached-read", "cold", "write", "fio-write", "cached-write", "small-files", "saves", "write-out", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable", "scale", "footer", "fleet", "walk", "medium"}
 
 // runs says whether section (one of benchSections) is to run.
 func (c benchConfig) runs(section string) bool {
@@ -324,11 +325,13 @@ func (c benchConfig) runs(section string) bool {
 	case "cached-read", "cold":
 		return c.only["read"]
 	case "write":
-		return c.only["fio-write"] || c.only["cached-write"] || c.only["small-files"] || c.only["drain"]
+		return c.only["fio-write"] || c.only["cached-write"] || c.only["small-files"] || c.only["drain"] || c.only["saves"] || c.only["write-out"]
 	case "fio-write":
 		return c.only["write"] || c.only["cached-write"]
 	case "small-files", "drain":
 		return c.only["write"]
+	case "saves", "write-out":
+		return c.only["write"] || c.only["small-files"]
 	}
 	return false
 }

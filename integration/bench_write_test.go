@@ -35,7 +35,8 @@ import (
 //     then the drain of those files to the bucket at unmount, behind the
 //     WAN profile, with --upload-parallelism 8 (the default; more with
 //     BENCH_DRAIN_PARALLELISM). Every file must be in the bucket, a sample
-//     byte-exact.
+//     byte-exact. And the careful save, file after file, with its fsyncs
+//     (bench_saves_test.go).
 //   - drain: a new file of BENCH_SIZE_MIB written through the mount, then
 //     drained by the unmount behind the WAN profile, over plain HTTP and
 //     over TLS with each --client-protocol; size and sha256 are checked
@@ -60,7 +61,12 @@ func benchWrites(t *testing.T, emu *emulator.Server, fioPath string, cfg benchCo
 	}
 	if cfg.runs("small-files") {
 		notes = append(notes, benchSmallFiles(t, cfg, tbl)...)
+	}
+	if cfg.runs("write-out") {
 		notes = append(notes, benchWriteOut(t, tbl)...)
+	}
+	if cfg.runs("saves") {
+		notes = append(notes, benchSaves(t, cfg, tbl)...)
 	}
 	if cfg.runs("drain") {
 		notes = append(notes, benchBigDrain(t, cfg, tbl)...)
