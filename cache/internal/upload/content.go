@@ -130,9 +130,15 @@ func (f *Flow[E]) noteAttempt(u Job[E]) (string, error) {
 // is not the one u is based on. It returns nil once that is settled:
 // the upload is queued again (the bucket's version is an unconfirmed
 // upload of ours), or the local version was saved beside the bucket's.
+// If the bucket does not say what it holds now, nothing is decided: the
+// error is the upload's, tried again later (a copy beside would be
+// needless if the version there is an unconfirmed try of ours).
 func (f *Flow[E]) refused(ctx context.Context, u Job[E], body integrity.FileSums, mtime time.Time) error {
 	name, base := u.Name, u.Base
 	live, serr := f.Bucket.Stat(ctx, name)
+	if serr != nil && !errors.Is(serr, transfer.ErrNotExist) {
+		return fmt.Errorf("the bucket refused the upload of %s (its version changed), and asking what it holds now failed: %w", name, serr)
+	}
 	if errors.Is(serr, transfer.ErrNotExist) && base > 0 {
 		// Deleted in the bucket since the version the change is based
 		// on: the change wins over the deletion (the application that

@@ -456,3 +456,38 @@ func checkTrail(t *testing.T, tr *trail, want []string) {
 		t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestRefusedStatFails: the bucket refuses an upload (its version is not
+// the base), and then does not say what it holds. Nothing is decided on
+// that: no copy is saved beside (the version there may be an
+// unconfirmed try of this entry's), and the upload ends with an error,
+// to be tried again.
+func TestRefusedStatFails(t *testing.T) {
+	f, l, b, u := setup(t, "local bytes", 0)
+	base := b.put(u.Name, 3, nil)
+	u.Base = base.Generation
+	b.beforePut = func(name string, o transfer.PutOptions) error {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.gen++
+		b.objects[name] = transfer.ObjectAttrs{Name: name, Generation: b.gen, Size: 2}
+		b.statErr = errors.New("connection reset")
+		return fmt.Errorf("%s: %w", name, transfer.ErrPrecondition)
+	}
+	f.Run(context.Background(), u)
+	if n := len(b.puts); n != 1 {
+		t.Errorf("%d puts, want 1 (no conflict copy)", n)
+	}
+	var done string
+	for _, c := range l.t.calls {
+		if strings.HasPrefix(c, "Conflict") || strings.HasPrefix(c, "NoteConflict") || strings.HasPrefix(c, "Requeue") {
+			t.Errorf("call %q: decided with the bucket's version unknown", c)
+		}
+		if strings.HasPrefix(c, "Done") {
+			done = c
+		}
+	}
+	if !strings.Contains(done, "connection reset") {
+		t.Errorf("the upload ended with %q; want Done with the Stat's error\n%s", done, l.t)
+	}
+}
