@@ -59,25 +59,9 @@ func benchSaves(t *testing.T, cfg benchConfig, tbl *benchTable) []string {
 // returns how long it took.
 func saveFiles(t *testing.T, dir string, n int, contents []byte) time.Duration {
 	t.Helper()
-	type res struct {
-		d   time.Duration
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		d, err := saveLoop(dir, n, contents)
-		ch <- res{d, err}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			t.Fatalf("saving files in %s: %v", dir, r.err)
-		}
-		return r.d
-	case <-time.After(10 * time.Minute):
-		t.Fatalf("saving %d files in %s: not done within 10 minutes", n, dir)
-		return 0
-	}
+	return timedLoop(t, fmt.Sprintf("saving %d files in %s", n, dir), func() (time.Duration, error) {
+		return saveLoop(dir, n, contents)
+	})
 }
 
 func saveLoop(dir string, n int, contents []byte) (time.Duration, error) {

@@ -244,33 +244,42 @@ func selfCPU() time.Duration {
 // (not the mkdir), failing the test on error or after 10 minutes.
 func createFiles(t *testing.T, dir string, n int, contents []byte) time.Duration {
 	t.Helper()
+	return timedLoop(t, fmt.Sprintf("creating %d files in %s", n, dir), func() (time.Duration, error) {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		for i := range n {
+			if err := os.WriteFile(filepath.Join(dir, smallName(i)), smallContent(contents, i), 0o644); err != nil {
+				return 0, err
+			}
+		}
+		return time.Since(start), nil
+	})
+}
+
+// timedLoop runs loop, which returns how long its timed part took, in a
+// goroutine of its own, failing the test (named by what) on its error or
+// if it has not ended after 10 minutes (a hung mount).
+func timedLoop(t *testing.T, what string, loop func() (time.Duration, error)) time.Duration {
+	t.Helper()
 	type res struct {
 		d   time.Duration
 		err error
 	}
 	ch := make(chan res, 1)
 	go func() {
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			ch <- res{err: err}
-			return
-		}
-		start := time.Now()
-		for i := range n {
-			if err := os.WriteFile(filepath.Join(dir, smallName(i)), smallContent(contents, i), 0o644); err != nil {
-				ch <- res{err: err}
-				return
-			}
-		}
-		ch <- res{d: time.Since(start)}
+		d, err := loop()
+		ch <- res{d, err}
 	}()
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			t.Fatalf("creating files in %s: %v", dir, r.err)
+			t.Fatalf("%s: %v", what, r.err)
 		}
 		return r.d
 	case <-time.After(10 * time.Minute):
-		t.Fatalf("creating %d files in %s: not done within 10 minutes", n, dir)
+		t.Fatalf("%s: not done within 10 minutes", what)
 		return 0
 	}
 }

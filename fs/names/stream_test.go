@@ -229,6 +229,33 @@ func TestStreamShowsWhatListShows(t *testing.T) {
 	}
 }
 
+// streamRootDuring streams the root's listing cold, with change run
+// once while the bucket's answer to its listing is on its way; it
+// returns the children shown, sorted, and the listing.
+func (e *env) streamRootDuring(change func()) ([]string, *Listing) {
+	e.t.Helper()
+	ran := e.during(func(r *http.Request) bool {
+		return r.Method == http.MethodGet && r.URL.Query().Has("delimiter") && r.URL.Query().Get("prefix") == ""
+	}, change)
+	var mu sync.Mutex
+	var shown []string
+	l, err := e.m.Stream(e.ctx, "", e.warn, func(seg string, c Entry) {
+		mu.Lock()
+		shown = append(shown, seg)
+		mu.Unlock()
+	}, func() {})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if !ran() {
+		e.t.Fatal("the change did not run during the listing")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(shown)
+	return shown, l
+}
+
 // A directory made here whose placeholder is confirmed while a cold
 // listing of its parent is on its way (the bucket answered without it,
 // the overlay no longer has it when the listing is laid over) is still
@@ -241,9 +268,7 @@ func TestStreamShowsADirectoryConfirmedMeanwhile(t *testing.T) {
 	e.local.mu.Lock()
 	e.local.present["d/"] = transfer.ObjectAttrs{Name: "d/"}
 	e.local.mu.Unlock()
-	ran := e.during(func(r *http.Request) bool {
-		return r.Method == http.MethodGet && r.URL.Query().Has("delimiter") && r.URL.Query().Get("prefix") == ""
-	}, func() {
+	shown, l := e.streamRootDuring(func() {
 		gen, err := e.emu.Put(bucketName, "d/", nil)
 		if err != nil {
 			t.Error(err)
@@ -254,22 +279,6 @@ func TestStreamShowsADirectoryConfirmedMeanwhile(t *testing.T) {
 		delete(e.local.present, "d/") // and leaves the overlay
 		e.local.mu.Unlock()
 	})
-	var mu sync.Mutex
-	var shown []string
-	l, err := e.m.Stream(e.ctx, "", e.warn, func(seg string, c Entry) {
-		mu.Lock()
-		shown = append(shown, seg)
-		mu.Unlock()
-	}, func() {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !ran() {
-		t.Fatal("the hook did not run")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	slices.Sort(shown)
 	if !slices.Equal(shown, []string{"d", "f"}) || l.Child("d").Kind != Dir {
 		t.Errorf("the root streams %v and lists d as %v; want [d f], d a directory", shown, l.Child("d").Kind)
 	}
@@ -286,9 +295,7 @@ func TestStreamHidesADirectoryRemovedMeanwhile(t *testing.T) {
 	e.local.mu.Lock()
 	e.local.removed["d/"] = true
 	e.local.mu.Unlock()
-	ran := e.during(func(r *http.Request) bool {
-		return r.Method == http.MethodGet && r.URL.Query().Has("delimiter") && r.URL.Query().Get("prefix") == ""
-	}, func() {
+	shown, l := e.streamRootDuring(func() {
 		if err := e.emu.Delete(bucketName, "d/"); err != nil {
 			t.Error(err)
 			return
@@ -298,21 +305,6 @@ func TestStreamHidesADirectoryRemovedMeanwhile(t *testing.T) {
 		delete(e.local.removed, "d/") // and leaves the overlay
 		e.local.mu.Unlock()
 	})
-	var mu sync.Mutex
-	var shown []string
-	l, err := e.m.Stream(e.ctx, "", e.warn, func(seg string, c Entry) {
-		mu.Lock()
-		shown = append(shown, seg)
-		mu.Unlock()
-	}, func() {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !ran() {
-		t.Fatal("the hook did not run")
-	}
-	mu.Lock()
-	defer mu.Unlock()
 	if !slices.Equal(shown, []string{"f"}) || l.Child("d").Kind != None {
 		t.Errorf("the root streams %v and lists d as %v; want [f], no d", shown, l.Child("d").Kind)
 	}
