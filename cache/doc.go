@@ -52,8 +52,9 @@
 // the journal is synced by WriteHandle.Sync and applied to bbolt every
 // second, each time after data/ itself is synced if a data file was made
 // since (durable.Journal.MadeFile), so that no durable record names a
-// file whose name a power loss can take. A chunk is recorded as present only after its file has been
-// synced, so the index never claims bytes the disk does not have. On
+// file whose name a power loss can take. A chunk is recorded as present
+// only after its file has been synced, so the index never claims bytes
+// the disk does not have. On
 // open, the journal is replayed, records without a file are dropped (a
 // pending change that needs no bytes of its own gets its file again), and
 // files without a record are placed by their own descriptions

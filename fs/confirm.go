@@ -90,10 +90,11 @@ func (n *fileNode) followRebase(from int64, a transfer.ObjectAttrs) {
 // version. adopt does so when the upload is confirmed, but only for a
 // node holding the upload's base; a node whose generation fell behind
 // the cache's record (an upload of the content it replaced landed after
-// the rename that moved it: package upload's supersededDuring) kept the old one, so every
-// open of it found that version gone and answered ESTALE, and the
-// kernel's lookup after it found the same node again: the second ESTALE
-// reached the application (the model tester, seed 1795802702956144187).
+// the rename that moved it: package upload's supersededDuring) kept the
+// old one, so every open of it found that version gone and answered
+// ESTALE, and the kernel's lookup after it found the same node again:
+// the second ESTALE reached the application (the model tester, seed
+// 1795802702956144187).
 func (n *fileNode) takeOwn(a transfer.ObjectAttrs) {
 	n.mu.Lock()
 	old := n.attrs

@@ -10,15 +10,14 @@ import (
 	"github.com/bucketfs/bucketfs/internal/testutil"
 )
 
-// benchSaves is a row of the small-files section: the careful save of
-// editors and databases, one file after another: write a temporary
+// benchSaves is the saves section (run with small-files too): the
+// careful save of editors and databases, one file after another: write a temporary
 // file, fsync it, rename it over its name, fsync the directory. Each
 // fsync of bucketfs (the default --fsync local) syncs the cache file,
 // the cache's data directory if a cache file was made since, and the
 // journal; the loopback mount's syncs the file and the directory on the
 // same disk. Loopback before and after bucketfs, averaged, as in the
-// create row; BENCH_REPEAT runs, medians. Its own section too
-// (BENCH_ONLY=saves).
+// create row; BENCH_REPEAT runs, medians.
 func benchSaves(t *testing.T, cfg benchConfig, tbl *benchTable) []string {
 	t.Helper()
 	n := min(cfg.smallFiles, 500)

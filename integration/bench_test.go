@@ -49,9 +49,10 @@ import (
 //	                   "--offline-after 30s")
 //	BENCH_ONLY         run only these sections, comma-separated: read
 //	                   (= cached-read, cold), write (= fio-write,
-//	                   small-files, drain), or one of those (cached-write
-//	                   is the old name of fio-write; small-files includes
-//	                   saves and write-out), xml-drain, warm,
+//	                   small-files, saves, write-out, drain), or one of
+//	                   those (cached-write is the old name of fio-write;
+//	                   small-files includes saves and write-out),
+//	                   xml-drain, warm,
 //	                   offline, small-read, names, resumable, scale,
 //	                   footer, fleet, walk, medium (default: all)
 //	BENCH_FLEET_CHANGES, BENCH_FLEET_EVERY
@@ -310,7 +311,7 @@ type benchConfig struct {
 }
 
 // benchSections are the names BENCH_ONLY takes; "read" stands for the
-// two read sections, "write" for the three write sections, and
+// two read sections, "write" for the five write sections, and
 // "cached-write" is the old name of "fio-write".
 var benchSections = []string{"read", "cached-read", "cold", "write", "fio-write", "cached-write", "small-files", "saves", "write-out", "drain", "xml-drain", "warm", "offline", "small-read", "names", "resumable", "scale", "footer", "fleet", "walk", "medium"}
 

@@ -217,9 +217,8 @@ func (m *Cache) ancestorsExistLocked(dir string) {
 	}
 }
 
-// noteRecentLocked records a confirmed change of name parent+seg (what it
-// is now: c, or nothing if deleted), and forgets changes old enough that
-// no answer predating them is used.
+// noteRecentLocked records rc, a confirmed change of name parent+seg,
+// and forgets changes old enough that no answer predating them is used.
 func (m *Cache) noteRecentLocked(parent, seg string, rc recentChange) {
 	now := m.now()
 	set := m.recent[parent]

@@ -155,7 +155,7 @@ type Cache struct {
 	changes map[string]uint64 // guarded by mu
 	// forgets logs the subtrees dropped whole (stamp.go).
 	forgets forgetLog // guarded by mu
-	// recent holds the files whose changes were confirmed lately, by
+	// recent holds the names whose changes were confirmed lately, by
 	// prefix and name: an answer from the bucket asked for before the
 	// confirmation may predate it (a listing or a lookup running while
 	// many uploads end, as after a directory rename), so such answers

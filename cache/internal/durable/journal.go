@@ -231,9 +231,10 @@ func (j *Journal) Append(ops ...Op) error {
 }
 
 // MadeFile tells the journal that a data file was made in the data
-// directory (created, or linked into it): its name is made durable
-// before any record is (see the top of this file). Call it once the file
-// is made, before the record naming it is appended.
+// directory (created, or linked into it): every sync and checkpoint
+// after the call makes the file's name durable before the records it
+// makes durable (see the top of this file). Call it once the file is
+// made, before any record that needs the file's bytes is appended.
 func (j *Journal) MadeFile() { j.made.Add(1) }
 
 // DataFiles reports how many data files were made (MadeFile), and how

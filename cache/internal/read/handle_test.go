@@ -304,10 +304,12 @@ func TestHeadIsAForegroundRead(t *testing.T) {
 	data := pattern(HeadSize, 2)
 	fb := &fakeBucket{objs: map[Version][]byte{{"big", 5}: data, {"busy", 1}: data}}
 	bb := &blockingBucket{fb: fb, blocked: "busy", started: make(chan struct{}, 4), release: make(chan struct{})}
+	var busy sync.WaitGroup
+	defer busy.Wait()
 	defer close(bb.release)
 	lim := transfer.NewLimited(bb, 4) // 4 shared slots, 1 kept for readers
 	for range 4 {
-		go lim.ReadRange(ctx, "busy", 1, 0, 10, io.Discard) // background: not Foreground
+		busy.Go(func() { lim.ReadRange(ctx, "busy", 1, 0, 10, io.Discard) }) // background: not Foreground
 	}
 	for range 4 {
 		<-bb.started

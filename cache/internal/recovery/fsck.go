@@ -218,7 +218,7 @@ func fsckRebuild(dir string, rep *Report) error {
 	p, _, err := RebuildRecords(db, filepath.Join(dir, "data"), 0)
 	if err == nil {
 		var j *durable.Journal
-		j, _, err = durable.OpenJournal(db, filepath.Join(dir, durable.JournalName), filepath.Join(dir, "data"))
+		j, _, err = durable.OpenJournal(db, filepath.Join(dir, durable.JournalName), "") // makes no data file
 		if err == nil {
 			err = j.Close()
 		}

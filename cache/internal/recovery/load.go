@@ -268,6 +268,7 @@ func (l *loader) remake(name string, r durable.Record) (durable.Record, error) {
 	if err := l.Desc.Detach(r.ID, durable.Describe(name, r)); err != nil {
 		return r, fmt.Errorf("making again the missing cache file of %s: %w", name, err)
 	}
+	l.j.MadeFile() // its name durable at the next sync or checkpoint
 	if !r.Deleted {
 		if err := os.Truncate(durable.DataPath(l.dataDir, r.ID), r.Size); err != nil {
 			return r, fmt.Errorf("sizing the remade cache file of %s: %w", name, err)
