@@ -329,25 +329,16 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 				"object", a.Name, "size", a.Size, "cache_max_size", c.opts.MaxSize)
 			return nil, false, nil
 		}
-		e = &entry{
-			name:  a.Name,
-			rec:   record{Generation: a.Generation, Size: a.Size, ChunkSize: c.opts.ChunkSize, CRC32C: a.CRC32C, Encoding: a.ContentEncoding, Pinned: pinned},
-			ready: make(chan struct{}),
+		rec := record{Generation: a.Generation, Size: a.Size, ChunkSize: c.opts.ChunkSize, CRC32C: a.CRC32C, Encoding: a.ContentEncoding, Pinned: pinned}
+		now := time.Now()
+		if g := c.madeCopies.Get(a.Name, now); !newFile && g > a.Generation {
+			rec.Generation = g // looked up before the copy was made (madecopies.go)
 		}
-		if g := c.madeCopies.Get(a.Name, time.Now()); !newFile && g > a.Generation {
-			e.rec.Generation = g // looked up before the copy was made (madecopies.go)
-		}
-		e.prefetched = prefetching(ctx) // before any open can find it
 		if newFile {
-			e.rec.Size, e.rec.Complete, e.rec.Dirty = 0, true, true
-			c.markLocalLocked(a.Name)
-			e.dirtying = make(chan struct{})
-			close(e.dirtying)
-			e.dirtiedLocked(time.Now())
+			rec.Size, rec.Complete, rec.Dirty = 0, true, true
 		}
-		e.elem = c.lru.PushFront(e)
-		c.entries[a.Name] = e
-		c.chargeLocked(e, e.rec.Size)
+		e = c.publishLocked(a.Name, rec, now)
+		e.prefetched = prefetching(ctx) // before any open can find it
 		created = true
 	} else {
 		c.lru.MoveToFront(e.elem)

@@ -155,6 +155,15 @@
 // package internal/read acts on it, and this package starts the whole
 // fetch (fetch.go's promote).
 //
+// The records a rename writes (the generation the new name's record is
+// based on, the deletion the old name becomes; for a directory renamed
+// by copies, which names move, which keep their bytes and which become
+// pending copies, and what an old entry's deletion keeps of what changed
+// meanwhile) are package internal/renameplan, pure functions of records
+// and the bucket's attributes; which entries exist, the files, the
+// journal entry and the handles that follow stay here (rename.go,
+// renamefile.go, exchange.go).
+//
 // The calls to a bucket's hierarchical namespace (a folder renamed in
 // one step, which objects moved with their content, empty folders
 // deleted, and whether the bucket has folders at all) are package

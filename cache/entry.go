@@ -1,6 +1,7 @@
 package cache
 
-// The entry of one cached object version, and how its record is written.
+// The entry of one cached object version, how a new one enters the
+// index, and how its record is written.
 
 import (
 	"container/list"
@@ -88,6 +89,38 @@ type entryPersist struct {
 	recSeq       uint64     // guarded by Cache.mu: number of the last snapshot taken
 	persistMu    sync.Mutex // serialises writes of this entry's record; taken without Cache.mu
 	persistedSeq uint64     // guarded by persistMu: number of the last snapshot written
+}
+
+// publishLocked puts a new entry for name with record rec in the index,
+// not ready: it is charged what rec costs (costOf) and holds its pending
+// copy's source, if rec is one; a change (rec.Dirty) is in the local
+// overlay, changed since since (zero: since before the start). Whoever
+// made it closes ready once its record and file exist, or calls
+// unpublishLocked.
+func (c *Cache) publishLocked(name string, rec record, since time.Time) *entry {
+	e := &entry{name: name, rec: rec, ready: make(chan struct{})}
+	if rec.Dirty {
+		e.dirtying = make(chan struct{})
+		close(e.dirtying)
+		e.dirtySince = since
+		c.markLocalLocked(name)
+	}
+	e.elem = c.lru.PushFront(e)
+	c.entries[name] = e
+	c.chargeLocked(e, costOf(rec))
+	c.holdLocked(e)
+	return e
+}
+
+// unpublishLocked takes e, published for a change the journal refused
+// (err), out of the index: whoever waits for it gets err, and its change
+// is no change (its file may go). It returns what to remove (removeAll).
+func (c *Cache) unpublishLocked(e *entry, err error) []*entry {
+	e.err = err
+	close(e.ready)
+	e.rec.Dirty = false
+	c.releaseHoldLocked(e)
+	return c.dropLocked(e)
 }
 
 // snapshotLocked copies e's record for persistEntry, numbered so that a

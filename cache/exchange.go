@@ -72,21 +72,10 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) (baseA,
 	// Each name's new record: the other's content, based on the bucket
 	// version this name's content had (and its uploads not yet
 	// confirmed: the bucket may hold one of them).
+	// Not ready: nothing uses them before the journal has them.
 	made := func(name string, id uint64, base, content *entry, size int64) *entry {
-		ne := &entry{
-			name: name,
-			rec: record{ID: id, Generation: base.rec.Generation, Size: size, ChunkSize: c.opts.ChunkSize,
-				Complete: true, Dirty: true, Attempts: base.rec.Attempts, Meta: content.rec.Meta},
-			ready: make(chan struct{}),
-		}
-		ne.dirtying = make(chan struct{})
-		ne.dirtySince = now
-		close(ne.dirtying)
-		ne.elem = c.lru.PushFront(ne)
-		c.entries[name] = ne // not ready: nothing uses it before the journal has it
-		c.markLocalLocked(name)
-		c.chargeLocked(ne, size)
-		return ne
+		return c.publishLocked(name, record{ID: id, Generation: base.rec.Generation, Size: size, ChunkSize: c.opts.ChunkSize,
+			Complete: true, Dirty: true, Attempts: base.rec.Attempts, Meta: content.rec.Meta}, now)
 	}
 	na := made(a.Name, idA, ea, eb, sizes[hb])
 	nb := made(b.Name, idB, eb, ea, sizes[ha])
@@ -115,10 +104,7 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) (baseA,
 		// Nothing happened: the old entries take their names back.
 		for _, p := range [][2]*entry{{na, ea}, {nb, eb}} {
 			ne, old := p[0], p[1]
-			ne.err = err
-			close(ne.ready)
-			ne.rec.Dirty = false
-			victims = append(victims, c.dropLocked(ne)...)
+			victims = append(victims, c.unpublishLocked(ne, err)...)
 			c.chargeLocked(ne, 0)
 			c.entries[old.name] = old
 		}

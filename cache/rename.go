@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
-	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
+	"github.com/bucketfs/bucketfs/cache/internal/renameplan"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -133,14 +133,21 @@ func (c *Cache) sourceGone(u uploadJob, now string) {
 // and gave up; trying again later works.
 var ErrBusy = errors.New("the directory changed while it was being renamed")
 
-// dirMove is the plan for one object of a directory rename.
+// dirMove is the plan for one object of a directory rename (package
+// internal/renameplan), with the old name's entry, if it had one when
+// planned.
 type dirMove struct {
-	old, new string
-	e        *entry               // the old name's entry, if it had one when planned
-	remote   transfer.ObjectAttrs // the old name in the bucket (Generation 0: not there)
-	newID    uint64               // the new name's record
-	tombID   uint64               // the old name's deletion, if it had no entry
-	linked   bool                 // newID shares the bytes of e's cache file
+	renameplan.Move
+	e *entry
+}
+
+// recOf is the record of m's old entry, nil if it has none. Under
+// Cache.mu.
+func (m *dirMove) recOf() *record {
+	if m.e == nil {
+		return nil
+	}
+	return &m.e.rec
 }
 
 // RenameDir renames every object under prefix from to the same name under
@@ -247,11 +254,8 @@ type dirTomb struct {
 func (r *dirRename) plan(ctx context.Context) error {
 	c, from, to := r.c, r.from, r.to
 	c.mu.Lock()
-	moves := map[string]*dirMove{}
-	for _, a := range r.remote {
-		moves[a.Name] = &dirMove{old: a.Name, new: to + a.Name[len(from):], remote: a}
-	}
 	var waitFor chan struct{}
+	local := map[string]*entry{}
 	for name, e := range c.entries {
 		if !strings.HasPrefix(name, from) {
 			continue
@@ -260,22 +264,13 @@ func (r *dirRename) plan(ctx context.Context) error {
 			waitFor = e.ready
 			break
 		}
-		m := moves[name]
-		if m == nil {
-			m = &dirMove{old: name, new: to + name[len(from):]}
-			moves[name] = m
-		}
-		m.e = e
+		local[name] = e
 	}
-	// The old directory's placeholder always goes (there may be none in
-	// the bucket): it hides the old prefix until the bucket is rid of it.
-	if moves[from] == nil {
-		moves[from] = &dirMove{old: from, new: to, remote: transfer.ObjectAttrs{Name: from, Generation: -1}}
-	}
-	for _, m := range moves {
-		if m.e != nil && !m.e.rec.Deleted && (m.e.rec.LocalContent() || m.e.rec.Complete) {
-			m.linked = true
-		}
+	moves := map[string]*dirMove{}
+	for name, m := range renameplan.Moves(from, to, r.remote, slices.Collect(maps.Keys(local))) {
+		dm := &dirMove{Move: *m, e: local[name]}
+		dm.Linked = renameplan.Links(dm.recOf())
+		moves[name] = dm
 	}
 	c.mu.Unlock()
 	r.moves = moves
@@ -299,18 +294,17 @@ func (r *dirRename) prepare() error {
 	var links []linkJob
 	var empties []uint64
 	for _, m := range r.moves {
-		deleted := m.e != nil && m.e.rec.Deleted
-		if !deleted || m.old == r.from {
-			m.newID = c.j.NewID()
-			if m.linked {
-				links = append(links, linkJob{m.e.rec.ID, m.newID})
+		if renameplan.NeedsNew(r.from, &m.Move, m.recOf()) {
+			m.NewID = c.j.NewID()
+			if m.Linked {
+				links = append(links, linkJob{m.e.rec.ID, m.NewID})
 			} else {
-				empties = append(empties, m.newID)
+				empties = append(empties, m.NewID)
 			}
 		}
 		if m.e == nil {
-			m.tombID = c.j.NewID()
-			empties = append(empties, m.tombID)
+			m.TombID = c.j.NewID()
+			empties = append(empties, m.TombID)
 		}
 	}
 	for _, l := range links {
@@ -393,7 +387,7 @@ func (r *dirRename) staleLocked() bool {
 		}
 	}
 	for _, m := range r.moves {
-		if m.e != nil && (m.e.dropped || (m.linked && m.e.rec.Deleted)) {
+		if m.e != nil && (m.e.dropped || (m.Linked && m.e.rec.Deleted)) {
 			stale = true
 		}
 	}
@@ -412,42 +406,22 @@ func (r *dirRename) buildLocked() {
 		remoteGen[a.Name] = a.Generation
 	}
 	for _, m := range r.moves {
-		// The old name's deletion, based on the version it deletes.
-		var tomb record
-		if m.e != nil {
-			tomb = m.e.rec
-			if !tomb.Dirty && m.remote.Generation > tomb.Generation {
-				tomb.Generation = m.remote.Generation
-			}
-		} else {
-			tomb = record{ID: m.tombID, Generation: m.remote.Generation, ChunkSize: c.opts.ChunkSize}
-		}
-		tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
-		tomb.Meta, tomb.CopyFrom, tomb.CopyGen, tomb.CopyType = nil, "", 0, ""
-		if m.e != nil && m.e.rec.Deleted {
-			tomb = m.e.rec // a deletion already: it stays as it is
-		} else {
-			r.ops = append(r.ops, durable.PutOp(m.old, tomb, 0))
+		tomb, write := renameplan.DirTomb(&m.Move, m.recOf(), c.opts.ChunkSize)
+		if write {
+			r.ops = append(r.ops, durable.PutOp(m.Old, tomb, 0))
 		}
 		r.tombs = append(r.tombs, dirTomb{m, tomb})
-		if m.newID == 0 {
+		if m.NewID == 0 {
 			continue // deleted here: nothing moves
 		}
-		r.addNewLocked(m, remoteGen[m.new])
+		r.addNewLocked(m, remoteGen[m.New])
 	}
 	// Deletions of names that had no entry are entries of their own.
 	for _, t := range r.tombs {
 		if t.m.e != nil {
 			continue
 		}
-		te := &entry{name: t.m.old, rec: t.rec, ready: make(chan struct{})}
-		te.dirtying = make(chan struct{})
-		close(te.dirtying)
-		te.dirtySince = r.now
-		te.elem = c.lru.PushFront(te)
-		c.entries[t.m.old] = te
-		c.markLocalLocked(t.m.old)
-		r.fresh = append(r.fresh, te)
+		r.fresh = append(r.fresh, c.publishLocked(t.m.Old, t.rec, r.now))
 	}
 	// The old entries that become deletions: no earlier state of theirs
 	// may reach the journal after the entry below (an upload ending now
@@ -463,98 +437,39 @@ func (r *dirRename) buildLocked() {
 	slices.SortFunc(r.olds, func(a, b *entry) int { return strings.Compare(a.name, b.name) })
 }
 
-// addNewLocked publishes the new name's entry of move m, based on the
-// generation base the bucket has under the new name, replacing the entry
-// there, if any.
-func (r *dirRename) addNewLocked(m *dirMove, base int64) {
+// addNewLocked publishes the new name's entry of move m, based on
+// listed, the generation the bucket has under the new name, replacing
+// the entry there, if any.
+func (r *dirRename) addNewLocked(m *dirMove, listed int64) {
 	c := r.c
-	if old := c.entries[m.new]; old != nil {
-		if old.rec.Dirty || old.rec.Generation > base {
-			base = max(base, old.rec.Generation)
-		}
+	base := listed
+	if old := c.entries[m.New]; old != nil {
+		base = renameplan.Base(listed, &old.rec)
 		c.orphanLocked(old)
 		old.rec.Dirty = false
 		r.victims = append(r.victims, c.dropLocked(old)...)
 	}
-	nrec := r.newRecord(m, base)
-	if !nrec.Complete && nrec.Size > 0 {
-		r.sizes[m.newID] = nrec.Size // the empty file gets the copy's size (commit)
-	}
-	ne := &entry{name: m.new, rec: nrec, ready: make(chan struct{})}
-	if nrec.Dirty {
-		ne.dirtying = make(chan struct{})
-		close(ne.dirtying)
-		ne.dirtySince = r.now
-		if m.e != nil && m.e.rec.Dirty && !m.e.dirtySince.IsZero() {
-			ne.dirtySince = m.e.dirtySince // its changes wait as long as they did
+	nrec := renameplan.NewRecord(r.from, &m.Move, m.recOf(), base, c.opts.ChunkSize, func() (int64, bool) {
+		st, err := os.Stat(c.dataPath(m.NewID))
+		if err != nil {
+			return 0, false
 		}
-		c.markLocalLocked(m.new)
+		return st.Size(), true
+	})
+	if !nrec.Complete && nrec.Size > 0 {
+		r.sizes[m.NewID] = nrec.Size // the empty file gets the copy's size (commit)
 	}
-	ne.elem = c.lru.PushFront(ne)
-	c.entries[m.new] = ne
-	c.chargeLocked(ne, costOf(nrec))
-	c.holdLocked(ne)
+	since := r.now
+	if m.e != nil && m.e.rec.Dirty && !m.e.dirtySince.IsZero() {
+		since = m.e.dirtySince // its changes wait as long as they did
+	}
+	ne := c.publishLocked(m.New, nrec, since)
 	r.fresh = append(r.fresh, ne)
-	r.ops = append(r.ops, durable.PutOp(m.new, nrec, 0))
+	r.ops = append(r.ops, durable.PutOp(m.New, nrec, 0))
 	if m.e != nil {
 		c.moveHandlesLocked(m.e, ne, nil)
 		r.moved[m.e] = ne
 	}
-}
-
-// newRecord is the record of move m's new name, based on generation
-// base: local content moves with its cache file, anything else becomes a
-// pending copy. Called under Cache.mu.
-func (r *dirRename) newRecord(m *dirMove, base int64) record {
-	c := r.c
-	nrec := record{ID: m.newID, Generation: base, ChunkSize: c.opts.ChunkSize, Dirty: true}
-	switch {
-	case m.old == r.from && (m.e == nil || m.e.rec.Deleted) && m.remote.Generation <= 0:
-		// No placeholder to copy: the new directory gets one of its
-		// own, so that it exists whatever happens to its files.
-		nrec.Complete = true
-	case m.e != nil && m.e.rec.LocalContent():
-		nrec.Size, nrec.Complete, nrec.Meta = m.e.rec.Size, true, m.e.rec.Meta
-		if st, err := os.Stat(c.dataPath(m.newID)); err == nil {
-			nrec.Size = st.Size() // writes through passthrough handles count when they close
-		}
-	default:
-		src := m.remote
-		meta := objmeta.Own(src.Metadata)
-		if m.e != nil {
-			e := m.e
-			switch {
-			case e.rec.PendingCopy():
-				src = transfer.ObjectAttrs{Name: e.rec.CopyFrom, Generation: e.rec.CopyGen, Size: e.rec.Size, ContentType: e.rec.CopyType}
-				meta = e.rec.Meta
-			case e.rec.Generation >= src.Generation:
-				src = transfer.ObjectAttrs{Name: m.old, Generation: e.rec.Generation, Size: e.rec.Size, Updated: src.Updated, Metadata: src.Metadata, ContentType: src.ContentType}
-				if e.rec.Meta != nil {
-					meta = e.rec.Meta
-				}
-			}
-		}
-		if src.Name == "" {
-			src.Name = m.old
-		}
-		if _, ok := meta[MtimeKey]; !ok && !src.Updated.IsZero() {
-			meta = maps.Clone(meta)
-			if meta == nil {
-				meta = map[string]string{}
-			}
-			meta[MtimeKey] = FormatMtime(src.Updated) // the file keeps its time
-		}
-		nrec.Size, nrec.Meta = src.Size, meta
-		nrec.CopyFrom, nrec.CopyGen, nrec.CopyType = src.Name, src.Generation, src.ContentType
-		if m.linked && m.e.rec.Complete && (m.e.rec.PendingCopy() || m.e.rec.Generation == src.Generation) {
-			nrec.Complete = true // the cached bytes are that version's
-		}
-		if src.Name == m.new && src.Generation == base {
-			// Back where it came from, unchanged: nothing to copy.
-			nrec.Dirty, nrec.CopyFrom, nrec.CopyGen, nrec.CopyType = false, "", 0, ""
-		}
-	}
-	return nrec
 }
 
 // unlockOlds releases the old entries' persistMu, taken by commit.
@@ -573,11 +488,7 @@ func (r *dirRename) undo(err error) {
 		c.moveHandlesLocked(ne, e, nil)
 	}
 	for _, ne := range r.fresh {
-		ne.err = err
-		close(ne.ready)
-		ne.rec.Dirty = false
-		c.releaseHoldLocked(ne)
-		r.victims = append(r.victims, c.dropLocked(ne)...)
+		r.victims = append(r.victims, c.unpublishLocked(ne, err)...)
 	}
 	c.mu.Unlock()
 	r.unlockOlds()
@@ -608,22 +519,10 @@ func (r *dirRename) apply() {
 		if !r.isOld[e] {
 			continue // a deletion already (or one made above)
 		}
-		gen := e.rec.Generation
-		if !e.rec.Dirty && t.rec.Generation > gen {
-			gen = t.rec.Generation
-		}
-		if t.m.linked || e.rec.LocalContent() {
+		if t.m.Linked || e.rec.LocalContent() {
 			detach = append(detach, detachJob{e.rec.ID, e.name, t.rec})
 		}
-		attempts := t.rec.Attempts
-		for _, a := range e.rec.Attempts {
-			if !slices.Contains(attempts, a) {
-				attempts = append(slices.Clone(attempts), a) // an upload sent meanwhile
-			}
-		}
-		e.rec = t.rec
-		e.rec.Generation = gen // an upload that ended meanwhile moved it
-		e.rec.Attempts = attempts
+		e.rec = renameplan.Deletion(t.rec, e.rec)
 		c.orphanLocked(e) // any handle left (none moved: none was open)
 		c.markLocalLocked(e.name)
 		e.dirtiedLocked(r.now)

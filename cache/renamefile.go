@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/renameplan"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -27,9 +28,7 @@ func (c *Cache) replaceTargetLocked(to string, toBase int64) (base int64, attemp
 		// (madecopies.go).
 		return max(toBase, c.madeCopies.Get(to, time.Now())), nil, nil
 	}
-	if old.rec.Dirty || old.rec.Generation > toBase {
-		toBase = max(toBase, old.rec.Generation)
-	}
+	toBase = renameplan.Base(toBase, &old.rec)
 	c.orphanLocked(old)
 	old.rec.Dirty = false
 	return toBase, old.rec.Attempts, c.dropLocked(old)
@@ -80,23 +79,13 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 		return 0, err
 	}
 	toBase, attempts, victims := c.replaceTargetLocked(to, toBase)
-	size := st.Size()
-	meta := e.rec.Meta // set by OpenWrite above from the object's, if it had none
-	ne := &entry{
-		name:  to,
-		rec:   record{ID: newID, Generation: toBase, Size: size, ChunkSize: c.opts.ChunkSize, Complete: true, Dirty: true, Attempts: attempts, Meta: meta},
-		ready: make(chan struct{}),
-	}
-	ne.dirtying = make(chan struct{})
-	close(ne.dirtying)
-	ne.dirtySince = e.dirtySince // the content's changes wait as long as they did
+	meta := e.rec.Meta    // set by OpenWrite above from the object's, if it had none
+	since := e.dirtySince // the content's changes wait as long as they did
 	if !e.rec.Dirty {
-		ne.dirtySince = time.Now()
+		since = time.Now()
 	}
-	ne.elem = c.lru.PushFront(ne)
-	c.entries[to] = ne
-	c.markLocalLocked(to)
-	c.chargeLocked(ne, size)
+	ne := c.publishLocked(to, record{ID: newID, Generation: toBase, Size: st.Size(), ChunkSize: c.opts.ChunkSize,
+		Complete: true, Dirty: true, Attempts: attempts, Meta: meta}, since)
 	c.mu.Unlock()
 	// The replaced file (victims) is removed only once the journal has the
 	// rename: a crash before must find it as it was.
@@ -105,10 +94,8 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	// The new name shares the bytes: a hard link, no copy. Both records
 	// change in one transaction.
 	c.mu.Lock()
-	nrec, tomb := ne.rec, e.rec
+	nrec, tomb := ne.rec, renameplan.Tomb(e.rec)
 	c.mu.Unlock()
-	tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
-	tomb.Meta, tomb.CopyFrom, tomb.CopyGen, tomb.CopyType = nil, "", 0, ""
 	// No earlier state of the old name's record may reach the journal
 	// after the entry below (an upload ending now would put one back, and
 	// a crash would then undo the deletion): nothing else writes it until
@@ -130,10 +117,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	c.mu.Lock()
 	ne.rec.ID = nrec.ID
 	if err != nil {
-		ne.err = err
-		close(ne.ready)
-		victims = c.dropLocked(ne)
-		ne.rec.Dirty = false
+		victims = c.unpublishLocked(ne, err)
 		c.mu.Unlock()
 		e.persistMu.Unlock()
 		c.removeAll(append(victims, replaced...))
@@ -188,21 +172,12 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	nrec := e.rec
 	nrec.ID, nrec.Generation, nrec.Attempts = newID, toBase, attempts
 	nrec.Present = slices.Clone(e.rec.Present)
-	ne := &entry{name: to, rec: nrec, ready: make(chan struct{})}
-	ne.dirtying = make(chan struct{})
-	close(ne.dirtying)
-	ne.dirtySince = e.dirtySince
-	if ne.dirtySince.IsZero() {
-		ne.dirtySince = time.Now()
+	since := e.dirtySince
+	if since.IsZero() {
+		since = time.Now()
 	}
-	ne.elem = c.lru.PushFront(ne)
-	c.entries[to] = ne
-	c.markLocalLocked(to)
-	c.chargeLocked(ne, costOf(nrec))
-	c.holdLocked(ne) // before e lets go of the source
-	tomb := e.rec
-	tomb.Deleted, tomb.Dirty, tomb.MetaOnly, tomb.Complete, tomb.Present = true, true, false, true, nil
-	tomb.Meta, tomb.CopyFrom, tomb.CopyGen, tomb.CopyType = nil, "", 0, ""
+	ne := c.publishLocked(to, nrec, since) // holds the source before e lets go of it
+	tomb := renameplan.Tomb(e.rec)
 	c.mu.Unlock()
 	replaced := victims // removed once the journal has the rename, as in Rename
 
@@ -219,11 +194,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	c.mu.Lock()
 	e.uploading = false
 	if err != nil {
-		ne.err = err
-		close(ne.ready)
-		ne.rec.Dirty = false
-		c.releaseHoldLocked(ne)
-		victims = c.dropLocked(ne)
+		victims = c.unpublishLocked(ne, err)
 		c.notifyLocked()
 		c.mu.Unlock()
 		e.persistMu.Unlock()
