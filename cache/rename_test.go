@@ -536,3 +536,54 @@ func TestExchangeWithACopyJustMade(t *testing.T) {
 		t.Errorf("the bucket holds %s, want L/, L/c0 and f only", names)
 	}
 }
+
+// TestRenamesCountTheBytesOnce: a renamed file's bytes are its new
+// name's (a hard link), so the cache counts them once, not again for the
+// old name's deletion until that reaches the bucket. Before, each save
+// by rename (write a temporary file, rename it over the real one) of a
+// file of 40% of the cap left the cache counting 80% until the deletion
+// was sent, and the next save found no room.
+func TestRenamesCountTheBytesOnce(t *testing.T) {
+	e := newEnv(t)
+	o := e.opts(100 << 10)
+	o.WriteBackDelay = time.Hour // the deletions stay unsent
+	o.FullWait = time.Second     // a write that finds no room fails after it
+	c, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Below the share of changes that sends them at once (space.Pressure):
+	// nothing leaves before the flush at the end.
+	for i := range 3 {
+		e.write(c, transfer.ObjectAttrs{Name: "tmp"}, true, 0, pattern(40<<10, uint32(i)))
+		if _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "tmp"}, "final", 0); err != nil {
+			t.Fatalf("save %d: %v", i, err)
+		}
+		if used := c.Stats().UsedBytes; used != 40<<10 {
+			t.Fatalf("save %d: the cache counts %d bytes, want the file's %d", i, used, 40<<10)
+		}
+	}
+	e.write(c, transfer.ObjectAttrs{Name: "other"}, true, 0, pattern(15<<10, 7))
+	// A directory's rename: a cached copy becomes a pending copy that
+	// shares its bytes.
+	a := e.put("d/x", pattern(8<<10, 9))
+	e.cacheAll(c, a, pattern(8<<10, 9))
+	before := c.Stats().UsedBytes
+	if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+		t.Fatal(err)
+	}
+	if used := c.Stats().UsedBytes; used != before {
+		t.Errorf("after renaming a directory with a cached copy the cache counts %d bytes, want %d as before", used, before)
+	}
+	e.flush(c)
+	for name, want := range map[string][]byte{"final": pattern(40<<10, 2), "other": pattern(15<<10, 7), "e/x": pattern(8<<10, 9)} {
+		if !bytes.Equal(e.object(name), want) {
+			t.Errorf("%s is wrong in the bucket", name)
+		}
+	}
+	// The new directory gets a placeholder of its own (renameplan).
+	if names := e.bucketNames(); !slices.Equal(names, []string{"e/", "e/x", "final", "other"}) {
+		t.Errorf("the bucket holds %v, want e/, e/x, final and other", names)
+	}
+}

@@ -133,6 +133,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	// The handles open on the file follow it to its new name (src, the
 	// rename's own, closes with the old one).
 	c.moveHandlesLocked(e, ne, src)
+	c.chargeLocked(e, sharedCharge(e, ne))
 	e.version++
 	if e.dirtying == nil {
 		e.dirtying = make(chan struct{})

@@ -125,6 +125,18 @@ func (c *Cache) writeBackDelayLocked() time.Duration {
 	return c.opts.WriteBackDelay
 }
 
+// sharedCharge is what e, a renamed file's old entry become a deletion,
+// counts once ne, the new name's entry, has its bytes (a hard link to
+// e's cache file, which e then lets go of: detachData): what e reserved
+// beyond what ne counts (room a write in flight took before the rename
+// moved its handle), not the bytes ne counts again. Under Cache.mu.
+func sharedCharge(e, ne *entry) int64 {
+	if ne == nil {
+		return e.charged
+	}
+	return max(0, e.charged-ne.charged)
+}
+
 // chargeSizeLocked charges e its size, but keeps what changes still in
 // flight reserved beyond it (settleChargeLocked gives that back when they
 // end): a shrinking truncation or an upload ending must not hand a

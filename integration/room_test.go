@@ -89,3 +89,36 @@ func TestRemovalFreesRoomForWaitingWrite(t *testing.T) {
 		t.Error("big is in the bucket after its removal")
 	}
 }
+
+// A save by rename (write a temporary file, rename it over the real one:
+// what editors and many tools do) counts the file's bytes once. The new
+// name shares the bytes with the old one (a hard link in the cache), and
+// before the fix the old name's deletion kept them counted too until it
+// reached the bucket: after the write-back delay, or at once when the
+// doubled count pushed the changes past nine tenths of the cap. Saves of
+// a file over a third of the cap then each found the cache full.
+func TestSaveByRenameCountsTheBytesOnce(t *testing.T) {
+	emu := startEmulator(t, nil)
+	args := []string{"--cache-max-size", "32MiB", "--write-back-delay", "1h", "--cache-full-wait", "2s", "--passthrough-writes=false"}
+	m := mount(t, emu, mountOpts{args: args})
+	var last []byte
+	for i := range 3 {
+		last = testutil.RandomBytes(12*mib, uint64(270+i))
+		if got, err := writeFileAcked(m.path("tmp"), last); err != nil || len(got) != len(last) {
+			t.Fatalf("save %d: writing tmp: %v", i, err)
+		}
+		if err := os.Rename(m.path("tmp"), m.path("final")); err != nil {
+			t.Fatalf("save %d: %v", i, err)
+		}
+		if st := m.status(t); st.UsedBytes != 12*mib {
+			t.Fatalf("save %d: the cache counts %d bytes, want the file's %d", i, st.UsedBytes, 12*mib)
+		}
+	}
+	m.unmount(t)
+	if got := object(t, emu, "final"); !bytes.Equal(got, last) {
+		t.Errorf("bucket's final: %d bytes, not the last save", len(got))
+	}
+	if _, err := emu.Object(testBucket, "tmp"); err == nil {
+		t.Error("tmp is in the bucket")
+	}
+}
