@@ -440,8 +440,8 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 		c.mu.Unlock()
 		return saved, fmt.Errorf("%s changed meanwhile; nothing dropped (its bytes are also in %s)", name, saved)
 	}
-	e.rec.Dirty, e.rec.Damaged, e.rec.Refused = false, "", ""
-	e.dirtying, e.dirtySince = nil, time.Time{}
+	e.rec.Damaged, e.rec.Refused = "", ""
+	e.cleanLocked()
 	victims := c.dropLocked(e)
 	c.notifyLocked()
 	c.mu.Unlock()

@@ -36,6 +36,7 @@ type entryIndex struct {
 	dropped bool          // no longer indexed: remove the file when the last handle goes
 	charged int64         // bytes this entry counts in the budget's Used (see costOf)
 	spare   *os.File      // the new data file, open read-write, until OpenWrite takes it
+	aside   bool          // set aside by a rename whose journal entry is being written (setAsideLocked)
 }
 
 // entryFill is the filling and checking of an entry's copy (cache.go,
@@ -121,6 +122,95 @@ func (c *Cache) unpublishLocked(e *entry, err error) []*entry {
 	e.rec.Dirty = false
 	c.releaseHoldLocked(e)
 	return c.dropLocked(e)
+}
+
+// setAside is an entry a rename is about to give another file's name to,
+// set aside until the journal has the rename (setAsideLocked).
+type setAside struct {
+	e   *entry
+	gen int64 // e's generation when it was set aside
+}
+
+// setAsideLocked sets e aside for a rename that is to put another file at
+// its name: the caller publishes the new entry there, and e waits out of
+// the index, as it was (its handles, its change, its file), with a
+// reference so that nothing evicts it, and no transfer of it records a
+// try meanwhile (recordAttempt). If the journal refuses the rename,
+// restoreLocked puts it back and nothing happened; once the journal has
+// the rename, replaceLocked makes the new entry its successor. Either way
+// the caller then releases the reference (release), which removes it
+// once replaced.
+func (c *Cache) setAsideLocked(e *entry) *setAside {
+	e.refs++
+	e.aside = true
+	return &setAside{e: e, gen: e.rec.Generation}
+}
+
+// restoreLocked puts a set-aside entry back at its name: the rename that
+// set it aside failed, and its new entry was unpublished. A try of its
+// change stopped meanwhile goes again.
+func (c *Cache) restoreLocked(a *setAside) {
+	e := a.e
+	e.aside = false
+	if e.dropped {
+		return // its change went as a conflict copy meanwhile (conflictDone)
+	}
+	c.entries[e.name] = e
+	if e.rec.Dirty {
+		c.scheduleLocked(e.name, c.opts.WriteBackDelay)
+	}
+}
+
+// replaceLocked ends a set-aside entry once the journal has the rename
+// that gives its name to ne, based on generation base: handles still open
+// on it keep their copy (orphaned), as on a local disk, and its change is
+// no change (ne is the name's change now). If a transfer of it ended
+// meanwhile and moved its generation (an upload, or a deletion: 0), ne
+// is based on that now, as supersededLocked does for one that ends
+// later.
+func (c *Cache) replaceLocked(a *setAside, ne *entry, base int64) {
+	e := a.e
+	e.aside = false
+	if gen := e.rec.Generation; gen != a.gen && ne.rec.Generation == base {
+		ne.rec.Generation = gen
+		if gen > 0 {
+			ne.rebasedFrom, ne.rebasedTo = base, gen
+		}
+	}
+	c.replacedLocked(e)
+}
+
+// replacedLocked takes e out of the index for a rename that puts another
+// file at its name: handles open on it keep their copy (orphaned), as on
+// a local disk, and its change is no change (the new file is the name's
+// change now). It returns what to remove (removeAll).
+func (c *Cache) replacedLocked(e *entry) []*entry {
+	c.orphanLocked(e)
+	e.rec.Dirty = false
+	return c.dropLocked(e)
+}
+
+// cleanLocked records that e has no change left to send.
+func (e *entry) cleanLocked() {
+	e.rec.Dirty, e.dirtying, e.dirtySince = false, nil, time.Time{}
+}
+
+// deletedLocked makes e, whose record is now a deletion that one
+// journal entry has just written (counted in recSeq), a change like any
+// other: in the local overlay, changed since now (if it was not
+// already), its dirty flag durable, holding no copy's source, and queued
+// after the write-back delay.
+func (c *Cache) deletedLocked(e *entry, now time.Time) {
+	c.markLocalLocked(e.name)
+	e.dirtiedLocked(now)
+	e.version++
+	if e.dirtying == nil {
+		e.dirtying = make(chan struct{})
+		close(e.dirtying)
+	}
+	e.recSeq++
+	c.releaseHoldLocked(e)
+	c.scheduleLocked(e.name, c.opts.WriteBackDelay)
 }
 
 // snapshotLocked copies e's record for persistEntry, numbered so that a

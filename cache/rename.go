@@ -113,8 +113,7 @@ func (c *Cache) sourceGone(u uploadJob, now string) {
 		c.log.Error("a renamed file is lost: the object it was to be copied from was changed or deleted in the bucket by someone else before the copy was made, and no complete copy was cached",
 			"object", name, "source", src.From, "source_generation", src.Gen, "source_now", now)
 		c.noteErrorLocked("copy", name, fmt.Errorf("source %s#%d is gone from the bucket", src.From, src.Gen))
-		e.rec.Dirty, e.dirtying = false, nil
-		e.dirtySince = time.Time{}
+		e.cleanLocked()
 		victims = c.dropLocked(e)
 	}
 	rec, seq := c.snapshotLocked(e)
@@ -234,13 +233,21 @@ type dirRename struct {
 	// Built by commit under Cache.mu.
 	now     time.Time
 	ops     []durable.Op      // the journal entry
-	victims []*entry          // entries the new names replace, removed once the journal has the rename
+	targets []dirTarget       // entries the new names replace, set aside until the journal has the rename
 	tombs   []dirTomb         // the old names' deletions
 	sizes   map[uint64]int64  // cache files of copies not cached, to be sized
 	fresh   []*entry          // entries made here
 	moved   map[*entry]*entry // old entry -> the new name's entry its handles moved to
 	olds    []*entry          // old entries that become deletions, by name; their persistMu is held from commit to apply
 	isOld   map[*entry]bool
+}
+
+// dirTarget is an entry a new name of a directory rename replaces, set
+// aside (setAsideLocked) for ne, based on base.
+type dirTarget struct {
+	old  *setAside
+	ne   *entry
+	base int64
 }
 
 // dirTomb is the deletion of one old name of a directory rename.
@@ -352,8 +359,9 @@ func (r *dirRename) commit() error {
 	}
 	r.buildLocked()
 	c.mu.Unlock()
-	// The files the new names replace (victims) are removed once the
-	// journal has the rename: a crash before must find them as they were.
+	// The entries the new names replace (targets) are set aside until the
+	// journal has the rename: a crash before must find them as they were,
+	// and a refusal puts them back.
 
 	for _, e := range r.olds {
 		e.persistMu.Lock()
@@ -439,15 +447,14 @@ func (r *dirRename) buildLocked() {
 
 // addNewLocked publishes the new name's entry of move m, based on
 // listed, the generation the bucket has under the new name, replacing
-// the entry there, if any.
+// the entry there, if any (set aside until the journal has the rename).
 func (r *dirRename) addNewLocked(m *dirMove, listed int64) {
 	c := r.c
 	base := listed
+	var target *setAside
 	if old := c.entries[m.New]; old != nil {
 		base = renameplan.Base(listed, &old.rec)
-		c.orphanLocked(old)
-		old.rec.Dirty = false
-		r.victims = append(r.victims, c.dropLocked(old)...)
+		target = c.setAsideLocked(old)
 	}
 	nrec := renameplan.NewRecord(r.from, &m.Move, m.recOf(), base, c.opts.ChunkSize, func() (int64, bool) {
 		st, err := os.Stat(c.dataPath(m.NewID))
@@ -464,6 +471,9 @@ func (r *dirRename) addNewLocked(m *dirMove, listed int64) {
 		since = m.e.dirtySince // its changes wait as long as they did
 	}
 	ne := c.publishLocked(m.New, nrec, since)
+	if target != nil {
+		r.targets = append(r.targets, dirTarget{target, ne, base})
+	}
 	r.fresh = append(r.fresh, ne)
 	r.ops = append(r.ops, durable.PutOp(m.New, nrec, 0))
 	if m.e != nil {
@@ -480,20 +490,33 @@ func (r *dirRename) unlockOlds() {
 }
 
 // undo takes back a commit the journal refused (err): nothing happened.
-// Handles go back to their file's old name, and the entries made here go.
+// Handles go back to their file's old name, the entries made here go,
+// and the entries they were to replace come back.
 func (r *dirRename) undo(err error) {
 	c := r.c
 	c.mu.Lock()
 	for e, ne := range r.moved {
 		c.moveHandlesLocked(ne, e, nil)
 	}
+	var victims []*entry
 	for _, ne := range r.fresh {
-		r.victims = append(r.victims, c.unpublishLocked(ne, err)...)
+		victims = append(victims, c.unpublishLocked(ne, err)...)
+	}
+	for _, t := range r.targets {
+		c.endTargetLocked(t.old, false, t.ne, t.base)
 	}
 	c.mu.Unlock()
 	r.unlockOlds()
-	c.removeAll(r.victims)
+	r.releaseTargets()
+	c.removeAll(victims)
 	r.cleanup()
+}
+
+// releaseTargets lets go of the references setAsideLocked took.
+func (r *dirRename) releaseTargets() {
+	for _, t := range r.targets {
+		r.c.releaseTarget(t.old)
+	}
 }
 
 // apply, once the journal has the rename, lets the new entries be used
@@ -501,6 +524,9 @@ func (r *dirRename) undo(err error) {
 func (r *dirRename) apply() {
 	c := r.c
 	c.mu.Lock()
+	for _, t := range r.targets {
+		c.endTargetLocked(t.old, true, t.ne, t.base)
+	}
 	for _, ne := range r.fresh {
 		close(ne.ready)
 		if ne.rec.Dirty {
@@ -525,24 +551,15 @@ func (r *dirRename) apply() {
 		}
 		e.rec = renameplan.Deletion(t.rec, e.rec)
 		c.orphanLocked(e) // any handle left (none moved: none was open)
-		c.markLocalLocked(e.name)
-		e.dirtiedLocked(r.now)
-		e.version++
-		if e.dirtying == nil {
-			e.dirtying = make(chan struct{})
-			close(e.dirtying)
-		}
-		e.recSeq++ // what the journal entry wrote
+		c.deletedLocked(e, r.now)
 		written[e] = t.rec
-		c.releaseHoldLocked(e)
-		c.scheduleLocked(e.name, c.opts.WriteBackDelay)
 	}
 	c.mu.Unlock()
 	for e, rec := range written {
 		c.settleDeletion(e, rec)
 	}
 	r.unlockOlds()
-	c.removeAll(r.victims)
+	r.releaseTargets()
 	for _, d := range detach {
 		if err := c.detachData(d.id, d.name, d.rec); err != nil {
 			c.log.Warn("giving a renamed file's old name a file of its own failed", "id", d.id, "err", err)

@@ -587,3 +587,87 @@ func TestRenamesCountTheBytesOnce(t *testing.T) {
 		t.Errorf("the bucket holds %v, want e/, e/x, final and other", names)
 	}
 }
+
+// TestFailedRenameKeepsTheTarget: a rename the journal refuses (a full
+// disk) changes nothing, the file it was to replace above all. Before,
+// the target's entry was dropped before the journal was written and its
+// file removed when the write failed: a local change of the target not
+// yet uploaded was lost, though rename(2) said it failed.
+func TestFailedRenameKeepsTheTarget(t *testing.T) {
+	for _, source := range []string{"file", "pending copy"} {
+		t.Run(source, func(t *testing.T) {
+			e := newEnv(t)
+			e.put("d/x", pattern(20<<10, 1))
+			c := e.openWB(time.Hour)
+			from := transfer.ObjectAttrs{Name: "a"}
+			if source == "file" {
+				e.write(c, from, true, 0, pattern(20<<10, 1))
+			} else {
+				// A directory's rename makes e/x a pending copy, which
+				// a rename moves as it is (renamePendingCopy).
+				if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+					t.Fatal(err)
+				}
+				var ok bool
+				if from, ok = c.Local("e/x"); !ok {
+					t.Fatal("e/x is not a pending copy")
+				}
+			}
+			e.write(c, transfer.ObjectAttrs{Name: "b"}, true, 0, pattern(20<<10, 2))
+			h, err := c.OpenWrite(e.ctx, transfer.ObjectAttrs{Name: "b"}, false, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			mend := breakJournal(c)
+			_, err = c.Rename(e.ctx, from, "b", 0)
+			mend()
+			if err == nil {
+				t.Fatal("a rename the journal refused succeeded")
+			}
+			// The target's handle still writes the target.
+			if _, err := h.WriteAt([]byte("more"), 20<<10); err != nil {
+				t.Fatalf("writing b after the failed rename: %v", err)
+			}
+			if err := h.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wantB := append(pattern(20<<10, 2), "more"...)
+			e.mustHaveLocal(c, map[string][]byte{"b": wantB, from.Name: pattern(20<<10, 1)})
+			e.flush(c)
+			if !bytes.Equal(e.object("b"), wantB) {
+				t.Error("b is wrong in the bucket after the failed rename")
+			}
+			if !bytes.Equal(e.object(from.Name), pattern(20<<10, 1)) {
+				t.Errorf("%s is wrong in the bucket after the failed rename", from.Name)
+			}
+		})
+	}
+}
+
+// TestFailedRenameDirKeepsTheTargets: a directory's rename the journal
+// refuses leaves what the cache had under the new prefix as it was: a
+// deletion there not yet sent is sent, not forgotten (the file would
+// come back).
+func TestFailedRenameDirKeepsTheTargets(t *testing.T) {
+	e := newEnv(t)
+	e.put("d/x", pattern(10<<10, 1))
+	gone := e.put("e/x", pattern(10<<10, 2))
+	c := e.openWB(time.Hour)
+	if err := c.Remove(e.ctx, "e/x", gone.Generation); err != nil {
+		t.Fatal(err)
+	}
+	mend := breakJournal(c)
+	_, err := c.RenameDir(e.ctx, "d/", "e/")
+	mend()
+	if err == nil {
+		t.Fatal("a directory rename the journal refused succeeded")
+	}
+	if _, removed := c.LocalNames("e/"); !slices.Contains(removed, "e/x") {
+		t.Errorf("e/x's deletion is gone after the failed rename: removed %v", removed)
+	}
+	e.flush(c)
+	if names := e.bucketNames(); !slices.Equal(names, []string{"d/x"}) {
+		t.Errorf("the bucket holds %v, want d/x alone", names)
+	}
+}

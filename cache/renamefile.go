@@ -14,24 +14,43 @@ import (
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
-// replaceTargetLocked takes the entry of to, if any, out of the index: a
-// rename's source replaces it. It returns the generation the rename's
-// new record is based on (toBase, or the entry's, if newer or changed
-// here), the entry's uploads not yet confirmed (the bucket may hold one
-// of them), and what to remove. Replaced, not lost: the application
-// renamed over it; handles open on it keep their copy, as on a local
-// disk.
-func (c *Cache) replaceTargetLocked(to string, toBase int64) (base int64, attempts []string, victims []*entry) {
-	old := c.entries[to]
-	if old == nil {
+// takeTargetLocked sets the entry of to, if any, aside for a rename whose
+// source is to replace it (setAsideLocked): replaced once the journal has
+// the rename, not lost if it refuses it. It returns the generation the
+// rename's new record is based on (toBase, or the entry's, if newer or
+// changed here) and the entry's uploads not yet confirmed (the bucket may
+// hold one of them).
+func (c *Cache) takeTargetLocked(to string, toBase int64) (base int64, attempts []string, old *setAside) {
+	e := c.entries[to]
+	if e == nil {
 		// A copy that left the index after the caller looked the name up
 		// (madecopies.go).
 		return max(toBase, c.madeCopies.Get(to, time.Now())), nil, nil
 	}
-	toBase = renameplan.Base(toBase, &old.rec)
-	c.orphanLocked(old)
-	old.rec.Dirty = false
-	return toBase, old.rec.Attempts, c.dropLocked(old)
+	return renameplan.Base(toBase, &e.rec), e.rec.Attempts, c.setAsideLocked(e)
+}
+
+// endTarget ends the time a rename's target spent set aside (if it had
+// an entry): restored if the rename failed (done false), replaced by ne,
+// based on base, if the journal has it. Called with Cache.mu held; the
+// caller releases the target's reference (releaseTarget) once it lets
+// go of Cache.mu.
+func (c *Cache) endTargetLocked(old *setAside, done bool, ne *entry, base int64) {
+	switch {
+	case old == nil:
+	case done:
+		c.replaceLocked(old, ne, base)
+	default:
+		c.restoreLocked(old)
+	}
+}
+
+// releaseTarget lets go of the reference takeTargetLocked took: a target
+// replaced goes once nothing else holds it.
+func (c *Cache) releaseTarget(old *setAside) {
+	if old != nil {
+		c.release(old.e)
+	}
 }
 
 // Rename gives the content of version from (its local changes included)
@@ -78,7 +97,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 		c.mu.Unlock()
 		return 0, err
 	}
-	toBase, attempts, victims := c.replaceTargetLocked(to, toBase)
+	toBase, attempts, target := c.takeTargetLocked(to, toBase)
 	meta := e.rec.Meta    // set by OpenWrite above from the object's, if it had none
 	since := e.dirtySince // the content's changes wait as long as they did
 	if !e.rec.Dirty {
@@ -87,9 +106,6 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	ne := c.publishLocked(to, record{ID: newID, Generation: toBase, Size: st.Size(), ChunkSize: c.opts.ChunkSize,
 		Complete: true, Dirty: true, Attempts: attempts, Meta: meta}, since)
 	c.mu.Unlock()
-	// The replaced file (victims) is removed only once the journal has the
-	// rename: a crash before must find it as it was.
-	replaced := victims
 
 	// The new name shares the bytes: a hard link, no copy. Both records
 	// change in one transaction.
@@ -117,35 +133,33 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	c.mu.Lock()
 	ne.rec.ID = nrec.ID
 	if err != nil {
-		victims = c.unpublishLocked(ne, err)
+		victims := c.unpublishLocked(ne, err)
+		c.endTargetLocked(target, false, ne, toBase)
 		c.mu.Unlock()
 		e.persistMu.Unlock()
-		c.removeAll(append(victims, replaced...))
+		c.releaseTarget(target)
+		c.removeAll(victims)
 		return 0, fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
 	}
 	close(ne.ready)
+	c.endTargetLocked(target, true, ne, toBase)
 	e.rec.Deleted, e.rec.Dirty, e.rec.MetaOnly = true, true, false
 	e.rec.Meta = nil // a file made again under the old name starts without it
 	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
-	c.releaseHoldLocked(e) // a copy of it, if pending, was completed by OpenWrite above
-	c.markLocalLocked(from.Name)
-	e.dirtiedLocked(time.Now())
 	// The handles open on the file follow it to its new name (src, the
 	// rename's own, closes with the old one).
 	c.moveHandlesLocked(e, ne, src)
 	c.chargeLocked(e, sharedCharge(e, ne))
-	e.version++
-	if e.dirtying == nil {
-		e.dirtying = make(chan struct{})
-		close(e.dirtying)
-	}
-	ne.recSeq, e.recSeq = ne.recSeq+1, e.recSeq+1 // what the transaction wrote
+	ne.recSeq++ // the journal entry wrote both records
+	// The new name is queued first: it is sent before the old one goes.
+	// A copy of the old one, if pending, was completed by OpenWrite above.
 	c.scheduleLocked(to, c.opts.WriteBackDelay)
-	c.scheduleLocked(from.Name, c.opts.WriteBackDelay)
+	c.deletedLocked(e, time.Now())
+	toBase = ne.rec.Generation // rebased if the target's own upload ended meanwhile (replaceLocked)
 	c.mu.Unlock()
 	c.settleDeletion(e, tomb)
 	e.persistMu.Unlock()
-	c.removeAll(replaced)
+	c.releaseTarget(target)
 	return toBase, nil
 }
 
@@ -169,7 +183,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	// Until the journal has the rename, no transfer of the old name
 	// starts (its copy would be made under the old name).
 	e.uploading = true
-	toBase, attempts, victims := c.replaceTargetLocked(to, toBase)
+	toBase, attempts, target := c.takeTargetLocked(to, toBase)
 	nrec := e.rec
 	nrec.ID, nrec.Generation, nrec.Attempts = newID, toBase, attempts
 	nrec.Present = slices.Clone(e.rec.Present)
@@ -180,7 +194,6 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	ne := c.publishLocked(to, nrec, since) // holds the source before e lets go of it
 	tomb := renameplan.Tomb(e.rec)
 	c.mu.Unlock()
-	replaced := victims // removed once the journal has the rename, as in Rename
 
 	// As in Rename: nothing else writes the old name's record until the
 	// journal entry has both, and the new name shares the cached chunks.
@@ -195,29 +208,29 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	c.mu.Lock()
 	e.uploading = false
 	if err != nil {
-		victims = c.unpublishLocked(ne, err)
+		victims := c.unpublishLocked(ne, err)
+		c.endTargetLocked(target, false, ne, toBase)
 		c.notifyLocked()
 		c.mu.Unlock()
 		e.persistMu.Unlock()
-		c.removeAll(append(victims, replaced...))
+		c.releaseTarget(target)
+		c.removeAll(victims)
 		return 0, true, fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
 	}
 	close(ne.ready)
+	c.endTargetLocked(target, true, ne, toBase)
 	oldID := e.rec.ID
 	e.rec = tomb
-	c.releaseHoldLocked(e) // the journal no longer says it is a copy
 	c.chargeLocked(e, 0)
-	c.markLocalLocked(from.Name)
-	e.dirtiedLocked(time.Now())
-	e.version++
-	ne.recSeq, e.recSeq = ne.recSeq+1, e.recSeq+1 // what the transaction wrote
-	c.scheduleLocked(to, c.opts.WriteBackDelay)
-	c.scheduleLocked(from.Name, c.opts.WriteBackDelay)
+	ne.recSeq++                                 // the journal entry wrote both records
+	c.scheduleLocked(to, c.opts.WriteBackDelay) // queued first, as in Rename
+	c.deletedLocked(e, time.Now())              // the journal no longer says it is a copy
 	c.notifyLocked()
+	toBase = ne.rec.Generation // as in Rename
 	c.mu.Unlock()
 	c.settleDeletion(e, tomb)
 	e.persistMu.Unlock()
-	c.removeAll(replaced)
+	c.releaseTarget(target)
 	if derr := c.detachData(oldID, from.Name, tomb); derr != nil {
 		c.log.Warn("giving a renamed file's old name a file of its own failed", "object", from.Name, "err", derr)
 	}

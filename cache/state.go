@@ -96,7 +96,9 @@ type invariantState struct {
 //   - every entry in c.entries is under its own name, not dropped, and
 //     in c.lru (e.elem holds e). c.lru holds no dropped entry; one that
 //     a new entry replaced in c.entries (Exchange, between its journal
-//     entry and dropping it) is held (refs > 0), so never evicted.
+//     entry and dropping it; a rename's target set aside until the
+//     journal has the rename, setAsideLocked) is held (refs > 0), so
+//     never evicted.
 //   - a dropped entry nothing holds (refs == 0) has no changes to send
 //     (removeAll refuses to remove a dirty copy).
 //

@@ -201,7 +201,7 @@ func (c *Cache) settleLocked(e *entry, name string, version uint64, inflight int
 		c.scheduleLocked(name, 0)
 		return false
 	}
-	e.rec.Dirty, e.dirtying, e.dirtySince = false, nil, time.Time{}
+	e.cleanLocked()
 	return true
 }
 
@@ -299,10 +299,12 @@ func (c *Cache) supersededLocked(e *entry, name string, base int64, a transfer.O
 // recordAttempt adds upload ID id to e's unconfirmed tries (once) and,
 // for a conflict copy (copyAs not empty), names the object it is sent
 // as (record.SavingAs); then it writes the record to the journal. It
-// returns upload.ErrSuperseded if e was replaced meanwhile.
+// returns upload.ErrSuperseded if e was replaced meanwhile, or is being
+// replaced (set aside by a rename: restoreLocked queues it again if the
+// rename fails).
 func (c *Cache) recordAttempt(e *entry, id, copyAs string) error {
 	c.mu.Lock()
-	if e.dropped {
+	if e.dropped || e.aside {
 		c.mu.Unlock()
 		return upload.ErrSuperseded
 	}

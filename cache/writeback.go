@@ -83,18 +83,9 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	cur.Refused = rec.Refused
 	// Handles open on the file keep their copy, as on a local disk.
 	c.orphanLocked(e)
-	c.markLocalLocked(name)
-	e.dirtiedLocked(time.Now())
-	e.version++
-	if e.dirtying == nil {
-		e.dirtying = make(chan struct{})
-		close(e.dirtying)
-	}
-	e.recSeq++ // the state the journal entry wrote
-	e.persistedSeq = e.recSeq
-	c.releaseHoldLocked(e)
 	c.chargeLocked(e, costOf(rec)) // nothing; the writers waiting for room wake
-	c.scheduleLocked(name, c.opts.WriteBackDelay)
+	c.deletedLocked(e, time.Now())
+	e.persistedSeq = e.recSeq // persistMu is held: the journal entry is the newest write
 	version := e.version
 	c.mu.Unlock()
 	e.persistMu.Unlock()
