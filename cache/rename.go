@@ -171,6 +171,10 @@ func (c *Cache) RenameDir(ctx context.Context, from, to string) (map[string]Move
 	return nil, fmt.Errorf("renaming %s to %s: %w", from, to, ErrBusy)
 }
 
+// testAfterPlan, set by tests only, runs in renameDirOnce between the
+// plan (and its files) and the commit.
+var testAfterPlan func(from string)
+
 // errReplan: something under the directory changed between planning a
 // rename and making it; plan again.
 var errReplan = errors.New("replan")
@@ -210,6 +214,9 @@ func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]
 	}
 	if err := r.prepare(); err != nil {
 		return nil, err
+	}
+	if testAfterPlan != nil {
+		testAfterPlan(from)
 	}
 	if err := r.commit(); err != nil {
 		return nil, err
@@ -385,7 +392,8 @@ func (r *dirRename) commit() error {
 }
 
 // staleLocked reports whether the plan no longer holds: an entry under
-// from was made, replaced or dropped since, or a folder rename started.
+// from was made, replaced, dropped or written since, or a folder rename
+// started.
 func (r *dirRename) staleLocked() bool {
 	c := r.c
 	stale := c.frozen.Overlaps(r.from) || c.frozen.Overlaps(r.to)
@@ -396,6 +404,11 @@ func (r *dirRename) staleLocked() bool {
 	}
 	for _, m := range r.moves {
 		if m.e != nil && (m.e.dropped || (m.Linked && m.e.rec.Deleted)) {
+			stale = true
+		}
+		if m.e != nil && !m.Linked && !m.e.rec.Deleted && m.e.rec.LocalContent() {
+			// Written since the plan made it a copy of the bucket's
+			// version: its bytes must move with it now.
 			stale = true
 		}
 	}

@@ -671,3 +671,44 @@ func TestFailedRenameDirKeepsTheTargets(t *testing.T) {
 		t.Errorf("the bucket holds %v, want d/x alone", names)
 	}
 }
+
+// TestRenameDirAfterAWriteMeanwhile: a file written while its
+// directory's rename plans (a copy cached in part then, so planned as a
+// copy of the bucket's version) moves with its bytes. Before, the plan
+// held, and the write was lost: the new name got the bucket's version
+// and the old name's file, with the write, was let go of.
+func TestRenameDirAfterAWriteMeanwhile(t *testing.T) {
+	e := newEnv(t)
+	a := e.put("d/x", pattern(4*chunk, 1))
+	c := e.openWB(time.Hour)
+	// Only the first chunk is cached when the rename plans.
+	var reads atomic.Int32
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		return http.StatusServiceUnavailable, r.URL.Query().Get("alt") == "media" && reads.Add(1) > 1
+	})
+	h := e.openHandle(c, a)
+	if _, err := h.ReadAt(e.ctx, make([]byte, 100), 0); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	testAfterPlan = func(string) {
+		testAfterPlan = nil
+		c.mu.Lock()
+		partial := c.entries["d/x"] != nil && !c.entries["d/x"].rec.Complete
+		c.mu.Unlock()
+		if !partial {
+			t.Error("d/x is not a partial copy when the rename has planned")
+		}
+		e.emu.SetHook(nil)
+		e.write(c, a, false, 0, []byte("LOCAL"))
+	}
+	defer func() { testAfterPlan = nil }()
+	if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+		t.Fatal(err)
+	}
+	e.flush(c)
+	want := append([]byte("LOCAL"), pattern(4*chunk, 1)[5:]...)
+	if !bytes.Equal(e.object("e/x"), want) {
+		t.Error("e/x lost the write made while the rename planned")
+	}
+}
