@@ -560,7 +560,7 @@ func (r *dirRename) apply() {
 		}
 		if t.m.Linked || e.rec.LocalContent() {
 			detach = append(detach, detachJob{e.rec.ID, e.name, t.rec})
-			c.chargeLocked(e, sharedCharge(e, r.moved[e]))
+			c.moveChargeLocked(e, r.moved[e])
 		}
 		e.rec = renameplan.Deletion(t.rec, e.rec)
 		c.orphanLocked(e) // any handle left (none moved: none was open)

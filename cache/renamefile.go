@@ -149,7 +149,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	// The handles open on the file follow it to its new name (src, the
 	// rename's own, closes with the old one).
 	c.moveHandlesLocked(e, ne, src)
-	c.chargeLocked(e, sharedCharge(e, ne))
+	c.moveChargeLocked(e, ne)
 	ne.recSeq++ // the journal entry wrote both records
 	// The new name is queued first: it is sent before the old one goes.
 	// A copy of the old one, if pending, was completed by OpenWrite above.

@@ -18,6 +18,7 @@ package cache
 //     deletion settled, an upload failed or held): a copy made clean is
 //     evictable, and a failure ends nothing a waiter could wait for;
 //   - release of an entry's last handle: a closed copy is evictable;
+//   - an unpinned copy (setPin): it is evictable;
 //   - space.Budget.Measure finding more free space on the disk than it
 //     last did (it wakes without Cache.mu: Watch returns the channel and
 //     whether the room fits at one instant, so that wake is never lost).
@@ -42,19 +43,24 @@ import (
 // error names.
 const roomHolders = 3
 
-// makeRoomToGrow makes the budget hold e growing to size and reserves it
-// (see the top of space.go): it evicts clean copies, and if changed
-// files fill the cache (or the disk is under its floor), it sends them
-// now and waits for room, up to Options.FullWait; then it fails with
-// ErrNoSpace, saying why.
-func (c *Cache) makeRoomToGrow(e *entry, size int64) error {
+// makeRoomToGrow makes the budget hold h's file growing to size and
+// reserves it (see the top of space.go): it evicts clean copies, and if
+// changed files fill the cache (or the disk is under its floor), it sends
+// them now and waits for room, up to Options.FullWait; then, after a
+// last try, it fails with ErrNoSpace, saying why. The room is reserved on
+// the entry the handle has when it is found: a rename or an exchange
+// while the write waits moves the handle, and a deletion orphans it (an
+// orphan's bytes count nothing).
+func (c *Cache) makeRoomToGrow(h *WriteHandle, size int64) error {
 	var deadline <-chan time.Time
+	expired := false
 	maxAge := space.FreeTTL // after the first try, the disk is measured at every one
 	for {
 		c.budget.Measure(maxAge)
 		c.mu.Lock()
+		e := h.e
 		grow := size - max(e.rec.Size, e.charged)
-		if grow <= 0 || e.dropped {
+		if h.orphan || grow <= 0 || e.dropped {
 			c.mu.Unlock()
 			return nil
 		}
@@ -65,6 +71,11 @@ func (c *Cache) makeRoomToGrow(e *entry, size int64) error {
 			c.mu.Unlock()
 			c.removeAll(victims)
 			return nil
+		}
+		if expired {
+			why := c.whyFullLocked(grow)
+			c.mu.Unlock()
+			return fmt.Errorf("%s: %w: %s", e.name, ErrNoSpace, why)
 		}
 		if short, _ := c.budget.DiskShort(grow); maxAge > 0 && short > 0 {
 			// The last measure may be older than the room freed since:
@@ -97,11 +108,7 @@ func (c *Cache) makeRoomToGrow(e *entry, size int64) error {
 		case <-wake:
 		case <-poll:
 		case <-deadline:
-			c.mu.Lock()
-			c.budget.Unwatch()
-			why := c.whyFullLocked(grow)
-			c.mu.Unlock()
-			return fmt.Errorf("%s: %w: %s", e.name, ErrNoSpace, why)
+			expired = true // one last try, then the error
 		}
 		c.budget.Unwatch()
 	}

@@ -141,3 +141,150 @@ func TestFullCacheSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// A write waiting for room while its file is renamed, deleted or
+// exchanged takes the room for the entry its handle has when the room
+// comes, not the one it had when it began to wait. Before, the room went
+// to the old name's deletion, which kept it until the deletion reached
+// the bucket, and the write's bytes counted again under the new name; or
+// (an exchange: the old entry dropped) the write went on with no room
+// made, past the cap. An orphan (the file deleted) counts nothing.
+func TestAWriteWaitingForRoomFollowsItsFile(t *testing.T) {
+	for _, tc := range []struct {
+		change string
+		waits  bool  // for the room, after the change
+		used   int64 // when the write is done
+	}{
+		// Besides other's 5 KiB (cached below):
+		{"rename", true, 35 << 10},   // doc2, the file written
+		{"remove", false, 5 << 10},   // the write's bytes are the orphan's: no room needed
+		{"exchange", true, 35 << 10}, // other: the file written; doc: other's content
+	} {
+		t.Run(tc.change, func(t *testing.T) {
+			e := newEnv(t)
+			a := e.put("doc", pattern(10<<10, 1))
+			b := e.put("other", pattern(5<<10, 4))
+			// Nothing leaves: the changes hold the room.
+			e.emu.SetHook(func(r *http.Request) (int, bool) {
+				return http.StatusServiceUnavailable, isUpload(r) || r.Method == http.MethodDelete
+			})
+			o := e.opts(100 << 10)
+			o.FullWait = time.Minute
+			o.WriteBackDelay = time.Hour
+			c, err := Open(o, e.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			e.write(c, transfer.ObjectAttrs{Name: "big"}, true, 0, pattern(80<<10, 2))
+			e.cacheAll(c, b, pattern(5<<10, 4))
+			h, err := c.OpenWrite(e.ctx, a, false, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			done := make(chan error, 1)
+			go func() {
+				_, err := h.WriteAt(pattern(30<<10, 3), 0) // doc from 10 to 30 KiB: no room
+				done <- err
+			}()
+			waitFor(t, e.ctx, func() bool {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				return c.budget.Waiters() > 0
+			}, "the write to wait for room")
+			switch tc.change {
+			case "rename":
+				_, err = c.Rename(e.ctx, a, "doc2", 0)
+			case "remove":
+				err = c.Remove(e.ctx, "doc", a.Generation)
+			case "exchange":
+				_, _, err = c.Exchange(e.ctx, a, b)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.waits {
+				// No room came: the write still waits. (A bounded look,
+				// not a synchronization: before, an exchange let it go
+				// within microseconds, past the cap.)
+				select {
+				case err := <-done:
+					t.Fatalf("after the %s the write ended (%v) with no room made: %d bytes counted, cap %d", tc.change, err, c.Stats().UsedBytes, o.MaxSize)
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			// Room comes: big is deleted (never uploaded: settled at once).
+			if err := c.Remove(e.ctx, "big", 0); err != nil {
+				t.Fatal(err)
+			}
+			withinASecond(t, done, "the waiting write")
+			if err := h.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if used := c.Stats().UsedBytes; used != tc.used {
+				t.Errorf("%d bytes counted, want %d", used, tc.used)
+			}
+		})
+	}
+}
+
+// A write that reserved its room and has not begun when its file is
+// renamed ends under the new name, where its reservation counts once.
+func TestRenameMovesAWritesReservation(t *testing.T) {
+	e := newEnv(t)
+	a := e.put("doc", pattern(10<<10, 1))
+	c := e.openWB(time.Hour)
+	h, err := c.OpenWrite(e.ctx, a, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	// WriteAt's first step for 30 KiB at 0; the rename comes before the
+	// rest of the write.
+	if err := c.makeRoomToGrow(h, 30<<10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Rename(e.ctx, a, "doc2", 0); err != nil {
+		t.Fatal(err)
+	}
+	if used := c.Stats().UsedBytes; used != 30<<10 {
+		t.Errorf("after the rename: %d bytes counted, want the reservation's %d once", used, 30<<10)
+	}
+	if _, err := h.WriteAt(pattern(30<<10, 3), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if used := c.Stats().UsedBytes; used != 30<<10 {
+		t.Errorf("after the write: %d bytes counted, want %d", used, 30<<10)
+	}
+}
+
+// Unpin makes pinned copies evictable: a write waiting for the room they
+// held takes it at once, not at its deadline.
+func TestUnpinWakesAWriteWaitingForRoom(t *testing.T) {
+	e := newEnv(t)
+	a := e.put("pinned", pattern(80<<10, 1))
+	o := e.opts(100 << 10)
+	o.FullWait = time.Minute
+	c, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.WarmVersion(e.ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	done := growInBackground(e, c, "new", 30<<10)
+	waitFor(t, e.ctx, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.budget.Waiters() > 0
+	}, "the write to wait for room")
+	if n, _ := c.Unpin([]string{""}); n != 1 {
+		t.Fatalf("unpinned %d copies, want 1", n)
+	}
+	withinASecond(t, done, "the write waiting for the room of a pinned copy")
+}

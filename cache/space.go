@@ -125,16 +125,17 @@ func (c *Cache) writeBackDelayLocked() time.Duration {
 	return c.opts.WriteBackDelay
 }
 
-// sharedCharge is what e, a renamed file's old entry become a deletion,
-// counts once ne, the new name's entry, has its bytes (a hard link to
-// e's cache file, which e then lets go of: detachData): what e reserved
-// beyond what ne counts (room a write in flight took before the rename
-// moved its handle), not the bytes ne counts again. Under Cache.mu.
-func sharedCharge(e, ne *entry) int64 {
-	if ne == nil {
-		return e.charged
+// moveChargeLocked moves what e counts to ne, the new name's entry of
+// e's file (a rename: ne's file is a hard link to e's, which e then lets
+// go of, detachData): ne counts the bytes once, with the room a write
+// reserved on e before the rename moved its handle to ne, which the
+// write's end settles there (settleChargeLocked); e, a deletion now,
+// counts nothing.
+func (c *Cache) moveChargeLocked(e, ne *entry) {
+	if e.charged > ne.charged {
+		c.chargeLocked(ne, e.charged)
 	}
-	return max(0, e.charged-ne.charged)
+	c.chargeLocked(e, 0)
 }
 
 // chargeSizeLocked charges e its size, but keeps what changes still in
@@ -172,10 +173,8 @@ func (h *WriteHandle) Allocate(off, length int64) error {
 		// The content does not change: no change to record.
 		return fallocate(h.f, off, length)
 	}
-	if e := h.entry(); e != nil {
-		if err := h.c.makeRoomToGrow(e, end); err != nil {
-			return err
-		}
+	if err := h.c.makeRoomToGrow(h, end); err != nil {
+		return err
 	}
 	if err := h.begin(func(r *record) bool { return r.MarkWritten(r.Size, end) }); err != nil {
 		h.c.settleCharge(h)

@@ -158,6 +158,9 @@ func (c *Cache) setPin(e *entry, pin bool) {
 		return
 	}
 	e.rec.Pinned = pin
+	if !pin {
+		c.budget.Wake() // evictable now: writers waiting for room take it
+	}
 	rec, seq := c.snapshotLocked(e)
 	c.mu.Unlock()
 	if err := c.persistEntry(e, rec, seq); err != nil {

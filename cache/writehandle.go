@@ -266,16 +266,6 @@ func (h *WriteHandle) Orphaned() bool {
 	return h.orphan
 }
 
-// entry returns the entry of the handle's file, or nil if it is orphaned.
-func (h *WriteHandle) entry() *entry {
-	h.c.mu.Lock()
-	defer h.c.mu.Unlock()
-	if h.orphan {
-		return nil
-	}
-	return h.e
-}
-
 // ReadAt reads the local copy; ctx is not used (local I/O). Chunks not
 // written here are checked against their sums first, once (checksum.go):
 // a damaged one holds the file and answers ErrDamaged.
@@ -300,10 +290,8 @@ func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
 		}
 		p = p[:limit-off]
 	}
-	if e := h.entry(); e != nil {
-		if err := h.c.makeRoomToGrow(e, off+int64(len(p))); err != nil {
-			return 0, err
-		}
+	if err := h.c.makeRoomToGrow(h, off+int64(len(p))); err != nil {
+		return 0, err
 	}
 	end := off + int64(len(p))
 	if err := h.begin(func(r *record) bool { return r.MarkWritten(min(off, r.Size), end) }); err != nil {
@@ -321,10 +309,8 @@ func (h *WriteHandle) Truncate(size int64) error {
 	if size > h.c.MaxFileSize() {
 		return h.c.tooBig(h.name(), size)
 	}
-	if e := h.entry(); e != nil {
-		if err := h.c.makeRoomToGrow(e, size); err != nil {
-			return err
-		}
+	if err := h.c.makeRoomToGrow(h, size); err != nil {
+		return err
 	}
 	if err := h.begin(func(r *record) bool { return r.MarkWritten(min(size, r.Size), max(size, r.Size)) }); err != nil {
 		h.c.settleCharge(h)
