@@ -6,6 +6,7 @@ package cache
 import (
 	"errors"
 	"os"
+	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
 )
@@ -65,7 +66,9 @@ func (c *Cache) evictLocked(pick []*entry) []*entry {
 }
 
 // dropLocked takes e out of the index. If no handle holds it, it is
-// returned for removal; otherwise the last release removes it.
+// returned for removal; otherwise the last release removes it. A version
+// this cache uploaded is remembered a short while when it leaves
+// (madecopies.go).
 func (c *Cache) dropLocked(e *entry) []*entry {
 	if e.dropped {
 		return nil
@@ -74,6 +77,9 @@ func (c *Cache) dropLocked(e *entry) []*entry {
 	c.notePrefetchWasteLocked(e)
 	if c.entries[e.name] == e {
 		delete(c.entries, e.name)
+		if e.uploadedHere && !e.rec.Dirty && !e.rec.Deleted && e.rec.Generation > 0 {
+			c.madeCopies.Remember(e.name, e.rec.Generation, time.Now())
+		}
 	}
 	if e.elem != nil {
 		c.lru.Remove(e.elem)

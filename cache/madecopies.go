@@ -10,7 +10,16 @@ package cache
 // bucket would refuse its upload (the copy is there), and the renamed
 // file would be saved beside the name as a conflict, the name showing
 // the content it replaced. madeCopies remembers, for a short while,
-// the generation each dropped copy was given, so that replaceTargetLocked
+// the generation each dropped copy was given, so that takeTargetLocked
 // bases the replacement on it, and an entry made again for the name from
 // such a lookup (acquire: an exchange, an open) reads that version
 // (holds.MadeCopies keeps them, under Cache.mu).
+//
+// The same holds for any version this cache uploaded whose clean copy
+// leaves the index (dropLocked): evicted at once when the upload settles
+// in a full cache, say. A save by rename (write tmp, rename it over the
+// name) looked the name up in the local overlay while the previous
+// save's upload ran, based on what that upload replaced; renamed over
+// the name just after the upload settled and the copy was evicted, it
+// was based on that stale answer and saved beside the name as a
+// conflict. The version remembered has the content the overlay showed.

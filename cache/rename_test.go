@@ -712,3 +712,42 @@ func TestRenameDirAfterAWriteMeanwhile(t *testing.T) {
 		t.Error("e/x lost the write made while the rename planned")
 	}
 }
+
+// TestRenameOverAnUploadEvicted: a file renamed over a name whose own
+// upload has just settled and whose copy was evicted at once (a full
+// cache), by a caller that looked the name up before the upload was
+// confirmed (the local overlay said: based on what it replaced), is
+// based on that upload. Before, with no entry left to say otherwise, the
+// rename was based on the stale answer and saved beside the name as a
+// conflict copy, the name keeping the older save.
+func TestRenameOverAnUploadEvicted(t *testing.T) {
+	e := newEnv(t)
+	o := e.opts(100 << 10)
+	o.WriteBackDelay = time.Hour
+	c, err := Open(o, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	e.write(c, transfer.ObjectAttrs{Name: "final"}, true, 0, pattern(40<<10, 1))
+	looked, ok := c.Local("final") // what a lookup sees: the change, based on nothing
+	if !ok || looked.Generation != 0 {
+		t.Fatalf("Local(final) = %+v, %v; want a change based on no version", looked, ok)
+	}
+	e.flush(c)
+	// The next save: its room evicts final's clean copy.
+	e.write(c, transfer.ObjectAttrs{Name: "tmp"}, true, 0, pattern(70<<10, 2))
+	if s := c.Stats(); s.Evictions == 0 {
+		t.Fatalf("final's copy was not evicted: %+v", s)
+	}
+	if _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "tmp"}, "final", looked.Generation); err != nil {
+		t.Fatal(err)
+	}
+	e.flush(c)
+	if names := e.bucketNames(); !slices.Equal(names, []string{"final"}) {
+		t.Errorf("the bucket holds %v, want final alone", names)
+	}
+	if !bytes.Equal(e.object("final"), pattern(70<<10, 2)) {
+		t.Error("final is not the last save")
+	}
+}

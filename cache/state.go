@@ -43,7 +43,7 @@ type cacheWriteBack struct {
 	confirmedFn  func(name string, a transfer.ObjectAttrs, deleted bool) // see OnConfirmed
 	conflictFn   ConflictFunc                                            // see OnConflict (conflictnote.go)
 	writeHandles map[*WriteHandle]struct{}                               // every WriteHandle not yet closed
-	madeCopies   holds.MadeCopies                                        // copies dropped once made, for a short while (madecopies.go, holds.MadeCopies)
+	madeCopies   holds.MadeCopies                                        // versions made here (copies, uploads) whose entries left, for a short while (madecopies.go)
 }
 
 // cacheRenames is what directory renames hold (rename.go, folder.go).

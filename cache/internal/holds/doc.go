@@ -7,11 +7,12 @@
 //	           listing and planning (their transfers wait: quiet), and
 //	           those the bucket renames as folders (their names wait:
 //	           frozen)
-//	MadeCopies the generations of copies a rename made and the index
-//	           dropped once the bucket had them, remembered for a short
-//	           while so that a file renamed over such a name just after
-//	           is based on the copy, not on a stale lookup (package
-//	           cache's madecopies.go has the story)
+//	MadeCopies the generations of versions the cache made in the bucket
+//	           (copies a rename made, uploads) whose entries the index
+//	           dropped, remembered for a short while so that a file
+//	           renamed over such a name just after is based on that
+//	           version, not on a stale lookup (package cache's
+//	           madecopies.go has the story)
 //
 // Invariants: a count or a prefix's count is never 0 or less (it goes
 // when its last hold does); a made copy is forgotten after MadeCopyKeep,

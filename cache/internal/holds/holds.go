@@ -106,8 +106,9 @@ type madeCopy struct {
 	at  time.Time
 }
 
-// MadeCopies remembers the generations of copies dropped from the index
-// once made. The zero value is empty and ready.
+// MadeCopies remembers the generations of versions made in the bucket
+// (copies, uploads) whose entries were dropped from the index. The zero
+// value is empty and ready.
 type MadeCopies struct{ m map[string]madeCopy }
 
 // Remember records that the copy at name, generation gen, left the index
