@@ -867,3 +867,53 @@ func TestClosedCache(t *testing.T) {
 		t.Error("Open on a closed cache succeeded")
 	}
 }
+
+// TestOpenOfAVersionGoneAfterOwnUploadEvicted: an open of a version this
+// cache replaced by its own upload, whose copy was then evicted, answers
+// ErrStale (the caller looks again), in place of serving the newer
+// version under the older one's size and checksum. Wrong bytes or a
+// short read came of that, and a write through such an open uploaded a
+// file cut to the older size.
+func TestOpenOfAVersionGoneAfterOwnUploadEvicted(t *testing.T) {
+	for _, write := range []bool{false, true} {
+		t.Run(map[bool]string{false: "read", true: "write"}[write], func(t *testing.T) {
+			e := newEnv(t)
+			a1 := e.put("x", pattern(30<<10, 1))
+			o := e.opts(100 << 10)
+			o.WriteBackDelay = time.Hour
+			c, err := Open(o, e.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			e.write(c, a1, true, 0, pattern(60<<10, 2)) // G2, this cache's
+			e.flush(c)
+			e.write(c, transfer.ObjectAttrs{Name: "tmp"}, true, 0, pattern(75<<10, 3))
+			if s := c.Stats(); s.Evictions == 0 {
+				t.Fatal("x's copy was not evicted")
+			}
+			e.flush(c)    // tmp's room is evictable again
+			a1.CRC32C = 0 // nothing to catch a wrong version by
+			if write {
+				_, err = c.OpenWrite(e.ctx, a1, false, false)
+			} else {
+				var h *Handle
+				if h, err = c.Open(e.ctx, a1); err == nil {
+					var got []byte
+					got, err = readAll(e.ctx, h)
+					h.Close()
+					if err == nil {
+						t.Fatalf("read %d bytes of a version gone (G2's: %v)", len(got), bytes.Equal(got, pattern(60<<10, 2)))
+					}
+				}
+			}
+			if !errors.Is(err, ErrStale) {
+				t.Errorf("opening a version gone: %v, want ErrStale", err)
+			}
+			e.flush(c)
+			if !bytes.Equal(e.object("x"), pattern(60<<10, 2)) {
+				t.Error("x in the bucket is not this cache's upload any more")
+			}
+		})
+	}
+}

@@ -148,12 +148,19 @@ func (c *Cache) setAsideLocked(e *entry) *setAside {
 
 // restoreLocked puts a set-aside entry back at its name: the rename that
 // set it aside failed, and its new entry was unpublished. A try of its
-// change stopped meanwhile goes again.
+// change stopped meanwhile goes again. If the name holds another entry
+// by now (a rename over the new entry while it was not ready: renames
+// onto one name wait for each other, takeTargetLocked, but a
+// directory's does not), that one replaced it.
 func (c *Cache) restoreLocked(a *setAside) {
 	e := a.e
 	e.aside = false
 	if e.dropped {
 		return // its change went as a conflict copy meanwhile (conflictDone)
+	}
+	if c.entries[e.name] != nil {
+		c.replacedLocked(e) // held: removed at the release
+		return
 	}
 	c.entries[e.name] = e
 	if e.rec.Dirty {

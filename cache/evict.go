@@ -67,8 +67,8 @@ func (c *Cache) evictLocked(pick []*entry) []*entry {
 
 // dropLocked takes e out of the index. If no handle holds it, it is
 // returned for removal; otherwise the last release removes it. A version
-// this cache uploaded is remembered a short while when it leaves
-// (madecopies.go).
+// this cache uploaded is remembered a short while when it leaves, as a
+// rename's base (ownGone, madecopies.go).
 func (c *Cache) dropLocked(e *entry) []*entry {
 	if e.dropped {
 		return nil
@@ -78,7 +78,7 @@ func (c *Cache) dropLocked(e *entry) []*entry {
 	if c.entries[e.name] == e {
 		delete(c.entries, e.name)
 		if e.uploadedHere && !e.rec.Dirty && !e.rec.Deleted && e.rec.Generation > 0 {
-			c.madeCopies.Remember(e.name, e.rec.Generation, time.Now())
+			c.ownGone.Remember(e.name, e.rec.Generation, time.Now())
 		}
 	}
 	if e.elem != nil {

@@ -15,11 +15,17 @@ package cache
 // such a lookup (acquire: an exchange, an open) reads that version
 // (holds.MadeCopies keeps them, under Cache.mu).
 //
-// The same holds for any version this cache uploaded whose clean copy
-// leaves the index (dropLocked): evicted at once when the upload settles
-// in a full cache, say. A save by rename (write tmp, rename it over the
-// name) looked the name up in the local overlay while the previous
-// save's upload ran, based on what that upload replaced; renamed over
-// the name just after the upload settled and the copy was evicted, it
-// was based on that stale answer and saved beside the name as a
-// conflict. The version remembered has the content the overlay showed.
+// Much the same holds for any version this cache uploaded whose clean
+// copy leaves the index (dropLocked): evicted at once when the upload
+// settles in a full cache, say. A save by rename (write tmp, rename it
+// over the name) looked the name up in the local overlay while the
+// previous save's upload ran, based on what that upload replaced;
+// renamed over the name just after the upload settled and the copy was
+// evicted, it was based on that stale answer and saved beside the name
+// as a conflict. ownGone remembers those generations the same way, for
+// a rename's base only (takeTargetLocked): a replacement is based on the
+// newest version this cache knows the bucket has, whatever its content.
+// An open (acquire) does not use them: unlike a copy's, the uploaded
+// version's content need not be the one the caller looked up (a lookup
+// answered before the upload's last write, or by the bucket), and the
+// caller's version gone answers ErrStale, so that it looks again.

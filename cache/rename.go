@@ -406,9 +406,12 @@ func (r *dirRename) staleLocked() bool {
 		if m.e != nil && (m.e.dropped || (m.Linked && m.e.rec.Deleted)) {
 			stale = true
 		}
-		if m.e != nil && !m.Linked && !m.e.rec.Deleted && m.e.rec.LocalContent() {
-			// Written since the plan made it a copy of the bucket's
-			// version: its bytes must move with it now.
+		if m.e != nil && !m.Linked && (m.e.writers > 0 || !m.e.rec.Deleted && m.e.rec.LocalContent()) {
+			// Opened for writing (its copy completed) or written since
+			// the plan made it a copy of the bucket's version: its bytes,
+			// and the handles writing them, must move with it now (a
+			// handle moved to a new name whose file is not a link of its
+			// own would write where nothing reads).
 			stale = true
 		}
 	}

@@ -751,3 +751,117 @@ func TestRenameOverAnUploadEvicted(t *testing.T) {
 		t.Error("final is not the last save")
 	}
 }
+
+// TestRenameDirAfterAnOpenMeanwhile: a file opened for writing while its
+// directory's rename plans (a copy cached in part then, so planned as a
+// copy of the bucket's version; the open completes it) moves with its
+// bytes and its handle. Before, the handle moved to the new name, whose
+// file was an empty one standing for the copy, while its descriptor
+// still wrote the old name's file: the bucket got zeros.
+func TestRenameDirAfterAnOpenMeanwhile(t *testing.T) {
+	e := newEnv(t)
+	a := e.put("d/x", pattern(4*chunk, 1))
+	c := e.openWB(time.Hour)
+	var reads atomic.Int32
+	e.emu.SetHook(func(r *http.Request) (int, bool) {
+		return http.StatusServiceUnavailable, r.URL.Query().Get("alt") == "media" && reads.Add(1) > 1
+	})
+	h := e.openHandle(c, a)
+	if _, err := h.ReadAt(e.ctx, make([]byte, 100), 0); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	var w *WriteHandle
+	testAfterPlan = func(string) {
+		testAfterPlan = nil
+		e.emu.SetHook(nil)
+		var err error
+		if w, err = c.OpenWrite(e.ctx, a, false, false); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { testAfterPlan = nil }()
+	if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+		t.Fatal(err)
+	}
+	if w == nil {
+		t.Fatal("the open during the rename failed")
+	}
+	if _, err := w.WriteAt([]byte("LOCAL"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.flush(c)
+	want := append([]byte("LOCAL"), pattern(4*chunk, 1)[5:]...)
+	if got := e.object("e/x"); !bytes.Equal(got, want) {
+		t.Errorf("e/x in the bucket: %d bytes, not the write over the old content (starts %q)", len(got), got[:min(8, len(got))])
+	}
+}
+
+// TestRenamesOntoOneNameTakeTurns: a rename onto a name whose entry
+// another rename is still making waits for it, and a failed rename puts
+// back the file it was to replace only if nothing else took the name.
+// Before, the second rename set the first one's entry aside, and the
+// first one's failure put the original file back over the second
+// rename's, which had succeeded: its content never reached the bucket.
+// (The kernel serialises renames onto one name; the cache does too.)
+func TestRenamesOntoOneNameTakeTurns(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour)
+	for i, name := range []string{"a", "b", "y"} {
+		e.write(c, transfer.ObjectAttrs{Name: name}, true, 0, pattern(10<<10, uint32(i+1)))
+	}
+	c.mu.Lock()
+	ea, ey, eb := c.entries["a"], c.entries["y"], c.entries["b"]
+	c.mu.Unlock()
+	entryAt := func(name string) *entry {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.entries[name]
+	}
+	// Rename A (a over b) stops before its journal entry.
+	ea.persistMu.Lock()
+	errA := make(chan error, 1)
+	go func() { _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "a"}, "b", 0); errA <- err }()
+	waitFor(t, e.ctx, func() bool { return entryAt("b") != eb }, "rename A to publish its entry")
+	neA := entryAt("b")
+	// Rename B (y over b) waits for A's entry, then stops before its own
+	// journal entry.
+	ey.persistMu.Lock()
+	errB := make(chan error, 1)
+	go func() { _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "y"}, "b", 0); errB <- err }()
+	// B does not take A's entry on its way. (A bounded look, not a
+	// synchronization: before, B set it aside within microseconds.)
+	select {
+	case err := <-errB:
+		t.Fatalf("rename B ended (%v) while rename A's entry was on its way", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if entryAt("b") != neA {
+		t.Fatal("rename B replaced rename A's entry while it was on its way")
+	}
+	// A fails.
+	mend := breakJournal(c)
+	ea.persistMu.Unlock()
+	if err := <-errA; err == nil {
+		t.Fatal("rename A with a broken journal succeeded")
+	}
+	mend()
+	waitFor(t, e.ctx, func() bool { cur := entryAt("b"); return cur != eb && cur != neA }, "rename B to publish its entry")
+	ey.persistMu.Unlock()
+	if err := <-errB; err != nil {
+		t.Fatalf("rename B: %v", err)
+	}
+	e.flush(c)
+	if names := e.bucketNames(); !slices.Equal(names, []string{"a", "b"}) {
+		t.Errorf("the bucket holds %v, want a and b", names)
+	}
+	if !bytes.Equal(e.object("b"), pattern(10<<10, 3)) {
+		t.Error("b is not y's content, which rename B put there")
+	}
+	if !bytes.Equal(e.object("a"), pattern(10<<10, 1)) {
+		t.Error("a lost its content after its rename failed")
+	}
+}

@@ -25,12 +25,45 @@ func (c *Cache) takeTargetLocked(to string, toBase int64) (base int64, attempts 
 	if e == nil {
 		// A copy that left the index after the caller looked the name up
 		// (madecopies.go).
-		return max(toBase, c.madeCopies.Get(to, time.Now())), nil, nil
+		now := time.Now()
+		return max(toBase, c.madeCopies.Get(to, now), c.ownGone.Get(to, now)), nil, nil
 	}
 	return renameplan.Base(toBase, &e.rec), e.rec.Attempts, c.setAsideLocked(e)
 }
 
-// endTarget ends the time a rename's target spent set aside (if it had
+// readyLocked reports whether name's entry, if any, is ready: not being
+// made by a create or a rename whose journal entry is on its way.
+func (c *Cache) readyLocked(name string) bool {
+	e := c.entries[name]
+	return e == nil || isClosed(e.ready)
+}
+
+// waitTargetLocked waits, with c.mu held (released while waiting), until
+// no folder rename moves name and its entry, if any, is ready: renames
+// onto one name take effect one after the other, so that a target set
+// aside is never another rename's entry still on its way.
+func (c *Cache) waitTargetLocked(ctx context.Context, name string) error {
+	for {
+		if err := c.waitThawedLocked(ctx, name); err != nil {
+			return err
+		}
+		e := c.entries[name]
+		if e == nil || isClosed(e.ready) {
+			return nil
+		}
+		ready := e.ready
+		c.mu.Unlock()
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			c.mu.Lock()
+			return ctx.Err()
+		}
+		c.mu.Lock()
+	}
+}
+
+// endTargetLocked ends the time a rename's target spent set aside (if it had
 // an entry): restored if the rename failed (done false), replaced by ne,
 // based on base, if the journal has it. Called with Cache.mu held; the
 // caller releases the target's reference (releaseTarget) once it lets
@@ -93,7 +126,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 
 	newID := c.j.NewID() // before the entry is visible: an upload must never see ID 0
 	c.mu.Lock()
-	if err := c.waitThawedLocked(ctx, to); err != nil {
+	if err := c.waitTargetLocked(ctx, to); err != nil {
 		c.mu.Unlock()
 		return 0, err
 	}
@@ -176,7 +209,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	e := c.entries[from.Name]
 	if e == nil || !isClosed(e.ready) || e.err != nil || e.dropped || !e.rec.PendingCopy() || e.rec.Deleted ||
 		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.dl != nil || e.uploading || c.queue.InFlight(from.Name) ||
-		c.frozen.Covers(from.Name) || c.frozen.Covers(to) {
+		c.frozen.Covers(from.Name) || c.frozen.Covers(to) || !c.readyLocked(to) {
 		c.mu.Unlock()
 		return 0, false, nil
 	}

@@ -43,7 +43,8 @@ type cacheWriteBack struct {
 	confirmedFn  func(name string, a transfer.ObjectAttrs, deleted bool) // see OnConfirmed
 	conflictFn   ConflictFunc                                            // see OnConflict (conflictnote.go)
 	writeHandles map[*WriteHandle]struct{}                               // every WriteHandle not yet closed
-	madeCopies   holds.MadeCopies                                        // versions made here (copies, uploads) whose entries left, for a short while (madecopies.go)
+	madeCopies   holds.MadeCopies                                        // copies dropped once made, for a short while (madecopies.go)
+	ownGone      holds.MadeCopies                                        // versions uploaded here whose copies left the index, for a short while: a rename's base only (madecopies.go)
 }
 
 // cacheRenames is what directory renames hold (rename.go, folder.go).

@@ -118,6 +118,7 @@ func (l uploadLedger) ForgetCopy(u uploadJob) {
 	c := l.c
 	c.mu.Lock()
 	c.madeCopies.Forget(u.Name)
+	c.ownGone.Forget(u.Name)
 	c.mu.Unlock()
 }
 
