@@ -429,14 +429,20 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 		c.mu.Unlock()
 		return "", nil
 	}
-	id := e.rec.ID
+	id, version := e.rec.ID, e.version
 	c.mu.Unlock()
 	saved, err = recovery.SaveLost(c.opts.Dir, name, id)
 	if err != nil {
 		return "", fmt.Errorf("keeping the local bytes of %s before dropping them: %w", name, err)
 	}
+	if testAfterSaveLost != nil {
+		testAfterSaveLost(name)
+	}
 	c.mu.Lock()
-	if c.entries[name] != e || e.writers > 0 {
+	// Any change since (a write closed already, a deletion and a file
+	// made again in the same entry, a new data file) is not in what was
+	// kept: nothing is dropped then.
+	if c.entries[name] != e || e.writers > 0 || e.version != version || e.rec.ID != id {
 		c.mu.Unlock()
 		return saved, fmt.Errorf("%s changed meanwhile; nothing dropped (its bytes are also in %s)", name, saved)
 	}
@@ -455,6 +461,10 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 	}
 	return saved, nil
 }
+
+// testAfterSaveLost, set by tests only, runs in Resolve once the local
+// bytes are kept in lost+found, before the entry is dropped.
+var testAfterSaveLost func(name string)
 
 // checkRead checks the chunks a read of n bytes at off through h touches.
 func (h *WriteHandle) checkRead(off, n int64) error {

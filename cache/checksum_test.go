@@ -500,3 +500,31 @@ func TestGzipObjectChangedInPartsKeepsEncoding(t *testing.T) {
 		t.Errorf("after a change sent in parts the object has encoding %q and %d bytes (generation %d, was %d); want gzip and %d", got.ContentEncoding, got.Size, got.Generation, a.Generation, len(stored)+4)
 	}
 }
+
+// Resolve taking the bucket's version drops nothing that changed while
+// it kept the local bytes in lost+found: a file deleted and made again
+// in the meantime (the same entry, a new data file) stays.
+func TestResolveKeepsAFileMadeAgainMeanwhile(t *testing.T) {
+	e := newEnv(t)
+	a := e.put("f", []byte("old"))
+	c := e.openWB(time.Hour)
+	e.write(c, a, true, 0, []byte("local"))
+	c.mu.Lock()
+	c.entries["f"].rec.Damaged = "held by the test" // as hold does
+	c.mu.Unlock()
+	testAfterSaveLost = func(string) {
+		testAfterSaveLost = nil
+		if err := c.Remove(e.ctx, "f", a.Generation); err != nil {
+			t.Error(err)
+		}
+		e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, []byte("new file"))
+	}
+	defer func() { testAfterSaveLost = nil }()
+	if _, err := c.Resolve(e.ctx, "f", false); err == nil {
+		t.Error("Resolve dropped f though it changed meanwhile")
+	}
+	e.flush(c)
+	if got := e.object("f"); string(got) != "new file" {
+		t.Errorf("the bucket has %q, want %q", got, "new file")
+	}
+}

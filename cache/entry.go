@@ -148,18 +148,22 @@ func (c *Cache) setAsideLocked(e *entry) *setAside {
 
 // restoreLocked puts a set-aside entry back at its name: the rename that
 // set it aside failed, and its new entry was unpublished. A try of its
-// change stopped meanwhile goes again. If the name holds another entry
-// by now (a rename over the new entry while it was not ready: renames
-// onto one name wait for each other, takeTargetLocked, but a
-// directory's does not), that one replaced it.
+// change stopped meanwhile goes again. No other entry can have taken the
+// name meanwhile: a rename never sets aside an entry that is not ready
+// (waitTargetLocked, and a directory's plan waits for those under its
+// new prefix), so the new entry held the name until it was unpublished.
 func (c *Cache) restoreLocked(a *setAside) {
 	e := a.e
 	e.aside = false
 	if e.dropped {
 		return // its change went as a conflict copy meanwhile (conflictDone)
 	}
-	if c.entries[e.name] != nil {
-		c.replacedLocked(e) // held: removed at the release
+	if other := c.entries[e.name]; other != nil {
+		// Cannot happen (above). Keep both: the other stays at the name,
+		// and e, changes and all, stays out of the index but is not
+		// removed (release leaves a held entry's file alone until it is
+		// dropped), so that the next start finds its record.
+		c.log.Error("a rename that failed found its target's name taken by another entry; the target's record stays for the next start", "object", e.name)
 		return
 	}
 	c.entries[e.name] = e

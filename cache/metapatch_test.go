@@ -63,3 +63,33 @@ func TestMetaOnlyWithoutVersionEnds(t *testing.T) {
 		t.Errorf("the bucket holds %+v, %v; want generation %d untouched", got, err, a.Generation)
 	}
 }
+
+// An open for writing through passthrough that writes nothing gives back
+// its change at the close only if nothing else changed the file since
+// it joined: another handle that wrote the file in place (same size)
+// between the join and the passthrough handle's first change keeps its
+// write. Before, the mark was set on the written file and the change
+// counted as the passthrough handle's own: the close made the record
+// clean again, and the write never reached the bucket.
+func TestUntouchedOpenKeepsAnotherWrite(t *testing.T) {
+	e := newEnv(t)
+	a := e.put("f", []byte("hello world"))
+	c := e.openWB(time.Hour)
+	e.cacheAll(c, a, []byte("hello world"))
+	testAfterJoin = func(name string) {
+		testAfterJoin = nil
+		e.write(c, a, false, 0, []byte("HELLO")) // open, write in place, close
+	}
+	defer func() { testAfterJoin = nil }()
+	h, err := c.OpenWrite(e.ctx, a, false, true) // hidden: the kernel writes
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil { // the kernel wrote nothing through it
+		t.Fatal(err)
+	}
+	e.flush(c)
+	if got := e.object("f"); string(got) != "HELLO world" {
+		t.Errorf("the bucket has %q, want %q", got, "HELLO world")
+	}
+}

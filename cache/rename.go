@@ -271,14 +271,20 @@ func (r *dirRename) plan(ctx context.Context) error {
 	var waitFor chan struct{}
 	local := map[string]*entry{}
 	for name, e := range c.entries {
-		if !strings.HasPrefix(name, from) {
+		under := strings.HasPrefix(name, from)
+		if !under && !strings.HasPrefix(name, to) {
 			continue
 		}
 		if !isClosed(e.ready) {
+			// Being made: under from, it must be planned as it is;
+			// under to, it may be another rename's, never set aside
+			// on its way (setAsideLocked).
 			waitFor = e.ready
 			break
 		}
-		local[name] = e
+		if under {
+			local[name] = e
+		}
 	}
 	moves := map[string]*dirMove{}
 	for name, m := range renameplan.Moves(from, to, r.remote, slices.Collect(maps.Keys(local))) {
@@ -400,6 +406,9 @@ func (r *dirRename) staleLocked() bool {
 	for name, e := range c.entries {
 		if strings.HasPrefix(name, r.from) && (r.moves[name] == nil || r.moves[name].e != e) {
 			stale = true // made, replaced or dropped since the plan
+		}
+		if strings.HasPrefix(name, r.to) && !isClosed(e.ready) {
+			stale = true // being made: its maker decides its fate first
 		}
 	}
 	for _, m := range r.moves {

@@ -865,3 +865,59 @@ func TestRenamesOntoOneNameTakeTurns(t *testing.T) {
 		t.Error("a lost its content after its rename failed")
 	}
 }
+
+// TestRenameDirWaitsForATargetOnItsWay: a directory's rename does not
+// set aside an entry under its new prefix that another rename is still
+// making. Before, it did; when both renames then failed (a full disk),
+// the first one's restore gave way to the directory's entry, and the
+// directory's undo restored the first one's, already gone: the file
+// both were to replace, with its changes, was lost.
+func TestRenameDirWaitsForATargetOnItsWay(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour)
+	for i, name := range []string{"a", "e/x", "d/x"} {
+		e.write(c, transfer.ObjectAttrs{Name: name}, true, 0, pattern(10<<10, uint32(i+1)))
+	}
+	entryAt := func(name string) *entry {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.entries[name]
+	}
+	ea, ex, ed := entryAt("a"), entryAt("e/x"), entryAt("d/x")
+	// X, a over e/x, stops before its journal entry.
+	ea.persistMu.Lock()
+	errX := make(chan error, 1)
+	go func() { _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "a"}, "e/x", 0); errX <- err }()
+	waitFor(t, e.ctx, func() bool { return entryAt("e/x") != ex }, "X to publish its entry")
+	neX := entryAt("e/x")
+	// D, d/ to e/, will stop before its own journal entry.
+	ed.persistMu.Lock()
+	errD := make(chan error, 1)
+	go func() { _, err := c.RenameDir(e.ctx, "d/", "e/"); errD <- err }()
+	// (A bounded look, not a synchronization: before, D set X's entry
+	// aside within microseconds.)
+	select {
+	case err := <-errD:
+		t.Fatalf("D ended (%v) while X's entry was on its way", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if entryAt("e/x") != neX {
+		t.Fatal("D replaced X's entry while it was on its way")
+	}
+	mend := breakJournal(c)
+	ea.persistMu.Unlock()
+	if err := <-errX; err == nil {
+		t.Fatal("X succeeded with a broken journal")
+	}
+	waitFor(t, e.ctx, func() bool { cur := entryAt("e/x"); return cur != ex && cur != neX }, "D to publish its entries")
+	ed.persistMu.Unlock()
+	if err := <-errD; err == nil {
+		t.Fatal("D succeeded with a broken journal")
+	}
+	mend()
+	e.mustHaveLocal(c, map[string][]byte{"a": pattern(10<<10, 1), "e/x": pattern(10<<10, 2), "d/x": pattern(10<<10, 3)})
+	e.flush(c)
+	if names := e.bucketNames(); !slices.Equal(names, []string{"a", "d/x", "e/x"}) {
+		t.Errorf("the bucket holds %v, want a, d/x and e/x", names)
+	}
+}

@@ -42,7 +42,7 @@ import (
 type untouched struct {
 	e       *entry
 	prev    record    // e's record before the open
-	changes uint64    // e.changes once the handle's change began
+	changes uint64    // e.changes when the open joined e, then once the handle's change began (begunLocked)
 	uploads uint64    // e.uploadSeq then: an upload during the open (fsync with --fsync remote) made a new generation
 	size    int64     // the file's size at the open
 	mtime   time.Time // the file's modification time at the open
@@ -62,7 +62,22 @@ func untouchedLocked(e *entry) *untouched {
 	prev.Meta = maps.Clone(r.Meta)
 	prev.Sums, prev.Written = slices.Clone(r.Sums), slices.Clone(r.Written)
 	prev.Present, prev.Attempts = slices.Clone(r.Present), slices.Clone(r.Attempts)
-	return &untouched{e: e, prev: prev}
+	return &untouched{e: e, prev: prev, changes: e.changes, uploads: e.uploadSeq}
+}
+
+// begunLocked takes up u, the watch of h, once h's change has begun:
+// only if no other change (another handle's write, which the mark
+// cannot tell from the file as it was), no upload and no rename reached
+// u's entry since the open joined it, else there is nothing to undo at
+// the close. It reports whether the watch holds.
+func (u *untouched) begunLocked(h *WriteHandle) bool {
+	e := u.e
+	if h.e != e || h.orphan || e.changes != u.changes+1 || e.uploadSeq != u.uploads {
+		return false
+	}
+	u.changes = e.changes
+	e.watch = u
+	return true
 }
 
 // start sets u's mark on f, the handle's file, before the kernel has the

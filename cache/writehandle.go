@@ -80,6 +80,10 @@ var ErrLeftName = errors.New("the file was deleted or renamed while it was being
 // acquire of the entry and the handle's joining it, with no lock held.
 var testBeforeJoin func(name string)
 
+// testAfterJoin, set by tests only, runs in openWrite once the handle
+// joined its entry, before a hidden handle's change begins.
+var testAfterJoin func(name string)
+
 func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hidden bool) (*WriteHandle, error) {
 	e, err := c.acquire(ctx, a, trunc && a.Generation == 0)
 	if err != nil {
@@ -160,6 +164,9 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	}
 	e.rec.Complete, e.rec.Present = true, nil
 	c.mu.Unlock()
+	if testAfterJoin != nil {
+		testAfterJoin(a.Name)
+	}
 	if hidden {
 		// The kernel writes the file directly: one change from now until
 		// Close, which ends it. The daemon cannot see which chunks change:
@@ -170,8 +177,9 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 		err := h.begin((*record).ForgetSums)
 		if err == nil && h.untouched != nil {
 			c.mu.Lock()
-			h.untouched.changes, h.untouched.uploads = e.changes, e.uploadSeq
-			e.watch = h.untouched
+			if !h.untouched.begunLocked(h) {
+				h.untouched = nil
+			}
 			c.mu.Unlock()
 		}
 		if err != nil {
