@@ -879,13 +879,7 @@ func TestOpenOfAVersionGoneAfterOwnUploadEvicted(t *testing.T) {
 		t.Run(map[bool]string{false: "read", true: "write"}[write], func(t *testing.T) {
 			e := newEnv(t)
 			a1 := e.put("x", pattern(30<<10, 1))
-			o := e.opts(100 << 10)
-			o.WriteBackDelay = time.Hour
-			c, err := Open(o, e.b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := e.openSmall(0)
 			e.write(c, a1, true, 0, pattern(60<<10, 2)) // G2, this cache's
 			e.flush(c)
 			e.write(c, transfer.ObjectAttrs{Name: "tmp"}, true, 0, pattern(75<<10, 3))
@@ -894,6 +888,7 @@ func TestOpenOfAVersionGoneAfterOwnUploadEvicted(t *testing.T) {
 			}
 			e.flush(c)    // tmp's room is evictable again
 			a1.CRC32C = 0 // nothing to catch a wrong version by
+			var err error
 			if write {
 				_, err = c.OpenWrite(e.ctx, a1, false, false)
 			} else {

@@ -545,14 +545,9 @@ func TestExchangeWithACopyJustMade(t *testing.T) {
 // was sent, and the next save found no room.
 func TestRenamesCountTheBytesOnce(t *testing.T) {
 	e := newEnv(t)
-	o := e.opts(100 << 10)
-	o.WriteBackDelay = time.Hour // the deletions stay unsent
-	o.FullWait = time.Second     // a write that finds no room fails after it
-	c, err := Open(o, e.b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	// The deletions stay unsent; a write that finds no room fails after a
+	// second.
+	c := e.openSmall(time.Second)
 	// Below the share of changes that sends them at once (space.Pressure):
 	// nothing leaves before the flush at the end.
 	for i := range 3 {
@@ -672,16 +667,14 @@ func TestFailedRenameDirKeepsTheTargets(t *testing.T) {
 	}
 }
 
-// TestRenameDirAfterAWriteMeanwhile: a file written while its
-// directory's rename plans (a copy cached in part then, so planned as a
-// copy of the bucket's version) moves with its bytes. Before, the plan
-// held, and the write was lost: the new name got the bucket's version
-// and the old name's file, with the write, was let go of.
-func TestRenameDirAfterAWriteMeanwhile(t *testing.T) {
+// partialDirCopy makes an object d/x of four chunks and a cache (write-
+// back after an hour) that holds its first chunk only: the bucket
+// refuses every read after the first until the caller lifts its hook
+// (e.emu.SetHook(nil)).
+func partialDirCopy(t *testing.T) (*env, *Cache, transfer.ObjectAttrs) {
 	e := newEnv(t)
 	a := e.put("d/x", pattern(4*chunk, 1))
 	c := e.openWB(time.Hour)
-	// Only the first chunk is cached when the rename plans.
 	var reads atomic.Int32
 	e.emu.SetHook(func(r *http.Request) (int, bool) {
 		return http.StatusServiceUnavailable, r.URL.Query().Get("alt") == "media" && reads.Add(1) > 1
@@ -691,6 +684,16 @@ func TestRenameDirAfterAWriteMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Close()
+	return e, c, a
+}
+
+// TestRenameDirAfterAWriteMeanwhile: a file written while its
+// directory's rename plans (a copy cached in part then, so planned as a
+// copy of the bucket's version) moves with its bytes. Before, the plan
+// held, and the write was lost: the new name got the bucket's version
+// and the old name's file, with the write, was let go of.
+func TestRenameDirAfterAWriteMeanwhile(t *testing.T) {
+	e, c, a := partialDirCopy(t)
 	testAfterPlan = func(string) {
 		testAfterPlan = nil
 		c.mu.Lock()
@@ -722,13 +725,7 @@ func TestRenameDirAfterAWriteMeanwhile(t *testing.T) {
 // conflict copy, the name keeping the older save.
 func TestRenameOverAnUploadEvicted(t *testing.T) {
 	e := newEnv(t)
-	o := e.opts(100 << 10)
-	o.WriteBackDelay = time.Hour
-	c, err := Open(o, e.b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := e.openSmall(0)
 	e.write(c, transfer.ObjectAttrs{Name: "final"}, true, 0, pattern(40<<10, 1))
 	looked, ok := c.Local("final") // what a lookup sees: the change, based on nothing
 	if !ok || looked.Generation != 0 {
@@ -759,18 +756,7 @@ func TestRenameOverAnUploadEvicted(t *testing.T) {
 // file was an empty one standing for the copy, while its descriptor
 // still wrote the old name's file: the bucket got zeros.
 func TestRenameDirAfterAnOpenMeanwhile(t *testing.T) {
-	e := newEnv(t)
-	a := e.put("d/x", pattern(4*chunk, 1))
-	c := e.openWB(time.Hour)
-	var reads atomic.Int32
-	e.emu.SetHook(func(r *http.Request) (int, bool) {
-		return http.StatusServiceUnavailable, r.URL.Query().Get("alt") == "media" && reads.Add(1) > 1
-	})
-	h := e.openHandle(c, a)
-	if _, err := h.ReadAt(e.ctx, make([]byte, 100), 0); err != nil {
-		t.Fatal(err)
-	}
-	h.Close()
+	e, c, a := partialDirCopy(t)
 	var w *WriteHandle
 	testAfterPlan = func(string) {
 		testAfterPlan = nil
@@ -832,13 +818,9 @@ func TestRenamesOntoOneNameTakeTurns(t *testing.T) {
 	ey.persistMu.Lock()
 	errB := make(chan error, 1)
 	go func() { _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "y"}, "b", 0); errB <- err }()
-	// B does not take A's entry on its way. (A bounded look, not a
-	// synchronization: before, B set it aside within microseconds.)
-	select {
-	case err := <-errB:
-		t.Fatalf("rename B ended (%v) while rename A's entry was on its way", err)
-	case <-time.After(100 * time.Millisecond):
-	}
+	// B does not take A's entry on its way (before, it set it aside
+	// within microseconds).
+	stillWaiting(t, errB, "rename B")
 	if entryAt("b") != neA {
 		t.Fatal("rename B replaced rename A's entry while it was on its way")
 	}
@@ -894,13 +876,7 @@ func TestRenameDirWaitsForATargetOnItsWay(t *testing.T) {
 	ed.persistMu.Lock()
 	errD := make(chan error, 1)
 	go func() { _, err := c.RenameDir(e.ctx, "d/", "e/"); errD <- err }()
-	// (A bounded look, not a synchronization: before, D set X's entry
-	// aside within microseconds.)
-	select {
-	case err := <-errD:
-		t.Fatalf("D ended (%v) while X's entry was on its way", err)
-	case <-time.After(100 * time.Millisecond):
-	}
+	stillWaiting(t, errD, "D") // before, D set X's entry aside within microseconds
 	if entryAt("e/x") != neX {
 		t.Fatal("D replaced X's entry while it was on its way")
 	}

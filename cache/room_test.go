@@ -45,6 +45,18 @@ func growInBackground(e *env, c *Cache, name string, n int) <-chan error {
 	return done
 }
 
+// stillWaiting fails the test if errc reports within 100 ms: what it
+// reports for must still wait. A bounded look, not a synchronization:
+// what it checks ended within microseconds when it did not wait.
+func stillWaiting(t *testing.T, errc <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-errc:
+		t.Fatalf("%s ended (%v), where it must wait", what, err)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
 // withinASecond fails the test unless done reports success within a
 // second of now.
 func withinASecond(t *testing.T, done <-chan error, what string) {
@@ -205,14 +217,9 @@ func TestAWriteWaitingForRoomFollowsItsFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.waits {
-				// No room came: the write still waits. (A bounded look,
-				// not a synchronization: before, an exchange let it go
-				// within microseconds, past the cap.)
-				select {
-				case err := <-done:
-					t.Fatalf("after the %s the write ended (%v) with no room made: %d bytes counted, cap %d", tc.change, err, c.Stats().UsedBytes, o.MaxSize)
-				case <-time.After(100 * time.Millisecond):
-				}
+				// No room came: the write still waits (before, an exchange
+				// let it go within microseconds, past the cap).
+				stillWaiting(t, done, "after the "+tc.change+", the write")
 			}
 			// Room comes: big is deleted (never uploaded: settled at once).
 			if err := c.Remove(e.ctx, "big", 0); err != nil {

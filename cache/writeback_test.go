@@ -34,6 +34,22 @@ func (e *env) openWB(delay time.Duration) *Cache {
 	return c
 }
 
+// openSmall opens a cache of 100 KiB that writes back after an hour,
+// waiting up to fullWait (0: the default) for room; it is closed when
+// the test ends.
+func (e *env) openSmall(fullWait time.Duration) *Cache {
+	e.t.Helper()
+	o := e.opts(100 << 10)
+	o.WriteBackDelay = time.Hour
+	o.FullWait = fullWait
+	c, err := Open(o, e.b)
+	if err != nil {
+		e.t.Fatalf("cache.Open: %v", err)
+	}
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func (e *env) object(name string) []byte {
 	e.t.Helper()
 	var buf bytes.Buffer

@@ -168,23 +168,7 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 		testAfterJoin(a.Name)
 	}
 	if hidden {
-		// The kernel writes the file directly: one change from now until
-		// Close, which ends it. The daemon cannot see which chunks change:
-		// their sums describe the file no longer.
-		if h.untouched != nil && !h.untouched.start(f) {
-			h.untouched = nil
-		}
-		err := h.begin((*record).ForgetSums)
-		if err == nil && h.untouched != nil {
-			c.mu.Lock()
-			if !h.untouched.begunLocked(h) {
-				h.untouched = nil
-			}
-			c.mu.Unlock()
-		}
-		if err != nil {
-			h.hidden = false
-			h.Close()
+		if err := h.beginHidden(); err != nil {
 			return nil, err
 		}
 	}
@@ -252,6 +236,30 @@ func (c *Cache) completeForWrite(ctx context.Context, e *entry, a transfer.Objec
 		}
 	}
 	return trunc, nil
+}
+
+// beginHidden begins the change of a hidden handle: the kernel writes the
+// file directly, one change from the open until Close, which ends it.
+// The daemon cannot see which chunks change: their sums describe the
+// file no longer. An open that writes nothing is watched (untouched.go).
+// If the change cannot begin, the handle is closed.
+func (h *WriteHandle) beginHidden() error {
+	if h.untouched != nil && !h.untouched.start(h.f) {
+		h.untouched = nil
+	}
+	err := h.begin((*record).ForgetSums)
+	if err == nil && h.untouched != nil {
+		h.c.mu.Lock()
+		if !h.untouched.begunLocked(h) {
+			h.untouched = nil
+		}
+		h.c.mu.Unlock()
+	}
+	if err != nil {
+		h.hidden = false
+		h.Close()
+	}
+	return err
 }
 
 // Size is the current size of the local copy.
