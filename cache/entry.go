@@ -125,10 +125,12 @@ func (c *Cache) unpublishLocked(e *entry, err error) []*entry {
 }
 
 // setAside is an entry a rename is about to give another file's name to,
-// set aside until the journal has the rename (setAsideLocked).
+// set aside until the journal has the rename (setAsideLocked). A nil
+// *setAside stands for a name that had no entry: its methods do nothing.
 type setAside struct {
-	e   *entry
-	gen int64 // e's generation when it was set aside
+	e    *entry
+	gen  int64 // e's generation when it was set aside
+	base int64 // the generation the rename's new record is based on
 }
 
 // setAsideLocked sets e aside for a rename that is to put another file at
@@ -138,12 +140,13 @@ type setAside struct {
 // try meanwhile (recordAttempt). If the journal refuses the rename,
 // restoreLocked puts it back and nothing happened; once the journal has
 // the rename, replaceLocked makes the new entry its successor. Either way
-// the caller then releases the reference (release), which removes it
-// once replaced.
-func (c *Cache) setAsideLocked(e *entry) *setAside {
+// the caller then releases the reference (releaseAside), which removes
+// it once replaced. base is the generation the rename's new record is
+// based on.
+func (c *Cache) setAsideLocked(e *entry, base int64) *setAside {
 	e.refs++
 	e.aside = true
-	return &setAside{e: e, gen: e.rec.Generation}
+	return &setAside{e: e, gen: e.rec.Generation, base: base}
 }
 
 // restoreLocked puts a set-aside entry back at its name: the rename that
@@ -153,6 +156,9 @@ func (c *Cache) setAsideLocked(e *entry) *setAside {
 // (waitTargetLocked, and a directory's plan waits for those under its
 // new prefix), so the new entry held the name until it was unpublished.
 func (c *Cache) restoreLocked(a *setAside) {
+	if a == nil {
+		return
+	}
 	e := a.e
 	e.aside = false
 	if e.dropped {
@@ -173,22 +179,32 @@ func (c *Cache) restoreLocked(a *setAside) {
 }
 
 // replaceLocked ends a set-aside entry once the journal has the rename
-// that gives its name to ne, based on generation base: handles still open
-// on it keep their copy (orphaned), as on a local disk, and its change is
-// no change (ne is the name's change now). If a transfer of it ended
-// meanwhile and moved its generation (an upload, or a deletion: 0), ne
-// is based on that now, as supersededLocked does for one that ends
-// later.
-func (c *Cache) replaceLocked(a *setAside, ne *entry, base int64) {
+// that gives its name to ne: handles still open on it keep their copy
+// (orphaned), as on a local disk, and its change is no change (ne is the
+// name's change now). If a transfer of it ended meanwhile and moved its
+// generation (an upload, or a deletion: 0), ne is based on that now, as
+// supersededLocked does for one that ends later.
+func (c *Cache) replaceLocked(a *setAside, ne *entry) {
+	if a == nil {
+		return
+	}
 	e := a.e
 	e.aside = false
-	if gen := e.rec.Generation; gen != a.gen && ne.rec.Generation == base {
+	if gen := e.rec.Generation; gen != a.gen && ne.rec.Generation == a.base {
 		ne.rec.Generation = gen
 		if gen > 0 {
-			ne.rebasedFrom, ne.rebasedTo = base, gen
+			ne.rebasedFrom, ne.rebasedTo = a.base, gen
 		}
 	}
 	c.replacedLocked(e)
+}
+
+// releaseAside lets go of the reference setAsideLocked took, with no lock
+// held: a target replaced goes once nothing else holds it.
+func (c *Cache) releaseAside(a *setAside) {
+	if a != nil {
+		c.release(a.e)
+	}
 }
 
 // replacedLocked takes e out of the index for a rename that puts another

@@ -250,11 +250,10 @@ type dirRename struct {
 }
 
 // dirTarget is an entry a new name of a directory rename replaces, set
-// aside (setAsideLocked) for ne, based on base.
+// aside (setAsideLocked) for ne.
 type dirTarget struct {
-	old  *setAside
-	ne   *entry
-	base int64
+	old *setAside
+	ne  *entry
 }
 
 // dirTomb is the deletion of one old name of a directory rename.
@@ -479,7 +478,7 @@ func (r *dirRename) addNewLocked(m *dirMove, listed int64) {
 	var target *setAside
 	if old := c.entries[m.New]; old != nil {
 		base = renameplan.Base(listed, &old.rec)
-		target = c.setAsideLocked(old)
+		target = c.setAsideLocked(old, base)
 	}
 	nrec := renameplan.NewRecord(r.from, &m.Move, m.recOf(), base, c.opts.ChunkSize, func() (int64, bool) {
 		st, err := os.Stat(c.dataPath(m.NewID))
@@ -497,7 +496,7 @@ func (r *dirRename) addNewLocked(m *dirMove, listed int64) {
 	}
 	ne := c.publishLocked(m.New, nrec, since)
 	if target != nil {
-		r.targets = append(r.targets, dirTarget{target, ne, base})
+		r.targets = append(r.targets, dirTarget{target, ne})
 	}
 	r.fresh = append(r.fresh, ne)
 	r.ops = append(r.ops, durable.PutOp(m.New, nrec, 0))
@@ -528,7 +527,7 @@ func (r *dirRename) undo(err error) {
 		victims = append(victims, c.unpublishLocked(ne, err)...)
 	}
 	for _, t := range r.targets {
-		c.endTargetLocked(t.old, false, t.ne, t.base)
+		c.restoreLocked(t.old)
 	}
 	c.mu.Unlock()
 	r.unlockOlds()
@@ -540,7 +539,7 @@ func (r *dirRename) undo(err error) {
 // releaseTargets lets go of the references setAsideLocked took.
 func (r *dirRename) releaseTargets() {
 	for _, t := range r.targets {
-		r.c.releaseTarget(t.old)
+		r.c.releaseAside(t.old)
 	}
 }
 
@@ -550,7 +549,7 @@ func (r *dirRename) apply() {
 	c := r.c
 	c.mu.Lock()
 	for _, t := range r.targets {
-		c.endTargetLocked(t.old, true, t.ne, t.base)
+		c.replaceLocked(t.old, t.ne)
 	}
 	for _, ne := range r.fresh {
 		close(ne.ready)

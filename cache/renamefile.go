@@ -28,7 +28,8 @@ func (c *Cache) takeTargetLocked(to string, toBase int64) (base int64, attempts 
 		now := time.Now()
 		return max(toBase, c.madeCopies.Get(to, now), c.ownGone.Get(to, now)), nil, nil
 	}
-	return renameplan.Base(toBase, &e.rec), e.rec.Attempts, c.setAsideLocked(e)
+	base = renameplan.Base(toBase, &e.rec)
+	return base, e.rec.Attempts, c.setAsideLocked(e, base)
 }
 
 // readyLocked reports whether name's entry, if any, is ready: not being
@@ -60,29 +61,6 @@ func (c *Cache) waitTargetLocked(ctx context.Context, name string) error {
 			return ctx.Err()
 		}
 		c.mu.Lock()
-	}
-}
-
-// endTargetLocked ends the time a rename's target spent set aside (if it had
-// an entry): restored if the rename failed (done false), replaced by ne,
-// based on base, if the journal has it. Called with Cache.mu held; the
-// caller releases the target's reference (releaseTarget) once it lets
-// go of Cache.mu.
-func (c *Cache) endTargetLocked(old *setAside, done bool, ne *entry, base int64) {
-	switch {
-	case old == nil:
-	case done:
-		c.replaceLocked(old, ne, base)
-	default:
-		c.restoreLocked(old)
-	}
-}
-
-// releaseTarget lets go of the reference takeTargetLocked took: a target
-// replaced goes once nothing else holds it.
-func (c *Cache) releaseTarget(old *setAside) {
-	if old != nil {
-		c.release(old.e)
 	}
 }
 
@@ -167,15 +145,15 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	ne.rec.ID = nrec.ID
 	if err != nil {
 		victims := c.unpublishLocked(ne, err)
-		c.endTargetLocked(target, false, ne, toBase)
+		c.restoreLocked(target)
 		c.mu.Unlock()
 		e.persistMu.Unlock()
-		c.releaseTarget(target)
+		c.releaseAside(target)
 		c.removeAll(victims)
 		return 0, fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
 	}
 	close(ne.ready)
-	c.endTargetLocked(target, true, ne, toBase)
+	c.replaceLocked(target, ne)
 	e.rec.Deleted, e.rec.Dirty, e.rec.MetaOnly = true, true, false
 	e.rec.Meta = nil // a file made again under the old name starts without it
 	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
@@ -192,7 +170,7 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	c.mu.Unlock()
 	c.settleDeletion(e, tomb)
 	e.persistMu.Unlock()
-	c.releaseTarget(target)
+	c.releaseAside(target)
 	return toBase, nil
 }
 
@@ -242,16 +220,16 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	e.uploading = false
 	if err != nil {
 		victims := c.unpublishLocked(ne, err)
-		c.endTargetLocked(target, false, ne, toBase)
+		c.restoreLocked(target)
 		c.notifyLocked()
 		c.mu.Unlock()
 		e.persistMu.Unlock()
-		c.releaseTarget(target)
+		c.releaseAside(target)
 		c.removeAll(victims)
 		return 0, true, fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
 	}
 	close(ne.ready)
-	c.endTargetLocked(target, true, ne, toBase)
+	c.replaceLocked(target, ne)
 	oldID := e.rec.ID
 	e.rec = tomb
 	c.chargeLocked(e, 0)
@@ -263,7 +241,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	c.mu.Unlock()
 	c.settleDeletion(e, tomb)
 	e.persistMu.Unlock()
-	c.releaseTarget(target)
+	c.releaseAside(target)
 	if derr := c.detachData(oldID, from.Name, tomb); derr != nil {
 		c.log.Warn("giving a renamed file's old name a file of its own failed", "object", from.Name, "err", derr)
 	}
