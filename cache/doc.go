@@ -123,122 +123,49 @@
 //	exchange.go     swapping two names (Exchange)
 //	madecopies.go   why copies just made are remembered (holds.MadeCopies)
 //
-// The durable record (the index's bbolt schema, the journal, the Record
-// and its encodings, the data files' descriptions) is package
-// internal/durable: this package decides which records exist and when
-// they change; durable keeps them, in order, on disk.
+// The internal packages, each with its own package comment (what it
+// owns, its invariants, its locks), and what stays here of each:
 //
-// The space budget (the cap and the sum of the charges, the disk's floor
-// and free space, the wake of writers waiting for room, the pressure of
-// changed files) is package internal/space: this package decides what
-// each entry is charged and which entries go to make room; space keeps
-// the numbers, under its own lock.
+//	durable     the index's bbolt schema, the journal, the Record and its
+//	            encodings, the data files' descriptions; here: which
+//	            records exist and when they change
+//	space       the cap and the sum of the charges, the disk's floor and
+//	            free space, the wake of writers waiting for room, under
+//	            its own lock; here: what each entry is charged, which
+//	            entries are evicted
+//	recovery    a start's loading, a damaged index rebuilt, files no
+//	            record names placed or moved to lost+found, Fsck; needs
+//	            none of the cache's state; here: the entries made from
+//	            what Load returns
+//	integrity   a data file read against its chunk sums; here: which
+//	            chunks need a check, what a failure means for an entry
+//	objmeta     the metadata bucketfs writes on objects, conflict names
+//	readpattern what a handle's reads say its download should fetch;
+//	            here: the whole fetch started (fetch.go's promote)
+//	read        the Handle, behind read.Cache (handle.go); here: which
+//	            copy a handle reads and which download fills it
+//	warm        'bucketfs warm', behind warm.Cache (warm.go); here: the
+//	            filling and pinning of one version
+//	upload      one transfer's conversation with the bucket, behind
+//	            upload.Ledger (uploadledger.go); here: the snapshot it
+//	            sends (takeUpload) and every change of the entry
+//	send        one request, parts or a server-side copy; staging
+//	            prefixes and their cleaner; here: when a name is sent
+//	folders     a hierarchical namespace's folder calls; here: whether a
+//	            directory rename may use them, its names frozen meanwhile
+//	renameplan  the records a rename writes; here: the entries, files,
+//	            journal entry and handles that follow
+//	pending     the uploader's queue and the local overlay's names,
+//	            guarded by Cache.mu like a map; here: whether a name is
+//	            dirty, deleted, held or open
+//	holds       what renames hold back (versions pending copies read,
+//	            prefixes under way, copies just made), guarded by
+//	            Cache.mu; here: which entry holds what, and when
+//	report      the Stats and Status types, the ring of recent failures,
+//	            a repeating warning's limiter, guarded by Cache.mu; here:
+//	            what a snapshot lists and counts
 //
-// Checking and mending a cache directory from its disk (the bucket
-// file, a damaged index moved aside and rebuilt, a start's loading of
-// the index: the journal replayed, records reconciled with their files,
-// data files no record names placed or moved to lost+found; Fsck) is
-// package internal/recovery: this package takes the records
-// recovery.Load returns, with the index and journal it opened, counts
-// the copies it found of the wrong size, and makes the entries; recovery
-// needs none of the cache's state.
-//
-// What bucketfs writes on the objects it uploads (the modification time
-// and upload ID keys, the metadata an upload carries and a new version
-// keeps, the names of conflict copies) is package internal/objmeta, pure
-// functions of plain values.
-//
-// How a handle's reads decide what its download fetches (the chunk
-// ahead of a reader in order, the whole object once the reads show it
-// will be read broadly) is package internal/readpattern: the evidence of
-// one handle's reads under a leaf lock, and the rule as a pure function;
-// package internal/read acts on it, and this package starts the whole
-// fetch (fetch.go's promote).
-//
-// The records a rename writes (the generation the new name's record is
-// based on, the deletion the old name becomes; for a directory renamed
-// by copies, which names move, which keep their bytes and which become
-// pending copies, and what an old entry's deletion keeps of what changed
-// meanwhile) are package internal/renameplan, pure functions of records
-// and the bucket's attributes; which entries exist, the files, the
-// journal entry and the handles that follow stay here (rename.go,
-// renamefile.go, exchange.go).
-//
-// The calls to a bucket's hierarchical namespace (a folder renamed in
-// one step, which objects moved with their content, empty folders
-// deleted, and whether the bucket has folders at all) are package
-// internal/folders; whether a directory rename may use them, and the
-// freezing of its names meanwhile, stay here (folder.go).
-//
-// Sending a file's content to the bucket (one request, parts, or a
-// server-side copy of a pending copy's source) and the staging prefixes
-// of parallel uploads (recorded in the index before the first part
-// leaves, cleaned up after, and by a background cleaner after a crash
-// or a failed cleanup; CleanStaging at an unmount) are package
-// internal/send: this package decides when a name is sent, from what
-// and under which conditions, and settles the entry once the bucket
-// answers; send needs none of the cache's state, and keeps the prefixes
-// of the uploads running now under its own lock.
-//
-// Reading a data file and checking its bytes against its chunk sums
-// (the chunks a read touches, a range of chunks checked, a changed file
-// summed and checked before its upload, the sums the upload carries) is
-// package internal/integrity: this package decides which chunks need a
-// check and what a failure means for an entry (dropped and fetched
-// again, or held until Resolve); integrity sees only a file and plain
-// values, and has no lock.
-//
-// Filling the cache under prefixes ahead of their reads ('bucketfs warm':
-// listing the objects, checking that they fit beside the copies that
-// cannot be evicted, fetching them some at a time with few opens at once,
-// the progress and the report) is package internal/warm: this package
-// says which copies are complete and what cannot be evicted, and fills
-// and pins one version at a time (warmTarget, behind warm.Cache); warm
-// holds no lock of this package's, and the names callers use (Warm,
-// WarmVersion, WarmOptions, WarmReport, NoRoomError) stay here as
-// wrappers and aliases.
-//
-// What the cache tells its operator (the Stats and Status snapshot types,
-// the order of their lists, the ring of the most recent failures, and the
-// limiter of a warning that repeats on every tick) is package
-// internal/report: this package decides which entries a snapshot lists,
-// what it counts and which failures are noted; report keeps the types and
-// the ring, which Cache.mu guards like a map.
-//
-// What is waiting to reach the bucket (the uploader's queue: the dirty
-// names and when each is due, the names with a transfer running, when
-// the uploader wakes by itself, and the scan that takes the due names;
-// and the local overlay's index: the sorted names that may be dirty and
-// their directories, with the queries by prefix listings make) is
-// package internal/pending: plain data structures this package keeps
-// under Cache.mu; whether a name is dirty, deleted, held, open for
-// writing or waiting for a rename is decided here, per name.
-//
-// What renames hold back (the bucket versions pending copies read,
-// counted by name; the prefixes of directory renames under way, quiet
-// or frozen; the copies just made and dropped, remembered a short while)
-// is package internal/holds: plain data structures this package keeps
-// under Cache.mu; which entry holds what, and when, is decided here.
-//
-// The conversation of one transfer with the bucket (what an upload,
-// deletion or metadata patch sends, under which conditions and
-// metadata, the entry's own unconfirmed tries told from another
-// writer's versions, conflict copies, a copy whose source is gone, and
-// the backoff of failed tries) is package internal/upload: this package
-// takes the snapshot it sends (takeUpload), and makes every change of
-// the entry its answers call for through upload.Ledger (uploadLedger),
-// one critical section of Cache.mu per method; upload holds no lock and
-// never sees an entry (the Job names it by a type parameter).
-//
-// Reading one object version (the Handle: a local copy read as is, or
-// after its download has the chunks a read touches; the chunks of a copy
-// being verified checked before they are served, a bad one's bytes read
-// from the bucket; an object too big for the cache read from the bucket,
-// its first bytes fetched by the check; the reads noted and acted on: the
-// chunk ahead, a whole fetch) is package internal/read: this package
-// decides which copy a handle reads, whether it is complete or being
-// verified and which download fills it (newHandle), and answers the
-// handle through read.Cache (handleCache: the chunk checks and what a bad
-// one means, the whole fetch, the release, the counts); read holds no
-// lock of this package's, and Handle and ErrStale stay here as aliases.
+// The packages behind an interface (read, warm, upload) hold no lock of
+// this package's: each method of their interface is one critical section
+// of Cache.mu, implemented here, and is never called with it held.
 package cache
