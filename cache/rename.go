@@ -302,10 +302,7 @@ func (l dirLedger) Plan(from, to string, remote, remoteTo []transfer.ObjectAttrs
 	}
 	c.mu.Unlock()
 	r.moves = moves
-	if waitFor != nil {
-		return r, waitFor
-	}
-	return r, nil
+	return r, waitFor
 }
 
 // Prepare makes the cache files for the new records (and deletions
