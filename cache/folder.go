@@ -7,13 +7,13 @@ import (
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/cache/internal/folders"
 	"github.com/bucketfs/bucketfs/cache/internal/holds"
-	"github.com/bucketfs/bucketfs/transfer"
 )
 
-// Directory rename in a bucket with a hierarchical namespace. There the
-// store renames a folder, with everything under it, in one atomic step
-// (transfer.Bucket.RenameFolder): no copies, no deletions, nothing to
-// resume after a crash. RenameDir uses it when the index has nothing to
+// Directory rename in a bucket with a hierarchical namespace: the store
+// renames a folder, with everything under it, in one atomic step. The
+// flow (when it is tried, the bucket's call, the listing after it, which
+// objects moved) is package internal/dirrename's; here are its steps that
+// read or change entries. RenameDir uses it when the index has nothing to
 // add to what the bucket holds under the directory:
 //
 //   - every entry under the old prefix is a clean copy of the bucket's
@@ -28,28 +28,18 @@ import (
 // removing or renaming a name under them waits (acquire, Rename,
 // RenameDir), so the index under them is what was checked before. After
 // it, each cached copy takes its new name if the object there has the
-// same content (size and checksums: the store gives moved objects new
-// generations); a copy that does not is dropped. If the store's answer
-// is lost, it is unknown whether the folder moved: the cached copies
-// under the old prefix are dropped and the rename fails (EIO); what the
-// bucket says is shown from then on.
+// same content; a copy that does not is dropped (Forget).
 //
 // Folders outlive their objects in such a bucket: package
 // internal/folders deletes the empty ones a directory leaves behind, and
 // makes the folder calls.
 
-// tryFolderRename renames directory from to to (prefixes, as RenameDir)
-// with the bucket's folder rename, if it can (see above); remote and
-// remoteTo are the bucket's objects under them. done says it did, and
-// moved holds, by new name, the objects known to have moved with their
-// content (none if the new folder could not be listed); false with no
-// error: nothing changed, copy instead. Once the bucket said it has no
-// hierarchical namespace, it is not asked again.
-func (c *Cache) tryFolderRename(ctx context.Context, from, to string, remote, remoteTo []transfer.ObjectAttrs) (moved map[string]Moved, done bool, err error) {
-	if c.folders.Flat() || len(remote) == 0 || len(remoteTo) > 0 {
-		return nil, false, nil
-	}
+// Freeze checks the entries under from and to, and c.holds and c.quiet,
+// and adds both prefixes to c.frozen if the folder may move.
+func (l dirLedger) Freeze(from, to string) ([]*entry, bool) {
+	c := l.c
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	var checked []*entry
 	ok := true
 	for name, e := range c.entries {
@@ -75,33 +65,10 @@ func (c *Cache) tryFolderRename(ctx context.Context, from, to string, remote, re
 		}
 	}
 	if !ok || c.frozen.Overlaps(from) || c.frozen.Overlaps(to) {
-		c.mu.Unlock()
-		return nil, false, nil
+		return nil, false
 	}
 	c.frozen.Add(from, to)
-	c.mu.Unlock()
-	defer c.thaw(from, to)
-
-	renamed, err := c.folders.Rename(ctx, from, to)
-	if err != nil {
-		c.forgetClean(checked, nil, nil)
-		return nil, false, err
-	}
-	if !renamed {
-		return nil, false, nil
-	}
-	list, lerr := c.listAll(ctx, to)
-	if lerr != nil {
-		c.log.Warn("listing a renamed folder failed; its cached files are dropped", "folder", to, "err", lerr)
-		c.forgetClean(checked, nil, nil)
-		return map[string]Moved{}, true, nil
-	}
-	moved = folders.Matched(from, to, remote, list)
-	c.forgetClean(checked, func(name string) (transfer.ObjectAttrs, transfer.ObjectAttrs) {
-		m := moved[to+name[len(from):]]
-		return m.Old, m.New
-	}, func(name string) string { return to + name[len(from):] })
-	return moved, true, nil
+	return checked, true
 }
 
 // Moved is one object a folder rename moved: its version under the old
@@ -117,11 +84,11 @@ func (c *Cache) settledCleanLocked(e *entry) bool {
 		e.holding == "" && e.dlHold == "" && c.holds.Held(e.name) == 0
 }
 
-// forgetClean settles the cached copies checked before a folder rename:
-// with versions (the old and new attributes of an entry's object, if it
-// moved with its content), each copy of the version that moved takes the
-// new name (rename), the others are dropped; without, all are dropped.
-func (c *Cache) forgetClean(checked []*entry, versions func(name string) (old, new transfer.ObjectAttrs), rename func(string) string) {
+// Forget renames, in the index, each checked copy whose version moved
+// (old generation the entry's) and drops the others, then journals the
+// new names.
+func (l dirLedger) Forget(from, to string, checked []*entry, moved map[string]Moved) {
+	c := l.c
 	var ops []durable.Op
 	var victims []*entry
 	c.mu.Lock()
@@ -129,17 +96,14 @@ func (c *Cache) forgetClean(checked []*entry, versions func(name string) (old, n
 		if e.dropped || c.entries[e.name] != e {
 			continue // evicted meanwhile
 		}
-		if versions != nil {
-			old, now := versions(e.name)
-			if now.Name != "" && old.Generation == e.rec.Generation {
-				ops = append(ops, durable.RemoveOp(e.name, e.rec.ID))
-				delete(c.entries, e.name)
-				e.name = rename(e.name)
-				e.rec.Generation = now.Generation
-				c.entries[e.name] = e
-				ops = append(ops, durable.PutOp(e.name, e.rec, 0))
-				continue
-			}
+		if m := moved[to+e.name[len(from):]]; m.New.Name != "" && m.Old.Generation == e.rec.Generation {
+			ops = append(ops, durable.RemoveOp(e.name, e.rec.ID))
+			delete(c.entries, e.name)
+			e.name = to + e.name[len(from):]
+			e.rec.Generation = m.New.Generation
+			c.entries[e.name] = e
+			ops = append(ops, durable.PutOp(e.name, e.rec, 0))
+			continue
 		}
 		victims = append(victims, c.dropLocked(e)...)
 	}
@@ -160,9 +124,11 @@ func (c *Cache) waitThawedLocked(ctx context.Context, name string) error {
 	return c.waitLocked(ctx, func() bool { return !c.frozen.Covers(name) })
 }
 
-func (c *Cache) thaw(prefixes ...string) {
+// Thaw takes the prefixes out of c.frozen.
+func (l dirLedger) Thaw(from, to string) {
+	c := l.c
 	c.mu.Lock()
-	c.frozen.Remove(prefixes...)
+	c.frozen.Remove(from, to)
 	c.notifyLocked()
 	c.mu.Unlock()
 }

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/dirrename"
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/cache/internal/renameplan"
 	"github.com/bucketfs/bucketfs/transfer"
@@ -130,7 +130,7 @@ func (c *Cache) sourceGone(u uploadJob, now string) {
 
 // ErrBusy means a directory rename found the directory changing under it
 // and gave up; trying again later works.
-var ErrBusy = errors.New("the directory changed while it was being renamed")
+var ErrBusy = dirrename.ErrBusy
 
 // dirMove is the plan for one object of a directory rename (package
 // internal/renameplan), with the old name's entry, if it had one when
@@ -158,86 +158,95 @@ func (m *dirMove) recOf() *record {
 // If the bucket renamed the folder itself (folder.go), RenameDir returns
 // the objects known to have moved with their content, by new name (not
 // nil); otherwise nil, and the bucket follows with copies.
+//
+// The flow (its tries, the listings, the folder rename, the order of the
+// steps) is package internal/dirrename's; dirLedger and dirRename are
+// its steps in the cache.
 func (c *Cache) RenameDir(ctx context.Context, from, to string) (map[string]Moved, error) {
-	if !strings.HasSuffix(from, "/") || !strings.HasSuffix(to, "/") || strings.HasPrefix(to, from) {
-		return nil, fmt.Errorf("renaming directory %q to %q: %w", from, to, os.ErrInvalid)
-	}
-	for try := 0; try < 5; try++ {
-		moved, err := c.renameDirOnce(ctx, from, to)
-		if !errors.Is(err, errReplan) {
-			return moved, err
-		}
-	}
-	return nil, fmt.Errorf("renaming %s to %s: %w", from, to, ErrBusy)
+	f := dirrename.Flow[*entry]{Ledger: dirLedger{c}, Bucket: c.b, Folders: c.folders, Log: c.log,
+		AfterPlan: func(from string) {
+			if testAfterPlan != nil {
+				testAfterPlan(from)
+			}
+		}}
+	return f.Rename(ctx, from, to)
 }
 
-// testAfterPlan, set by tests only, runs in renameDirOnce between the
-// plan (and its files) and the commit.
+// testAfterPlan, set by tests only, runs in each try of RenameDir between
+// the plan (and its files) and the commit.
 var testAfterPlan func(from string)
 
-// errReplan: something under the directory changed between planning a
-// rename and making it; plan again.
-var errReplan = errors.New("replan")
+// dirLedger is the cache's side of a directory's rename
+// (dirrename.Ledger; the contracts are on its methods there): each
+// method is one critical section of Cache.mu, or waits as it says. The
+// rest of the cache's side is dirRename (dirrename.Try), one try by
+// copies, and folder.go's Freeze, Forget and Thaw.
+type dirLedger struct{ c *Cache }
 
-func (c *Cache) renameDirOnce(ctx context.Context, from, to string) (map[string]Moved, error) {
-	// No transfer under either prefix starts, and no deletion ends,
-	// while the rename lists and plans: the listing then agrees with the
-	// entries (a name whose deletion ended after the listing would come
-	// back as a copy of a version that is gone). Uploads running go on:
-	// their entries stay, with the generation they reach.
-	// Nor does it start while the bucket renames a folder over or under
-	// them (folder.go).
+var _ dirrename.Ledger[*entry] = dirLedger{}
+
+// Quiesce waits for c.frozen, then adds to c.quiet and waits for the
+// deletions (and pending copies) running under the prefixes.
+func (l dirLedger) Quiesce(ctx context.Context, from, to string) error {
+	c := l.c
 	c.mu.Lock()
 	err := c.waitLocked(ctx, func() bool { return !c.frozen.Overlaps(from) && !c.frozen.Overlaps(to) })
 	c.mu.Unlock()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := c.quiesce(ctx, from, to); err != nil {
-		return nil, err
+	prefixes := []string{from, to}
+	c.mu.Lock()
+	c.quiet.Add(prefixes...)
+	for {
+		busy := false
+		for name := range c.queue.RunningNames() {
+			if e := c.entries[name]; e != nil && e.uploading && !e.rec.Deleted && !e.rec.PendingCopy() {
+				continue // an upload of content: its entry stays whatever happens
+			}
+			for _, p := range prefixes {
+				busy = busy || strings.HasPrefix(name, p)
+			}
+		}
+		if !busy {
+			c.mu.Unlock()
+			return nil
+		}
+		wake := c.changed
+		c.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			l.Unquiesce(from, to)
+			return ctx.Err()
+		}
+		c.mu.Lock()
 	}
-	defer c.unquiesce(from, to)
-	remote, err := c.listAll(ctx, from)
-	if err != nil {
-		return nil, fmt.Errorf("listing %s to rename it: %w", from, err)
-	}
-	remoteTo, err := c.listAll(ctx, to)
-	if err != nil {
-		return nil, fmt.Errorf("listing %s to rename onto it: %w", to, err)
-	}
-	if moved, done, err := c.tryFolderRename(ctx, from, to, remote, remoteTo); done || err != nil {
-		return moved, err
-	}
-	r := &dirRename{c: c, from: from, to: to, remote: remote, remoteTo: remoteTo}
-	if err := r.plan(ctx); err != nil {
-		return nil, err
-	}
-	if err := r.prepare(); err != nil {
-		return nil, err
-	}
-	if testAfterPlan != nil {
-		testAfterPlan(from)
-	}
-	if err := r.commit(); err != nil {
-		return nil, err
-	}
-	r.apply()
-	return nil, nil
 }
 
-// dirRename is one try of a directory rename by copies (renameDirOnce),
-// in its phases: plan (which names move, and how), prepare the files
-// (cache files for the new records), commit the journal entry (check the
-// plan still holds, build every record, write them in one entry), apply
-// (the old entries become deletions).
+// Unquiesce takes the prefixes out of c.quiet.
+func (l dirLedger) Unquiesce(from, to string) {
+	c := l.c
+	c.mu.Lock()
+	c.quiet.Remove(from, to)
+	c.notifyLocked()
+	c.mu.Unlock()
+}
+
+// dirRename is one try of a directory rename by copies (dirrename.Try;
+// the contracts are on its methods there), in its phases: plan (which
+// names move, and how: dirLedger.Plan), prepare the files (cache files
+// for the new records), build the journal entry (check the plan still
+// holds, build every record) and write it, apply (the old entries become
+// deletions) or undo.
 type dirRename struct {
 	c                *Cache
 	from, to         string
 	remote, remoteTo []transfer.ObjectAttrs // the bucket's objects under from and to
 	moves            map[string]*dirMove    // by old name
-	made             []uint64               // cache files prepare made: removed if the rename fails
+	made             []uint64               // cache files Prepare made: removed if the rename fails
 
-	// Built by commit under Cache.mu.
+	// Built by Build under Cache.mu.
 	now     time.Time
 	ops     []durable.Op      // the journal entry
 	targets []dirTarget       // entries the new names replace, set aside until the journal has the rename
@@ -245,7 +254,7 @@ type dirRename struct {
 	sizes   map[uint64]int64  // cache files of copies not cached, to be sized
 	fresh   []*entry          // entries made here
 	moved   map[*entry]*entry // old entry -> the new name's entry its handles moved to
-	olds    []*entry          // old entries that become deletions, by name; their persistMu is held from commit to apply
+	olds    []*entry          // old entries that become deletions, by name; their persistMu is held from Write to Apply or Undo
 	isOld   map[*entry]bool
 }
 
@@ -262,10 +271,10 @@ type dirTomb struct {
 	rec record
 }
 
-// plan decides, under the lock, which names move, and how. It returns
-// errReplan once an entry under from that was being made is ready.
-func (r *dirRename) plan(ctx context.Context) error {
-	c, from, to := r.c, r.from, r.to
+// Plan decides, under the lock, which names move, and how.
+func (l dirLedger) Plan(from, to string, remote, remoteTo []transfer.ObjectAttrs) (dirrename.Try, <-chan struct{}) {
+	c := l.c
+	r := &dirRename{c: c, from: from, to: to, remote: remote, remoteTo: remoteTo}
 	c.mu.Lock()
 	var waitFor chan struct{}
 	local := map[string]*entry{}
@@ -293,21 +302,13 @@ func (r *dirRename) plan(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	r.moves = moves
-	if waitFor != nil {
-		select {
-		case <-waitFor:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		return errReplan
-	}
-	return nil
+	return r, waitFor
 }
 
-// prepare makes the cache files for the new records (and deletions
+// Prepare makes the cache files for the new records (and deletions
 // without an entry), before the records name them: a hard link shares
 // the bytes of a local copy; an empty file stands for a copy not cached.
-func (r *dirRename) prepare() error {
+func (r *dirRename) Prepare() error {
 	c := r.c
 	type linkJob struct{ from, to uint64 }
 	var links []linkJob
@@ -349,32 +350,35 @@ func (r *dirRename) prepare() error {
 	return nil
 }
 
-// cleanup removes the cache files prepare made.
+// cleanup removes the cache files Prepare made.
 func (r *dirRename) cleanup() {
 	for _, id := range r.made {
 		os.Remove(r.c.dataPath(id))
 	}
 }
 
-// commit makes the rename: it checks the plan still holds (errReplan if
-// not), builds every record, publishes the new entries (not ready:
-// nothing uses them until the journal has them) and writes the journal
-// entry. If the journal refuses it, nothing happened. On success the old
-// entries' persistMu stay held for apply.
-func (r *dirRename) commit() error {
+// Build checks the plan still holds, builds every record and publishes
+// the new entries (not ready: nothing uses them until the journal has
+// them). The entries the new names replace (targets) are set aside until
+// the journal has the rename: a crash before must find them as they
+// were, and a refusal puts them back.
+func (r *dirRename) Build() bool {
 	c := r.c
 	c.mu.Lock()
 	if r.staleLocked() {
 		c.mu.Unlock()
 		r.cleanup()
-		return errReplan
+		return false
 	}
 	r.buildLocked()
 	c.mu.Unlock()
-	// The entries the new names replace (targets) are set aside until the
-	// journal has the rename: a crash before must find them as they were,
-	// and a refusal puts them back.
+	return true
+}
 
+// Write writes the journal entry, the old entries' persistMu held (for
+// Apply or Undo).
+func (r *dirRename) Write() error {
+	c := r.c
 	for _, e := range r.olds {
 		e.persistMu.Lock()
 	}
@@ -389,11 +393,7 @@ func (r *dirRename) commit() error {
 	if err == nil {
 		err = c.j.Append(r.ops...)
 	}
-	if err != nil {
-		r.undo(err)
-		return fmt.Errorf("renaming %s to %s in the cache index: %w", r.from, r.to, err)
-	}
-	return nil
+	return err
 }
 
 // staleLocked reports whether the plan no longer holds: an entry under
@@ -488,7 +488,7 @@ func (r *dirRename) addNewLocked(m *dirMove, listed int64) {
 		return st.Size(), true
 	})
 	if !nrec.Complete && nrec.Size > 0 {
-		r.sizes[m.NewID] = nrec.Size // the empty file gets the copy's size (commit)
+		r.sizes[m.NewID] = nrec.Size // the empty file gets the copy's size (Write)
 	}
 	since := r.now
 	if m.e != nil && m.e.rec.Dirty && !m.e.dirtySince.IsZero() {
@@ -506,17 +506,17 @@ func (r *dirRename) addNewLocked(m *dirMove, listed int64) {
 	}
 }
 
-// unlockOlds releases the old entries' persistMu, taken by commit.
+// unlockOlds releases the old entries' persistMu, taken by Write.
 func (r *dirRename) unlockOlds() {
 	for _, e := range r.olds {
 		e.persistMu.Unlock()
 	}
 }
 
-// undo takes back a commit the journal refused (err): nothing happened.
+// Undo takes back a Build the journal refused (err): nothing happened.
 // Handles go back to their file's old name, the entries made here go,
 // and the entries they were to replace come back.
-func (r *dirRename) undo(err error) {
+func (r *dirRename) Undo(err error) {
 	c := r.c
 	c.mu.Lock()
 	for e, ne := range r.moved {
@@ -543,9 +543,9 @@ func (r *dirRename) releaseTargets() {
 	}
 }
 
-// apply, once the journal has the rename, lets the new entries be used
+// Apply, once the journal has the rename, lets the new entries be used
 // and turns the old entries into the deletions it wrote.
-func (r *dirRename) apply() {
+func (r *dirRename) Apply() {
 	c := r.c
 	c.mu.Lock()
 	for _, t := range r.targets {
@@ -611,61 +611,4 @@ func (c *Cache) settleDeletion(e *entry, rec record) {
 		}
 	}
 	e.persistedSeq = max(e.persistedSeq, seq)
-}
-
-// quiesce stops new transfers of names under the prefixes and waits for
-// the deletions running there to end. unquiesce lets them go again.
-func (c *Cache) quiesce(ctx context.Context, prefixes ...string) error {
-	c.mu.Lock()
-	c.quiet.Add(prefixes...)
-	for {
-		busy := false
-		for name := range c.queue.RunningNames() {
-			if e := c.entries[name]; e != nil && e.uploading && !e.rec.Deleted && !e.rec.PendingCopy() {
-				continue // an upload of content: its entry stays whatever happens
-			}
-			for _, p := range prefixes {
-				busy = busy || strings.HasPrefix(name, p)
-			}
-		}
-		if !busy {
-			c.mu.Unlock()
-			return nil
-		}
-		wake := c.changed
-		c.mu.Unlock()
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			c.unquiesce(prefixes...)
-			return ctx.Err()
-		}
-		c.mu.Lock()
-	}
-}
-
-func (c *Cache) unquiesce(prefixes ...string) {
-	c.mu.Lock()
-	c.quiet.Remove(prefixes...)
-	c.notifyLocked()
-	c.mu.Unlock()
-}
-
-// listParallel is how many pages of one long listing are asked for at
-// once (transfer.ListAll) by a directory's rename.
-const listParallel = 16
-
-// listAll lists every object under prefix in the bucket, all pages (a
-// long listing in name ranges at once, transfer.ListAll), in name order.
-func (c *Cache) listAll(ctx context.Context, prefix string) ([]transfer.ObjectAttrs, error) {
-	var out []transfer.ObjectAttrs
-	err := transfer.ListAll(ctx, c.b, transfer.ListQuery{Prefix: prefix}, listParallel, func(page transfer.ListPage) error {
-		out = append(out, page.Objects...)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b transfer.ObjectAttrs) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
 }
