@@ -138,6 +138,13 @@ var ErrBusy = dirrename.ErrBusy
 type dirMove struct {
 	renameplan.Move
 	e *entry
+
+	// What the plan saw of e, under Cache.mu: Prepare works from these,
+	// with no lock, and the commit replans if e's record is no longer so
+	// (staleLocked).
+	needsNew bool   // the new name gets a record (renameplan.NeedsNew)
+	deleted  bool   // e was a deletion
+	id       uint64 // e's data file, which a linked move links
 }
 
 // recOf is the record of m's old entry, nil if it has none. Under
@@ -298,6 +305,10 @@ func (l dirLedger) Plan(from, to string, remote, remoteTo []transfer.ObjectAttrs
 	for name, m := range renameplan.Moves(from, to, r.remote, slices.Collect(maps.Keys(local))) {
 		dm := &dirMove{Move: *m, e: local[name]}
 		dm.Linked = renameplan.Links(dm.recOf())
+		dm.needsNew = renameplan.NeedsNew(from, &dm.Move, dm.recOf())
+		if dm.e != nil {
+			dm.deleted, dm.id = dm.e.rec.Deleted, dm.e.rec.ID
+		}
 		moves[name] = dm
 	}
 	c.mu.Unlock()
@@ -314,10 +325,10 @@ func (r *dirRename) Prepare() error {
 	var links []linkJob
 	var empties []uint64
 	for _, m := range r.moves {
-		if renameplan.NeedsNew(r.from, &m.Move, m.recOf()) {
+		if m.needsNew {
 			m.NewID = c.j.NewID()
 			if m.Linked {
-				links = append(links, linkJob{m.e.rec.ID, m.NewID})
+				links = append(links, linkJob{m.id, m.NewID})
 			} else {
 				empties = append(empties, m.NewID)
 			}
@@ -411,7 +422,10 @@ func (r *dirRename) staleLocked() bool {
 		}
 	}
 	for _, m := range r.moves {
-		if m.e != nil && (m.e.dropped || (m.Linked && m.e.rec.Deleted)) {
+		if m.e != nil && (m.e.dropped || m.e.rec.Deleted != m.deleted || m.e.rec.ID != m.id) {
+			// Dropped, or renamed away or deleted (a file renamed out
+			// of from now would come back under to), or given another
+			// data file since the plan.
 			stale = true
 		}
 		if m.e != nil && !m.Linked && (m.e.writers > 0 || !m.e.rec.Deleted && m.e.rec.LocalContent()) {

@@ -898,3 +898,32 @@ func TestRenameDirWaitsForATargetOnItsWay(t *testing.T) {
 		t.Errorf("the bucket holds %v, want a, d/x and e/x", names)
 	}
 }
+
+// TestRenameDirAfterAFileLeftMeanwhile: a file renamed out of a
+// directory while the directory's rename plans (a copy cached in part
+// then, so planned as a copy of the bucket's version) does not come back
+// under the new name. Before, the plan held (only a linked move's
+// deletion made it stale): the old name stayed the file rename's
+// deletion, and the new name got a pending copy of the version that had
+// left, so the file was in two places.
+func TestRenameDirAfterAFileLeftMeanwhile(t *testing.T) {
+	e, c, a := partialDirCopy(t)
+	testAfterPlan = func(string) {
+		testAfterPlan = nil
+		e.emu.SetHook(nil)
+		if _, err := c.Rename(e.ctx, a, "elsewhere", 0); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { testAfterPlan = nil }()
+	if _, err := c.RenameDir(e.ctx, "d/", "e/"); err != nil {
+		t.Fatal(err)
+	}
+	e.flush(c)
+	if names := e.bucketNames(); !slices.Equal(names, []string{"e/", "elsewhere"}) && !slices.Equal(names, []string{"elsewhere"}) {
+		t.Errorf("the bucket holds %v, want elsewhere (and the directory e/) alone", names)
+	}
+	if !bytes.Equal(e.object("elsewhere"), pattern(4*chunk, 1)) {
+		t.Error("elsewhere is not the file renamed")
+	}
+}
