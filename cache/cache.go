@@ -19,6 +19,7 @@ import (
 	"github.com/bucketfs/bucketfs/cache/internal/report"
 	"github.com/bucketfs/bucketfs/cache/internal/send"
 	"github.com/bucketfs/bucketfs/cache/internal/space"
+	"github.com/bucketfs/bucketfs/cache/internal/verify"
 	"github.com/bucketfs/bucketfs/transfer"
 	bolt "go.etcd.io/bbolt"
 )
@@ -115,9 +116,8 @@ type Cache struct {
 	checkpointWG   sync.WaitGroup // the checkpointer
 	stopCheckpoint chan struct{}  // closed by Close
 	closing        chan struct{}  // closed when Close starts: background checks stop
-	verifySlot     chan struct{}  // one background check of a copy at a time (checksum.go)
-	syncVerifyMax  int64          // copies up to this size are checked at open, larger ones in the background
-	verifyWait     time.Duration  // how long an open waits for a background check
+
+	verify *verify.Checker // the live checks of the copies (checksum.go, internal/verify)
 
 	opened    time.Time                              // when Open ran
 	readBytes atomic.Int64                           // Stats.ReadBytes, counted without mu
@@ -172,10 +172,11 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		},
 		stopCheckpoint: make(chan struct{}),
 		closing:        make(chan struct{}),
-		verifySlot:     make(chan struct{}, 1),
-		syncVerifyMax:  syncVerifyMax,
-		verifyWait:     verifyWait,
 	}
+	c.verify = verify.New(verify.Checker{
+		SyncMax: verify.SyncMax, Wait: verify.Wait, Dir: o.Dir, DataDir: c.dataDir,
+		Bucket: b, Log: o.Logger, Closing: c.closing, WG: &c.wg,
+	})
 	if o.FullWait <= 0 {
 		c.opts.FullWait = 30 * time.Second
 	}
@@ -444,7 +445,7 @@ func (c *Cache) newHandle(e *entry, why transfer.FetchReason) (*Handle, error) {
 		Name: name, Generation: gen, Size: size, ChunkSize: c.opts.ChunkSize,
 		Encoded: encoded,
 	}
-	pending := c.verifyCopy(e, f)
+	pending := c.verify.AtOpen(verifyLedger{c, e}, f)
 	c.mu.Lock()
 	if why := e.rec.Damaged; why != "" {
 		c.mu.Unlock()
@@ -595,10 +596,10 @@ func (c *Cache) absorbLocked(e *entry, dl *transfer.Download) {
 	before := e.rec.PresentBools()
 	for i, p := range present {
 		if p && (i >= len(before) || !before[i]) && summed[i] {
-			e.setCheckedLocked(i, true)
+			e.checked.Set(i, e.rec.Chunks(), true)
 		}
 		if !p {
-			e.setCheckedLocked(i, false)
+			e.checked.Set(i, e.rec.Chunks(), false)
 		}
 	}
 	e.rec.SetPresent(present)

@@ -3,58 +3,176 @@ package cache
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"os"
-	"slices"
-	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/cache/internal/integrity"
-	"github.com/bucketfs/bucketfs/cache/internal/recovery"
+	"github.com/bucketfs/bucketfs/cache/internal/verify"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
-// Checksums of cached copies: the cache directory is not trusted blindly.
-//
-// Every chunk of a cached version has its CRC-32C in the version's record
-// (record.Sums), computed as its bytes stream in from the bucket, or as an
-// upload reads them. The record also keeps the object's own CRC-32C as
-// the bucket reports it (record.CRC32C). What is checked, and when:
-//   - a clean copy's file size, at start (load) and at every open;
-//   - a clean copy's chunks, once per mount, before the copy is handed to
-//     the kernel (FUSE passthrough, which the daemon never sees): a copy of
-//     up to syncVerifyMax bytes at its first open, a larger one in the
-//     background, while its handles read through the daemon and check each
-//     chunk before they serve it;
-//   - a whole download, against the object's checksum (transfer.Download);
-//   - before an upload, the chunks of a changed file that the application
-//     did not write (record.Written) against their sums; the upload then
-//     carries the CRC-32C of what it sends, which the bucket checks.
-//
-// A bad chunk of a clean copy is dropped (no longer present), counted,
-// logged, and fetched again; reads of it meanwhile go to the bucket. A bad
-// chunk of a changed file is never uploaded and the file is never
-// removed: it is held (record.Damaged), answers ErrDamaged (EIO), and is
-// named by Status until an operator resolves it (Cache.Resolve).
-//
-// Chunks fetched or summed by this process are trusted for its lifetime
-// (entry.checked): they were checked as they were written.
-//
-// Reading a file and comparing its chunks with their sums is package
-// internal/integrity, which sees only the file and plain values; what a
-// failure means for an entry (dropped chunks, a held file, the counts and
-// the log lines) is decided here.
+// Checksums of cached copies: the cache directory is not trusted
+// blindly. What is checked and when, and the flows that read a data file
+// to check it (a range of chunks, a copy at its open or before it is
+// changed, in the background, a held file resolved), are package
+// internal/verify's; this file keeps what they mean for an entry (the
+// entry's side of the flows, verifyLedger): which chunks this process
+// checked (entry.checked), dropped chunks and held files (hold), the sums
+// an upload adopts, Resolve, and the reads of a write handle.
 
 // ErrDamaged means a file with changes not yet in the bucket failed its
 // checksum check: it is held, neither uploaded nor removed, until an
 // operator keeps the local bytes or takes the bucket's version (Resolve).
-var ErrDamaged = errors.New("the cached copy of a changed file failed its checksum check and is held")
+var ErrDamaged = verify.ErrDamaged
 
-// syncVerifyMax is the largest copy whose chunks are checked at open,
-// before the open returns (about 10 ms of disk reading); a larger copy is
-// checked in the background (Cache.syncVerifyMax; tests lower it).
-const syncVerifyMax = 16 << 20
+// verifyLedger is entry e's side of the live checks of its copy
+// (verify.Ledger; the contracts are on its methods there). Each method is
+// one critical section of Cache.mu, called by the flows with no lock
+// held; Drop and Hold then log and journal, Release and DropHeld remove
+// the data files of entries they let go.
+type verifyLedger struct {
+	c *Cache
+	e *entry
+}
+
+var _ verify.Ledger = verifyLedger{}
+
+// State reads e's record, its download, writers and checked chunks.
+func (l verifyLedger) State() verify.State {
+	c, e := l.c, l.e
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return verify.State{
+		Name: e.name, Held: e.rec.Damaged, Clean: cleanContentLocked(e), Complete: e.rec.Complete,
+		Downloading: e.dl != nil, Writing: e.writers > 0, AllChecked: allCheckedLocked(e),
+		Size: e.rec.Size, Chunks: e.rec.Chunks(), ID: e.rec.ID,
+	}
+}
+
+// Span reads the sums, the present bits and e.checked of chunks [first,
+// last], and e.version.
+func (l verifyLedger) Span(first, last int) verify.Span {
+	c, e := l.c, l.e
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := verify.Span{
+		First: first, Chunks: make([]verify.Chunk, 0, last-first+1),
+		Clean: cleanContentLocked(e), Held: e.rec.Damaged != "",
+		ChunkSize: e.rec.ChunkSize, Size: e.rec.Size, Version: e.version,
+	}
+	for i := first; i <= last; i++ {
+		sum, ok := e.rec.ChunkSum(i)
+		present := e.rec.Complete || durable.BitSet(e.rec.Present, i)
+		s.Chunks = append(s.Chunks, verify.Chunk{Checked: e.checked.Has(i), HasSum: ok, Sum: sum, Present: present})
+	}
+	return s
+}
+
+// Settle sets e.checked for the chunks checked, if e.version and
+// cleanContentLocked are as s saw them.
+func (l verifyLedger) Settle(s verify.Span, checked []int) (current, trust bool) {
+	c, e := l.c, l.e
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.version != s.Version || cleanContentLocked(e) != s.Clean {
+		return false, !cleanContentLocked(e) && e.rec.Damaged == ""
+	}
+	for _, i := range checked {
+		e.checked.Set(i, e.rec.Chunks(), true)
+	}
+	return true, false
+}
+
+// Drop clears the present bits and e.checked of the chunks bad, counted
+// in Stats.ChecksumMismatches, noted, logged and journaled.
+func (l verifyLedger) Drop(bad []int, why error) {
+	c, e := l.c, l.e
+	c.mu.Lock()
+	if !cleanContentLocked(e) || e.dl != nil {
+		c.mu.Unlock()
+		return
+	}
+	present := e.rec.PresentBools()
+	for _, i := range bad {
+		if i < len(present) {
+			present[i] = false
+		}
+		e.checked.Set(i, e.rec.Chunks(), false)
+	}
+	e.rec.SetPresent(present)
+	c.stats.ChecksumMismatches++
+	c.noteErrorLocked("check", e.name, fmt.Errorf("%w: %v", verify.ErrBadCopy, why))
+	rec, seq := c.snapshotLocked(e)
+	c.mu.Unlock()
+	c.log.Warn("a cached copy failed its checksum check: the bad chunks are dropped and fetched again from the bucket",
+		"object", e.name, "generation", rec.Generation, "chunks", len(bad), "err", why)
+	if err := c.persistEntry(e, rec, seq); err != nil {
+		c.log.Warn("recording dropped chunks failed", "object", e.name, "err", err)
+	}
+}
+
+// Hold is hold.
+func (l verifyLedger) Hold(bad []int, why error) bool { return l.c.hold(l.e, l.e.name, bad, why) }
+
+// StartCheck sets e.verifying to done and takes a reference (e.refs).
+func (l verifyLedger) StartCheck(done chan struct{}) (<-chan struct{}, string, uint64, int) {
+	c, e := l.c, l.e
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case e.verifying != nil:
+		return e.verifying, "", 0, 0
+	case e.dropped || c.closed:
+		return nil, "", 0, 0
+	}
+	e.verifying = done
+	e.refs++
+	return done, e.name, e.rec.ID, e.rec.Chunks()
+}
+
+// EndCheck clears e.verifying.
+func (l verifyLedger) EndCheck() {
+	l.c.mu.Lock()
+	l.e.verifying = nil
+	l.c.mu.Unlock()
+}
+
+// Release is release.
+func (l verifyLedger) Release() { l.c.release(l.e) }
+
+// DropHeld clears the hold (record.Damaged, record.Refused) and drops e
+// (dropLocked), if it is still name's, with no writer, at version, with
+// data file id. Tests pause before it (testAfterSaveLost).
+func (l verifyLedger) DropHeld(name string, id, version uint64) bool {
+	if testAfterSaveLost != nil {
+		testAfterSaveLost(name)
+	}
+	c, e := l.c, l.e
+	c.mu.Lock()
+	// Any change since (a write closed already, a deletion and a file
+	// made again in the same entry, a new data file) is not in what was
+	// kept: nothing is dropped then.
+	if c.entries[name] != e || e.writers > 0 || e.version != version || e.rec.ID != id {
+		c.mu.Unlock()
+		return false
+	}
+	e.rec.Damaged, e.rec.Refused = "", ""
+	e.cleanLocked()
+	victims := c.dropLocked(e)
+	c.notifyLocked()
+	c.mu.Unlock()
+	c.removeAll(victims)
+	return true
+}
+
+// testAfterSaveLost, set by tests only, runs in Resolve once the local
+// bytes are kept in lost+found, before the entry is dropped.
+var testAfterSaveLost func(name string)
+
+// Confirm is confirm.
+func (l verifyLedger) Confirm(name string, a transfer.ObjectAttrs, deleted bool) {
+	l.c.confirm(name, a, deleted)
+}
 
 // cleanContentLocked reports whether e's file is (a copy of) a version in
 // the bucket, which its sums describe and which can be fetched again.
@@ -70,267 +188,11 @@ func allCheckedLocked(e *entry) bool {
 		return true // nothing recorded to check against
 	}
 	for i := range e.rec.Chunks() {
-		if _, ok := e.rec.ChunkSum(i); ok && !e.checkedLocked(i) {
+		if _, ok := e.rec.ChunkSum(i); ok && !e.checked.Has(i) {
 			return false
 		}
 	}
 	return true
-}
-
-func (e *entry) checkedLocked(i int) bool { return i < len(e.checked) && e.checked[i] }
-
-func (e *entry) setCheckedLocked(i int, ok bool) {
-	n := e.rec.Chunks()
-	if len(e.checked) < n {
-		e.checked = append(e.checked, make([]bool, n-len(e.checked))...)
-	}
-	if i < len(e.checked) {
-		e.checked[i] = ok
-	}
-}
-
-// checkChunks checks chunks [first, last] of e's copy (read through f,
-// integrity.Check) that this process has not checked yet and that have
-// sums: the chunks of a clean copy, and those a changed file did not
-// write. A clean chunk that fails is dropped from the copy
-// (dropBadChunks); a changed file with one is held (hold). It reports
-// which of the chunks asked for may be served from the file; the others
-// must be read from the bucket (a clean copy) or answer ErrDamaged (a
-// held file).
-func (c *Cache) checkChunks(e *entry, f *os.File, first, last int) []bool {
-	c.mu.Lock()
-	good := make([]bool, last-first+1)
-	var todo []integrity.Want
-	chunk, size, version := e.rec.ChunkSize, e.rec.Size, e.version
-	clean := cleanContentLocked(e)
-	for i := first; i <= last; i++ {
-		sum, ok := e.rec.ChunkSum(i)
-		switch {
-		case e.checkedLocked(i):
-			good[i-first] = true
-		case !ok && clean:
-			// Present without a sum (a copy from before sums were kept):
-			// served as before. Not present (dropped as bad): from the
-			// bucket.
-			good[i-first] = e.rec.Complete || durable.BitSet(e.rec.Present, i)
-		case !ok:
-			// Written here (the file is the truth), or held already.
-			good[i-first] = e.rec.Damaged == ""
-		default:
-			todo = append(todo, integrity.Want{I: i, Sum: sum})
-		}
-	}
-	c.mu.Unlock()
-	if len(todo) == 0 {
-		return good
-	}
-	bad, why := integrity.Check(f, chunk, size, todo)
-	for _, j := range todo {
-		good[j.I-first] = true
-	}
-	for _, i := range bad {
-		good[i-first] = false
-	}
-	c.mu.Lock()
-	if e.version != version || cleanContentLocked(e) != clean {
-		// Written meanwhile: what was read proves nothing about the file
-		// now. A changed file is the truth (its upload checks it again);
-		// a clean copy's bad chunks are read from the bucket.
-		if !cleanContentLocked(e) && e.rec.Damaged == "" {
-			for i := range good {
-				good[i] = true
-			}
-		}
-		c.mu.Unlock()
-		return good
-	}
-	for _, j := range todo {
-		if good[j.I-first] {
-			e.setCheckedLocked(j.I, true)
-		}
-	}
-	c.mu.Unlock()
-	switch {
-	case len(bad) == 0:
-	case clean:
-		c.dropBadChunks(e, bad, why)
-	case !c.hold(e, e.name, bad, why):
-		for _, i := range bad {
-			good[i-first] = true // written meanwhile after all
-		}
-	}
-	return good
-}
-
-// dropBadChunks takes chunks that failed their check out of e's clean
-// copy: they are fetched again by the next download. Counted and logged.
-func (c *Cache) dropBadChunks(e *entry, bad []int, why error) {
-	c.mu.Lock()
-	if !cleanContentLocked(e) || e.dl != nil {
-		c.mu.Unlock()
-		return
-	}
-	present := e.rec.PresentBools()
-	for _, i := range bad {
-		if i < len(present) {
-			present[i] = false
-		}
-		e.setCheckedLocked(i, false)
-	}
-	e.rec.SetPresent(present)
-	c.stats.ChecksumMismatches++
-	err := fmt.Errorf("%w: %v", errBadCopy, why)
-	c.noteErrorLocked("check", e.name, err)
-	rec, seq := c.snapshotLocked(e)
-	c.mu.Unlock()
-	c.log.Warn("a cached copy failed its checksum check: the bad chunks are dropped and fetched again from the bucket",
-		"object", e.name, "generation", rec.Generation, "chunks", len(bad), "err", why)
-	if err := c.persistEntry(e, rec, seq); err != nil {
-		c.log.Warn("recording dropped chunks failed", "object", e.name, "err", err)
-	}
-}
-
-// errBadCopy labels a clean copy that failed a check (Status errors).
-var errBadCopy = errors.New("cached copy damaged; fetched again")
-
-// checkSize compares the size of e's clean, complete copy with its record
-// and, if the file was cut short or grown behind the cache's back, drops
-// the whole copy (it is fetched again). f is e's file.
-func (c *Cache) checkSize(e *entry, f *os.File) {
-	st, err := f.Stat()
-	if err != nil {
-		return
-	}
-	c.mu.Lock()
-	if !cleanContentLocked(e) || !e.rec.Complete || e.dl != nil || st.Size() == e.rec.Size || e.writers > 0 {
-		c.mu.Unlock()
-		return
-	}
-	size := e.rec.Size
-	bad := make([]int, e.rec.Chunks())
-	for i := range bad {
-		bad[i] = i
-	}
-	c.mu.Unlock()
-	// Back to the size the record says, so that chunks land where they
-	// belong; what it held is fetched again.
-	if err := f.Truncate(size); err != nil {
-		c.log.Warn("resizing a damaged cache file failed", "object", e.name, "err", err)
-	}
-	c.dropBadChunks(e, bad, fmt.Errorf("the cache file has %d bytes, its record says %d (the file is %s)", st.Size(), size, recovery.ShorterOrLonger(st.Size(), size)))
-}
-
-// verifyCopy checks e's clean, complete copy before a handle reads it
-// (the size always, every chunk if it is small), so that a passthrough
-// handle is given only checked bytes. A larger copy not yet checked is
-// checked in the background, and the open waits for that up to
-// verifyWait (at disk speed, about a GiB); it reports whether the check
-// is still under way (the handle must then check what it reads itself).
-func (c *Cache) verifyCopy(e *entry, f *os.File) (pending bool) {
-	c.checkSize(e, f)
-	c.mu.Lock()
-	if !e.rec.Complete || e.dl != nil || allCheckedLocked(e) {
-		c.mu.Unlock()
-		return false
-	}
-	small, n := e.rec.Size <= c.syncVerifyMax, e.rec.Chunks()
-	c.mu.Unlock()
-	if small {
-		c.checkChunks(e, f, 0, n-1)
-		return false
-	}
-	select {
-	case <-c.startVerify(e):
-	case <-time.After(c.verifyWait):
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return !allCheckedLocked(e) && e.rec.Complete
-}
-
-// verifyWait bounds how long an open waits for the background check of a
-// large copy before it reads through the daemon, checking as it goes.
-const verifyWait = time.Second
-
-// startVerify checks every chunk of e's copy in the background, one copy
-// at a time, holding a reference to e while it runs. The channel it
-// returns is closed when the check ends.
-func (c *Cache) startVerify(e *entry) <-chan struct{} {
-	c.mu.Lock()
-	if e.verifying != nil {
-		defer c.mu.Unlock()
-		return e.verifying
-	}
-	done := make(chan struct{})
-	if e.dropped || c.closed {
-		c.mu.Unlock()
-		close(done)
-		return done
-	}
-	e.verifying = done
-	e.refs++
-	id, n := e.rec.ID, e.rec.Chunks()
-	c.mu.Unlock()
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer func() {
-			c.mu.Lock()
-			e.verifying = nil
-			c.mu.Unlock()
-			close(done)
-			c.release(e)
-		}()
-		select {
-		case c.verifySlot <- struct{}{}:
-			defer func() { <-c.verifySlot }()
-		case <-c.closing:
-			return
-		}
-		f, err := os.Open(c.dataPath(id))
-		if err != nil {
-			return
-		}
-		defer f.Close()
-		start := time.Now()
-		for i := 0; i < n; i++ {
-			select {
-			case <-c.closing:
-				return
-			default:
-			}
-			c.checkChunks(e, f, i, i)
-		}
-		c.log.Debug("cached copy checked", "object", e.name, "chunks", n, "took", time.Since(start))
-	}()
-	return done
-}
-
-// checkBeforeWrite refuses a held file, and checks every chunk of a clean
-// copy about to be changed (unless it is emptied first): a change must
-// never be based on bytes the bucket's version does not have. Bad chunks
-// are dropped, so that OpenWrite fetches them again.
-func (c *Cache) checkBeforeWrite(e *entry, trunc bool) error {
-	c.mu.Lock()
-	if e.rec.Damaged != "" {
-		err := fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, e.rec.Damaged)
-		c.mu.Unlock()
-		return err
-	}
-	need := !trunc && cleanContentLocked(e) && e.rec.Complete && e.dl == nil && !allCheckedLocked(e)
-	id, n := e.rec.ID, e.rec.Chunks()
-	c.mu.Unlock()
-	if !need {
-		return nil
-	}
-	f, err := os.Open(c.dataPath(id))
-	if err != nil {
-		return fmt.Errorf("opening cache file: %w", err)
-	}
-	defer f.Close()
-	c.checkSize(e, f)
-	c.checkChunks(e, f, 0, n-1)
-	return nil
 }
 
 // sumsRef and fileSums are what an upload checks and carries
@@ -384,10 +246,7 @@ func (c *Cache) adoptSumsLocked(e *entry, body fileSums, attrs transfer.ObjectAt
 	}
 	e.rec.Written = nil
 	e.rec.CRC32C = attrs.CRC32C
-	e.checked = make([]bool, len(body.Sums))
-	for i := range e.checked {
-		e.checked[i] = true
-	}
+	e.checked = verify.AllOf(len(body.Sums))
 }
 
 // Resolve ends the hold on name, a changed file that failed its checksum
@@ -431,42 +290,11 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 	}
 	id, version := e.rec.ID, e.version
 	c.mu.Unlock()
-	saved, err = recovery.SaveLost(c.opts.Dir, name, id)
-	if err != nil {
-		return "", fmt.Errorf("keeping the local bytes of %s before dropping them: %w", name, err)
-	}
-	if testAfterSaveLost != nil {
-		testAfterSaveLost(name)
-	}
-	c.mu.Lock()
-	// Any change since (a write closed already, a deletion and a file
-	// made again in the same entry, a new data file) is not in what was
-	// kept: nothing is dropped then.
-	if c.entries[name] != e || e.writers > 0 || e.version != version || e.rec.ID != id {
-		c.mu.Unlock()
-		return saved, fmt.Errorf("%s changed meanwhile; nothing dropped (its bytes are also in %s)", name, saved)
-	}
-	e.rec.Damaged, e.rec.Refused = "", ""
-	e.cleanLocked()
-	victims := c.dropLocked(e)
-	c.notifyLocked()
-	c.mu.Unlock()
-	c.removeAll(victims)
-	c.log.Warn("a held file takes the bucket's version; its local bytes are kept in lost+found", "object", name, "saved_as", saved)
-	// What the name shows now is the bucket's.
-	if a, err := c.b.Stat(ctx, name); err == nil {
-		c.confirm(name, a, false)
-	} else if errors.Is(err, transfer.ErrNotExist) {
-		c.confirm(name, transfer.ObjectAttrs{}, true)
-	}
-	return saved, nil
+	return c.verify.TakeBucket(ctx, verifyLedger{c, e}, name, id, version)
 }
 
-// testAfterSaveLost, set by tests only, runs in Resolve once the local
-// bytes are kept in lost+found, before the entry is dropped.
-var testAfterSaveLost func(name string)
-
-// checkRead checks the chunks a read of n bytes at off through h touches.
+// checkRead checks the chunks a read of n bytes at off through h touches
+// (verify.Read), unless h writes them itself.
 func (h *WriteHandle) checkRead(off, n int64) error {
 	c := h.c
 	c.mu.Lock()
@@ -476,7 +304,7 @@ func (h *WriteHandle) checkRead(off, n int64) error {
 		return nil
 	}
 	if e.rec.Damaged != "" {
-		err := fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, e.rec.Damaged)
+		err := verify.Damaged(e.name, e.rec.Damaged)
 		c.mu.Unlock()
 		return err
 	}
@@ -486,16 +314,5 @@ func (h *WriteHandle) checkRead(off, n int64) error {
 	if !need {
 		return nil
 	}
-	good := c.checkChunks(e, h.f, first, last)
-	if !slices.Contains(good, false) {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e.rec.Damaged != "" {
-		return fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, e.rec.Damaged)
-	}
-	// A clean copy (OpenWrite checked it whole, so damage came since):
-	// its bad chunks were dropped, and the file does not hold the bytes.
-	return fmt.Errorf("%s: %w", e.name, errBadCopy)
+	return verify.Read(verifyLedger{c, e}, h.f, first, last)
 }

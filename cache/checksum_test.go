@@ -78,7 +78,7 @@ func TestDamagedCleanCopyIsFetchedAgain(t *testing.T) {
 
 			c = e.openWB(0)
 			if tt.async {
-				c.syncVerifyMax, c.verifyWait = 0, 0
+				c.verify.SyncMax, c.verify.Wait = 0, 0
 			}
 			if tt.write {
 				e.write(c, a, false, 0, []byte{'X'})
@@ -129,7 +129,7 @@ func checkedCopyIsPassedThrough(t *testing.T, large bool) {
 	before := e.mediaReads("obj")
 	c = e.openWB(time.Hour)
 	if large {
-		c.syncVerifyMax, c.verifyWait = 0, time.Minute
+		c.verify.SyncMax, c.verify.Wait = 0, time.Minute
 	}
 	h := e.openHandle(c, a)
 	if _, pt := h.PassthroughFd(); !pt {
@@ -368,7 +368,7 @@ func TestDamagedChangedFileHeldOnRead(t *testing.T) {
 
 			c = e.openWB(time.Hour)
 			if async {
-				c.syncVerifyMax, c.verifyWait = 0, 0
+				c.verify.SyncMax, c.verify.Wait = 0, 0
 			}
 			la, ok := c.Local("obj")
 			if !ok {

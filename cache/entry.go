@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/verify"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -46,7 +47,7 @@ type entryFill struct {
 	dlFile     *os.File           // dl's destination
 	dlIdle     bool               // dl's background walk has ended
 	prefetched bool               // fetched by a prefetch, not opened since (prefetch.go)
-	checked    []bool             // chunks checked against their sums, or fetched, by this process (checksum.go)
+	checked    verify.Checked     // chunks checked against their sums, or fetched, by this process (checksum.go)
 	verifying  chan struct{}      // closed when the background check of the copy ends; nil when none runs
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bucketfs/bucketfs/cache/internal/integrity"
 	"github.com/bucketfs/bucketfs/cache/internal/read"
+	"github.com/bucketfs/bucketfs/cache/internal/verify"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -35,7 +36,7 @@ func (c *Cache) directHandle(a transfer.ObjectAttrs) *Handle {
 }
 
 // CheckRange checks the chunks of e's copy that n bytes at off touch
-// (checkChunks). If one is bad (or was dropped as bad), the bytes are read
+// (verify.Chunks). If one is bad (or was dropped as bad), the bytes are read
 // from the bucket instead: the handle's own version, or the source of a
 // pending copy as it was before the check; a held file answers
 // ErrDamaged.
@@ -49,7 +50,7 @@ func (hc *handleCache) CheckRange(f *os.File, off, n int64) (bool, read.Version,
 	}
 	c.mu.Unlock()
 	first, last := integrity.Touched(off, n, chunk)
-	good := c.checkChunks(e, f, first, last)
+	good := verify.Chunks(verifyLedger{c, e}, f, first, last)
 	if !slices.Contains(good, false) {
 		return true, read.Version{}, nil
 	}

@@ -102,7 +102,7 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 		c.release(e)
 		return nil, ErrLeftName
 	}
-	if err := c.checkBeforeWrite(e, trunc); err != nil {
+	if err := c.verify.BeforeWrite(verifyLedger{c, e}, trunc); err != nil {
 		c.release(e)
 		return nil, err
 	}

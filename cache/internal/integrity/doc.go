@@ -14,7 +14,8 @@
 // It decides nothing about the cache: which chunks need a check, which
 // were checked in this process, and what becomes of a chunk or a file
 // that fails (dropped and fetched again, or held until Resolve), with the
-// counts and the log lines, are package cache's (cache/checksum.go). It
+// counts and the log lines, are packages verify's and cache's
+// (cache/internal/verify, cache/checksum.go). It
 // sees only an open file, sizes, chunk indexes, sums and the record's
 // Written bitmap; never an entry, the cache's state or a lock of its.
 // What a sum covers and how it is read again (durable.ChunkSpan,
