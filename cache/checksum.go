@@ -466,12 +466,13 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 // bytes are kept in lost+found, before the entry is dropped.
 var testAfterSaveLost func(name string)
 
-// checkRead checks the chunks a read of n bytes at off through h touches.
-func (h *WriteHandle) checkRead(off, n int64) error {
-	c := h.c
+// CheckRead checks the chunks a read of n bytes at off from f, w's file,
+// touches (write.Cache).
+func (w *writeLedger) CheckRead(f *os.File, off, n int64) error {
+	c := w.c
 	c.mu.Lock()
-	e := h.e
-	if h.orphan || n <= 0 || off >= e.rec.Size || e.rec.ChunkSize <= 0 {
+	e := w.e
+	if w.orphan || n <= 0 || off >= e.rec.Size || e.rec.ChunkSize <= 0 {
 		c.mu.Unlock()
 		return nil
 	}
@@ -486,7 +487,7 @@ func (h *WriteHandle) checkRead(off, n int64) error {
 	if !need {
 		return nil
 	}
-	good := c.checkChunks(e, h.f, first, last)
+	good := c.checkChunks(e, f, first, last)
 	if !slices.Contains(good, false) {
 		return nil
 	}
