@@ -168,7 +168,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		cacheWriteBack: cacheWriteBack{
 			waited:       make(chan struct{}),
 			changed:      make(chan struct{}),
-			writeHandles: map[*WriteHandle]struct{}{},
+			writeHandles: map[*writeLedger]struct{}{},
 		},
 		stopCheckpoint: make(chan struct{}),
 		closing:        make(chan struct{}),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/cache/internal/integrity"
@@ -293,13 +294,13 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 	return c.verify.TakeBucket(ctx, verifyLedger{c, e}, name, id, version)
 }
 
-// checkRead checks the chunks a read of n bytes at off through h touches
-// (verify.Read), unless h writes them itself.
-func (h *WriteHandle) checkRead(off, n int64) error {
-	c := h.c
+// CheckRead checks the chunks a read of n bytes at off from f, w's file,
+// touches (write.Cache; verify.Read), unless w writes them itself.
+func (w *writeLedger) CheckRead(f *os.File, off, n int64) error {
+	c := w.c
 	c.mu.Lock()
-	e := h.e
-	if h.orphan || n <= 0 || off >= e.rec.Size || e.rec.ChunkSize <= 0 {
+	e := w.e
+	if w.orphan || n <= 0 || off >= e.rec.Size || e.rec.ChunkSize <= 0 {
 		c.mu.Unlock()
 		return nil
 	}
@@ -314,5 +315,5 @@ func (h *WriteHandle) checkRead(off, n int64) error {
 	if !need {
 		return nil
 	}
-	return verify.Read(verifyLedger{c, e}, h.f, first, last)
+	return verify.Read(verifyLedger{c, e}, f, first, last)
 }

@@ -55,7 +55,7 @@ type entryFill struct {
 // (writehandle.go, upload.go, uploadledger.go).
 type entryWriteBack struct {
 	writers      int                       // handles open for writing (len(handles))
-	handles      map[*WriteHandle]struct{} // those handles; a rename moves them, a deletion orphans them
+	handles      map[*writeLedger]struct{} // those handles; a rename moves them, a deletion orphans them
 	version      uint64                    // bumped by every local change; not persisted
 	changes      uint64                    // content changes begun (WriteHandle.begin); not persisted
 	watch        *untouched                // a hidden open of the clean copy that has written nothing yet, as far as is known (untouched.go)

@@ -33,28 +33,28 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) (baseA,
 	if a.Name == b.Name {
 		return a.Generation, b.Generation, nil
 	}
-	ha, err := c.OpenWrite(ctx, a, false, false)
+	ha, err := c.openWriter(ctx, a, false, false)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer ha.Close()
-	hb, err := c.OpenWrite(ctx, b, false, false)
+	defer ha.h.Close()
+	hb, err := c.openWriter(ctx, b, false, false)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer hb.Close()
-	sizes := map[*WriteHandle]int64{}
-	for _, h := range []*WriteHandle{ha, hb} {
-		if err := h.f.Sync(); err != nil {
-			return 0, 0, fmt.Errorf("syncing %s before exchanging it: %w", h.e.name, err)
+	defer hb.h.Close()
+	sizes := map[*writeLedger]int64{}
+	for _, w := range []*writeLedger{ha, hb} {
+		if err := w.h.File().Sync(); err != nil {
+			return 0, 0, fmt.Errorf("syncing %s before exchanging it: %w", w.e.name, err)
 		}
 		// The file says how big it is (writes through passthrough
 		// handles still open count only when they close).
-		st, err := h.f.Stat()
+		st, err := w.h.File().Stat()
 		if err != nil {
-			return 0, 0, fmt.Errorf("exchanging %s: %w", h.e.name, err)
+			return 0, 0, fmt.Errorf("exchanging %s: %w", w.e.name, err)
 		}
-		sizes[h] = st.Size()
+		sizes[w] = st.Size()
 	}
 	ea, eb := ha.e, hb.e
 	idA, idB := c.j.NewID(), c.j.NewID() // the new records of a.Name and b.Name
@@ -115,7 +115,7 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) (baseA,
 	for _, p := range [][2]*entry{{ea, nb}, {eb, na}} {
 		old, ne := p[0], p[1] // old's file is ne's now
 		close(ne.ready)
-		c.moveHandlesLocked(old, ne, map[*entry]*WriteHandle{ea: ha, eb: hb}[old])
+		c.moveHandlesLocked(old, ne, map[*entry]*writeLedger{ea: ha, eb: hb}[old])
 		c.releaseHoldLocked(old)
 		// Its bytes live on under the other name: its own record goes
 		// when the last handle does (the journal names its ID no more).

@@ -34,7 +34,7 @@ func (c *Cache) Local(name string) (transfer.ObjectAttrs, bool) {
 	}
 	if st, err := os.Stat(path); err == nil {
 		a.Size, a.Updated = st.Size(), st.ModTime()
-		if watch != nil && watch.holds(st) {
+		if watch != nil && watch.Holds(st) {
 			// Open for writing, nothing written yet: the file's time is
 			// a mark (untouched.go).
 			c.mu.Lock()

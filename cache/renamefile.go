@@ -86,18 +86,18 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	if base, done, err := c.renamePendingCopy(from, to, toBase); done {
 		return base, err
 	}
-	src, err := c.OpenWrite(ctx, from, false, false)
+	src, err := c.openWriter(ctx, from, false, false)
 	if err != nil {
 		return 0, err
 	}
-	defer src.Close()
+	defer src.h.Close()
 	e := src.e
-	if err := src.f.Sync(); err != nil {
+	if err := src.h.File().Sync(); err != nil {
 		return 0, fmt.Errorf("syncing %s before renaming it: %w", from.Name, err)
 	}
 	// The file says how big it is: writes through passthrough handles
 	// still open are counted only when they close.
-	st, err := src.f.Stat()
+	st, err := src.h.File().Stat()
 	if err != nil {
 		return 0, fmt.Errorf("renaming %s: %w", from.Name, err)
 	}

@@ -51,16 +51,16 @@ const roomHolders = 3
 // the entry the handle has when it is found: a rename or an exchange
 // while the write waits moves the handle, and a deletion orphans it (an
 // orphan's bytes count nothing).
-func (c *Cache) makeRoomToGrow(h *WriteHandle, size int64) error {
+func (c *Cache) makeRoomToGrow(w *writeLedger, size int64) error {
 	var deadline <-chan time.Time
 	expired := false
 	maxAge := space.FreeTTL // after the first try, the disk is measured at every one
 	for {
 		c.budget.Measure(maxAge)
 		c.mu.Lock()
-		e := h.e
+		e := w.e
 		grow := size - max(e.rec.Size, e.charged)
-		if h.orphan || grow <= 0 || e.dropped {
+		if w.orphan || grow <= 0 || e.dropped {
 			c.mu.Unlock()
 			return nil
 		}

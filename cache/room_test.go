@@ -242,14 +242,15 @@ func TestRenameMovesAWritesReservation(t *testing.T) {
 	e := newEnv(t)
 	a := e.put("doc", pattern(10<<10, 1))
 	c := e.openWB(time.Hour)
-	h, err := c.OpenWrite(e.ctx, a, false, false)
+	w, err := c.openWriter(e.ctx, a, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := w.h
 	defer h.Close()
 	// WriteAt's first step for 30 KiB at 0; the rename comes before the
 	// rest of the write.
-	if err := c.makeRoomToGrow(h, 30<<10); err != nil {
+	if err := c.makeRoomToGrow(w, 30<<10); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Rename(e.ctx, a, "doc2", 0); err != nil {

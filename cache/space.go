@@ -1,13 +1,11 @@
 package cache
 
 import (
-	"errors"
-	"fmt"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/space"
+	"github.com/bucketfs/bucketfs/cache/internal/write"
 )
 
 // Space: the limits this file keeps, and how. The numbers (the cap and
@@ -56,7 +54,7 @@ import (
 
 // ErrTooBig means a write, truncation or allocation would make a file
 // larger than the largest file the cache holds (MaxFileSize).
-var ErrTooBig = errors.New("the file would pass the largest size the cache holds")
+var ErrTooBig = write.ErrTooBig
 
 // MaxObjectSize is the largest object GCS stores.
 const MaxObjectSize = space.MaxObjectSize
@@ -69,18 +67,6 @@ func (c *Cache) MinFree() int64 { return c.budget.Floor() }
 // cache's disk holds above it. A file past that could never get its room:
 // it is refused at once (EFBIG), not after Options.FullWait (ENOSPC).
 func (c *Cache) MaxFileSize() int64 { return c.budget.MaxFileSize() }
-
-// objectTooBig is the error for a file of size bytes, past the largest
-// object the bucket stores: written by the kernel (passthrough), which
-// no limit of the cache holds back.
-func objectTooBig(name string, size int64) error {
-	return fmt.Errorf("%s: %w (%d bytes; a GCS object holds at most 5 TiB): truncate or delete it", name, ErrTooBig, size)
-}
-
-// tooBig is the error for a file that would reach end bytes.
-func (c *Cache) tooBig(name string, end int64) error {
-	return fmt.Errorf("%s: %w (%d bytes asked, at most %d)", name, ErrTooBig, end, c.MaxFileSize())
-}
 
 // sendNowLocked queues every changed file not open for writing for
 // upload now, whatever its write-back delay: its copy becomes clean, so
@@ -161,58 +147,21 @@ func (c *Cache) settleChargeLocked(e *entry) {
 	}
 }
 
-// Allocate makes sure the bytes [off, off+length) of the local copy have
-// disk blocks (fallocate(2) mode 0): the file grows to off+length if it
-// is shorter, and that growth is held to the limits like a write's.
-func (h *WriteHandle) Allocate(off, length int64) error {
-	end := off + length
-	if end > h.c.MaxFileSize() || end < off {
-		return h.c.tooBig(h.name(), end)
+// Unreserve gives back what w's entry reserved for a change that did
+// not begin (write.Cache).
+func (w *writeLedger) Unreserve() {
+	w.c.mu.Lock()
+	if !w.orphan {
+		w.c.settleChargeLocked(w.e)
 	}
-	if end <= h.Size() {
-		// The content does not change: no change to record.
-		return fallocate(h.f, off, length)
-	}
-	if err := h.c.makeRoomToGrow(h, end); err != nil {
-		return err
-	}
-	if err := h.begin(func(r *record) bool { return r.MarkWritten(r.Size, end) }); err != nil {
-		h.c.settleCharge(h)
-		return err
-	}
-	err := fallocate(h.f, off, length)
-	grown := int64(0)
-	if err == nil {
-		grown = end
-	}
-	h.end(grown)
-	return err
+	w.c.mu.Unlock()
 }
 
-func fallocate(f interface{ Fd() uintptr }, off, length int64) error {
-	for {
-		err := syscall.Fallocate(int(f.Fd()), 0, off, length)
-		if err != syscall.EINTR {
-			return err
-		}
-	}
-}
-
-// settleCharge gives back what h's entry reserved for a change that did
-// not begin.
-func (c *Cache) settleCharge(h *WriteHandle) {
-	c.mu.Lock()
-	if !h.orphan {
-		c.settleChargeLocked(h.e)
-	}
-	c.mu.Unlock()
-}
-
-// name is the name of the handle's file now.
-func (h *WriteHandle) name() string {
-	h.c.mu.Lock()
-	defer h.c.mu.Unlock()
-	return h.e.name
+// Name is the name of w's file now (write.Cache).
+func (w *writeLedger) Name() string {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.e.name
 }
 
 // RoomForHidden reports whether a writer the kernel serves itself
@@ -263,9 +212,9 @@ func (c *Cache) countHidden() {
 		c.mu.Unlock()
 		return // Close records what is cached; nothing is evicted under it
 	}
-	for h := range c.writeHandles {
-		if h.hidden && !h.orphan {
-			hs = append(hs, open{h.e, h.f})
+	for w := range c.writeHandles {
+		if w.h.Hidden() && !w.orphan {
+			hs = append(hs, open{w.e, w.h.File()})
 		}
 	}
 	c.mu.Unlock()

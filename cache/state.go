@@ -42,7 +42,7 @@ type cacheWriteBack struct {
 	waited       chan struct{}                                           // closed and replaced when a call starts waiting there (a test watches it)
 	confirmedFn  func(name string, a transfer.ObjectAttrs, deleted bool) // see OnConfirmed
 	conflictFn   ConflictFunc                                            // see OnConflict (conflictnote.go)
-	writeHandles map[*WriteHandle]struct{}                               // every WriteHandle not yet closed
+	writeHandles map[*writeLedger]struct{}                               // every WriteHandle not yet closed
 	madeCopies   holds.MadeCopies                                        // copies dropped once made, for a short while (madecopies.go)
 	ownGone      holds.MadeCopies                                        // versions uploaded here whose copies left the index, for a short while: a rename's base only (madecopies.go)
 }

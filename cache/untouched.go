@@ -5,29 +5,20 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/bucketfs/bucketfs/cache/internal/write"
 )
 
-// An open for writing that writes nothing, through passthrough.
-//
-// A hidden handle (the kernel writes the cache file itself) makes its
-// copy changed from the open, before the kernel may write it: the
-// daemon does not see the writes, and a crash must not leave a written
-// copy taken for the bucket's version. A program that opens a file read-
-// write and only reads it (an editor, a check of the size, touch) would
-// then make an upload of the same bytes, and a new generation, where
-// writes through the daemon fetch and change nothing until the first
-// one (fs/lazywrite.go). So an open of a clean copy that no other handle
-// writes marks the cache file: its modification time is set 1 ns back
-// (before the kernel has the descriptor). Every write the kernel makes
-// to the file (write, pwrite, a store through mmap) sets the time to the
-// clock's, which is never that mark; the daemon's own changes (a
-// truncation, fallocate) are counted (entry.changes). At the close, a
-// file with its size and its mark, in an entry no other change reached
-// (no other writer, no rename, no upload), is not changed: its record before the
+// An open for writing that writes nothing, through passthrough: the
+// entry's side. The mark on the cache file, and why, is package
+// internal/write's (mark.go). An open of a clean copy that no other
+// handle writes is watched; the daemon's own changes (a truncation,
+// fallocate) are counted (entry.changes). At the close, a file with its
+// size and its mark, in an entry no other change reached (no other
+// writer, no rename, no upload), is not changed: its record before the
 // open is restored (clean, with its checksums), with the attributes set
 // meanwhile, if any (then only they are sent: a metadata patch, as for
-// touch). If the mark is gone or in doubt, the file stays changed and is
-// sent: an upload of the same bytes costs a request, never data.
+// touch).
 //
 // A time set while the mark holds (touch's futimens, through SetMeta) is
 // kept in the record's metadata, not set on the file (that would wipe
@@ -38,21 +29,21 @@ import (
 
 // untouched is what a hidden handle's open of a clean copy kept to undo
 // its change at the close. Its fields are set before the handle is
-// shared, except timed, guarded by Cache.mu.
+// shared (the mark by write.Handle.BeginHidden), except timed, guarded
+// by Cache.mu.
 type untouched struct {
+	write.Mark
 	e       *entry
-	prev    record    // e's record before the open
-	changes uint64    // e.changes when the open joined e, then once the handle's change began (begunLocked)
-	uploads uint64    // e.uploadSeq then: an upload during the open (fsync with --fsync remote) made a new generation
-	size    int64     // the file's size at the open
-	mtime   time.Time // the file's modification time at the open
-	mark    time.Time // the time set instead: mtime - 1 ns
-	timed   bool      // a time was set (SetMeta) while the mark held: it is in the record's metadata
+	prev    record // e's record before the open
+	changes uint64 // e.changes when the open joined e, then once the handle's change began (Watch)
+	uploads uint64 // e.uploadSeq then: an upload during the open (fsync with --fsync remote) made a new generation
+	timed   bool   // a time was set (SetMeta) while the mark held: it is in the record's metadata
 }
 
 // untouchedLocked returns the watch of a hidden handle about to begin
 // its change of e, if e is a clean copy of a version in the bucket that
-// no other handle writes, or nil. Its start marks the file.
+// no other handle writes, or nil. The handle's BeginHidden marks the
+// file.
 func untouchedLocked(e *entry) *untouched {
 	r := e.rec
 	if r.Dirty || e.dirtying != nil || r.Deleted || r.MetaOnly || r.CopyFrom != "" || r.Generation <= 0 || e.writers != 1 {
@@ -65,38 +56,23 @@ func untouchedLocked(e *entry) *untouched {
 	return &untouched{e: e, prev: prev, changes: e.changes, uploads: e.uploadSeq}
 }
 
-// begunLocked takes up u, the watch of h, once h's change has begun:
+// Watch takes up w's watch once its change has begun (write.Cache):
 // only if no other change (another handle's write, which the mark
 // cannot tell from the file as it was), no upload and no rename reached
-// u's entry since the open joined it, else there is nothing to undo at
-// the close. It reports whether the watch holds.
-func (u *untouched) begunLocked(h *WriteHandle) bool {
+// the watch's entry since the open joined it, else there is nothing to
+// undo at the close. It reports whether the watch holds.
+func (w *writeLedger) Watch() bool {
+	c, u := w.c, w.untouched
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	e := u.e
-	if h.e != e || h.orphan || e.changes != u.changes+1 || e.uploadSeq != u.uploads {
+	if w.e != e || w.orphan || e.changes != u.changes+1 || e.uploadSeq != u.uploads {
+		w.untouched = nil
 		return false
 	}
 	u.changes = e.changes
 	e.watch = u
 	return true
-}
-
-// start sets u's mark on f, the handle's file, before the kernel has the
-// descriptor (so no write of the handle can come first). It reports
-// false if the file cannot be marked: then nothing is undone at the
-// close.
-func (u *untouched) start(f *os.File) bool {
-	st, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	u.size, u.mtime = st.Size(), st.ModTime()
-	u.mark = u.mtime.Add(-time.Nanosecond)
-	return os.Chtimes(f.Name(), time.Time{}, u.mark) == nil
-}
-
-// holds reports whether st, a stat of u's file, still has its mark.
-func (u *untouched) holds(st os.FileInfo) bool {
-	return st.Size() == u.size && st.ModTime().Equal(u.mark)
 }
 
 // shownTimeLocked is the modification time of u's file while its mark
@@ -107,7 +83,7 @@ func (u *untouched) shownTimeLocked(meta map[string]string) time.Time {
 			return t
 		}
 	}
-	return u.mtime
+	return u.Time()
 }
 
 // keepMark is SetMeta's question before it sets the time of e's file
@@ -127,7 +103,7 @@ func (c *Cache) keepMark(e *entry, path string) bool {
 	if e.watch != u {
 		return false
 	}
-	if err != nil || !u.holds(st) {
+	if err != nil || !u.Holds(st) {
 		e.watch = nil
 		return false
 	}
@@ -135,32 +111,29 @@ func (c *Cache) keepMark(e *entry, path string) bool {
 	return true
 }
 
-// closeUntouched ends h's change, undoing it if nothing was written (see
-// the top of this file), and reports whether it did. It is called by
-// Close, instead of end, with no lock held.
-func (h *WriteHandle) closeUntouched() bool {
-	u := h.untouched
-	if u == nil {
-		return false
-	}
-	st, err := h.f.Stat()
-	c := h.c
+// Untouched ends w's change, undoing it if nothing was written (see the
+// top of this file): holds says the mark was on f just before. It
+// reports whether it did (write.Cache). It is called by the handle's
+// Close, instead of End, with no lock held.
+func (w *writeLedger) Untouched(f *os.File, holds bool) bool {
+	u := w.untouched
+	c := w.c
 	c.mu.Lock()
 	if u.e.watch == u {
 		u.e.watch = nil
 	}
-	e := h.e
-	if err != nil || !u.holds(st) || h.orphan || e != u.e || e.dropped || h.busy != 1 || e.inflight != 1 ||
+	e := w.e
+	if !holds || w.orphan || e != u.e || e.dropped || w.busy != 1 || e.inflight != 1 ||
 		e.changes != u.changes || e.uploadSeq != u.uploads || e.writers != 1 || !e.rec.Dirty || e.rec.MetaOnly || e.rec.Size != u.prev.Size {
 		c.mu.Unlock()
 		return false
 	}
-	h.busy--
+	w.busy--
 	e.inflight--
 	e.version++
 	meta := e.rec.Meta
 	e.rec = u.prev
-	fileTime := u.mtime
+	fileTime := u.Time()
 	if maps.Equal(meta, u.prev.Meta) {
 		e.dirtying, e.dirtySince = nil, time.Time{}
 	} else {
@@ -183,7 +156,7 @@ func (h *WriteHandle) closeUntouched() bool {
 		c.mu.Unlock()
 		c.log.Warn("recording that a file opened for writing was not changed failed; it is uploaded again", "object", e.name, "err", err)
 	}
-	if err := os.Chtimes(h.f.Name(), time.Time{}, fileTime); err != nil {
+	if err := os.Chtimes(f.Name(), time.Time{}, fileTime); err != nil {
 		c.log.Debug("setting a cache file's modification time back failed", "object", e.name, "err", err)
 	}
 	return true

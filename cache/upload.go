@@ -18,6 +18,7 @@ import (
 	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
 	"github.com/bucketfs/bucketfs/cache/internal/send"
 	"github.com/bucketfs/bucketfs/cache/internal/upload"
+	"github.com/bucketfs/bucketfs/cache/internal/write"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -41,7 +42,7 @@ func (c *Cache) uploadFlow() *upload.Flow[*entry] {
 		Folders:   c.folders,
 		DataDir:   c.dataDir,
 		ChunkSize: c.opts.ChunkSize,
-		TooBig:    objectTooBig,
+		TooBig:    write.ObjectTooBig,
 		Log:       c.log,
 		AfterSend: func(name string) {
 			if testAfterSend != nil {

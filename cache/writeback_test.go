@@ -805,7 +805,7 @@ func TestCloseWritersUnblocksFlush(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.f.WriteAt([]byte("data"), 0); err != nil { // as the kernel would, or through WriteAt
+		if _, err := w.File().WriteAt([]byte("data"), 0); err != nil { // as the kernel would, or through WriteAt
 			t.Fatal(err)
 		}
 		if !hidden {

@@ -8,38 +8,32 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
+	"github.com/bucketfs/bucketfs/cache/internal/write"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
-// WriteHandle reads and writes the local copy of one object. Its methods
-// are safe for concurrent use; Close must be called exactly once.
-//
-// A handle belongs to a file, not to a name, as a descriptor does: when
-// the file is renamed, the handle moves to the new name's entry and its
-// writes are uploaded under that name; when the file is deleted (or
-// renamed over) while the handle is open, the handle is orphaned: reads
-// and writes go on in its own copy, which is never uploaded and goes
-// away with the last close.
-type WriteHandle struct {
+// WriteHandle reads and writes the local copy of one object (package
+// internal/write). Its methods are safe for concurrent use; Close must be
+// called exactly once.
+type WriteHandle = write.Handle
+
+// writeLedger is a WriteHandle's side in the cache: the handle's state
+// that Cache.mu guards, and what it asks of the entries (write.Cache). A
+// rename moves it to the new name's entry, a deletion orphans it
+// (moveHandlesLocked, orphanLocked).
+type writeLedger struct {
 	c         *Cache
-	f         *os.File
-	hidden    bool       // writes bypass WriteAt (passthrough): one change from open to Close
-	untouched *untouched // a hidden open of a clean copy: undone at Close if nothing was written (untouched.go)
-	closeOnce sync.Once
+	h         *WriteHandle // set before the ledger is shared
+	untouched *untouched   // a hidden open of a clean copy: undone at Close if nothing was written (untouched.go)
 
 	// Guarded by Cache.mu.
 	e      *entry // the entry of the file's current name
 	orphan bool   // the file was deleted while this handle was open
 	busy   int    // changes in flight through this handle (counted in e.inflight too)
 }
-
-// Fd returns the descriptor of the local copy, open for reading and
-// writing, for FUSE passthrough; valid until Close.
-func (h *WriteHandle) Fd() int { return int(h.f.Fd()) }
 
 // OpenWrite opens version a of an object for reading and writing; a with
 // Generation 0 is an object that does not exist yet. The copy is completed
@@ -60,10 +54,19 @@ func (h *WriteHandle) Fd() int { return int(h.f.Fd()) }
 // is now; an existing one answers ErrStale, on which the caller looks
 // the name up again.
 func (c *Cache) OpenWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hidden bool) (*WriteHandle, error) {
+	w, err := c.openWriter(ctx, a, trunc, hidden)
+	if err != nil {
+		return nil, err
+	}
+	return w.h, nil
+}
+
+// openWriter is OpenWrite, for the cache: the handle's ledger.
+func (c *Cache) openWriter(ctx context.Context, a transfer.ObjectAttrs, trunc, hidden bool) (*writeLedger, error) {
 	for attempt := 1; ; attempt++ {
-		h, err := c.openWrite(ctx, a, trunc, hidden)
+		w, err := c.openWrite(ctx, a, trunc, hidden)
 		if !errors.Is(err, ErrLeftName) {
-			return h, err
+			return w, err
 		}
 		if !(trunc && a.Generation == 0) || attempt == 3 {
 			return nil, fmt.Errorf("%s: %w: %w", a.Name, ErrStale, ErrLeftName)
@@ -84,7 +87,7 @@ var testBeforeJoin func(name string)
 // joined its entry, before a hidden handle's change begins.
 var testAfterJoin func(name string)
 
-func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hidden bool) (*WriteHandle, error) {
+func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hidden bool) (*writeLedger, error) {
 	e, err := c.acquire(ctx, a, trunc && a.Generation == 0)
 	if err != nil {
 		return nil, err
@@ -141,7 +144,8 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	if testBeforeJoin != nil {
 		testBeforeJoin(a.Name)
 	}
-	h := &WriteHandle{c: c, e: e, f: f, hidden: hidden}
+	w := &writeLedger{c: c, e: e}
+	w.h = write.New(w, f, hidden)
 	c.mu.Lock()
 	if e.left != left || e.dropped {
 		c.mu.Unlock()
@@ -151,16 +155,16 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	}
 	e.writers++
 	if e.handles == nil {
-		e.handles = map[*WriteHandle]struct{}{}
+		e.handles = map[*writeLedger]struct{}{}
 	}
-	e.handles[h] = struct{}{}
-	c.writeHandles[h] = struct{}{}
+	e.handles[w] = struct{}{}
+	c.writeHandles[w] = struct{}{}
 	// Every byte is local now; a dirty copy must never be downloaded over.
 	if e.dl != nil && !e.rec.LocalContent() {
 		c.absorbLocked(e, e.dl) // the sums of what it fetched, before a change makes the file the truth
 	}
 	if hidden && !trunc {
-		h.untouched = untouchedLocked(e)
+		w.untouched = untouchedLocked(e)
 	}
 	e.rec.Complete, e.rec.Present = true, nil
 	c.mu.Unlock()
@@ -168,12 +172,16 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 		testAfterJoin(a.Name)
 	}
 	if hidden {
-		if err := h.beginHidden(); err != nil {
+		var m *write.Mark
+		if w.untouched != nil {
+			m = &w.untouched.Mark
+		}
+		if err := w.h.BeginHidden(m); err != nil {
 			return nil, err
 		}
 	}
 	if trunc && !emptyAlready {
-		if err := h.Truncate(0); err != nil {
+		if err := w.h.Truncate(0); err != nil {
 			// The copy was declared complete for the truncation: unless the
 			// change is recorded, it must not be served as the object.
 			c.mu.Lock()
@@ -184,11 +192,11 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 				}
 			}
 			c.mu.Unlock()
-			h.Close()
+			w.h.Close()
 			return nil, err
 		}
 	}
-	return h, nil
+	return w, nil
 }
 
 // completeForWrite makes e's copy whole before a write handle opens on
@@ -238,158 +246,6 @@ func (c *Cache) completeForWrite(ctx context.Context, e *entry, a transfer.Objec
 	return trunc, nil
 }
 
-// beginHidden begins the change of a hidden handle: the kernel writes the
-// file directly, one change from the open until Close, which ends it.
-// The daemon cannot see which chunks change: their sums describe the
-// file no longer. An open that writes nothing is watched (untouched.go).
-// If the change cannot begin, the handle is closed.
-func (h *WriteHandle) beginHidden() error {
-	if h.untouched != nil && !h.untouched.start(h.f) {
-		h.untouched = nil
-	}
-	err := h.begin((*record).ForgetSums)
-	if err == nil && h.untouched != nil {
-		h.c.mu.Lock()
-		if !h.untouched.begunLocked(h) {
-			h.untouched = nil
-		}
-		h.c.mu.Unlock()
-	}
-	if err != nil {
-		h.hidden = false
-		h.Close()
-	}
-	return err
-}
-
-// Size is the current size of the local copy.
-func (h *WriteHandle) Size() int64 {
-	h.c.mu.Lock()
-	orphan, size := h.orphan, h.e.rec.Size
-	h.c.mu.Unlock()
-	if orphan {
-		if st, err := h.f.Stat(); err == nil {
-			return st.Size()
-		}
-	}
-	return size
-}
-
-// Orphaned reports whether the file was deleted while the handle was open.
-func (h *WriteHandle) Orphaned() bool {
-	h.c.mu.Lock()
-	defer h.c.mu.Unlock()
-	return h.orphan
-}
-
-// ReadAt reads the local copy; ctx is not used (local I/O). Chunks not
-// written here are checked against their sums first, once (checksum.go):
-// a damaged one holds the file and answers ErrDamaged.
-func (h *WriteHandle) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	if err := h.checkRead(off, int64(len(p))); err != nil {
-		return 0, err
-	}
-	n, err := h.f.ReadAt(p, off)
-	h.c.readBytes.Add(int64(n))
-	return n, err
-}
-
-// WriteAt writes p at off. When it returns, the change survives a crash of
-// the process (see the contract at the top of this file). A write that
-// would pass MaxFileSize is cut short at it (as a local file system cuts
-// a write at its largest file size); one that starts there fails with
-// ErrTooBig.
-func (h *WriteHandle) WriteAt(p []byte, off int64) (int, error) {
-	if limit := h.c.MaxFileSize(); off+int64(len(p)) > limit {
-		if off >= limit || off < 0 {
-			return 0, h.c.tooBig(h.name(), off+int64(len(p)))
-		}
-		p = p[:limit-off]
-	}
-	if err := h.c.makeRoomToGrow(h, off+int64(len(p))); err != nil {
-		return 0, err
-	}
-	end := off + int64(len(p))
-	if err := h.begin(func(r *record) bool { return r.MarkWritten(min(off, r.Size), end) }); err != nil {
-		h.c.settleCharge(h)
-		return 0, err
-	}
-	n, err := h.f.WriteAt(p, off)
-	h.end(off + int64(n))
-	return n, err
-}
-
-// Truncate sets the size of the local copy; past MaxFileSize it fails
-// with ErrTooBig.
-func (h *WriteHandle) Truncate(size int64) error {
-	if size > h.c.MaxFileSize() {
-		return h.c.tooBig(h.name(), size)
-	}
-	if err := h.c.makeRoomToGrow(h, size); err != nil {
-		return err
-	}
-	if err := h.begin(func(r *record) bool { return r.MarkWritten(min(size, r.Size), max(size, r.Size)) }); err != nil {
-		h.c.settleCharge(h)
-		return err
-	}
-	err := h.f.Truncate(size)
-	if err == nil {
-		h.c.mu.Lock()
-		if !h.orphan {
-			h.c.resizeLocked(h.e, size)
-		}
-		h.c.mu.Unlock()
-	}
-	h.end(0)
-	return err
-}
-
-// CheckSize reports ErrTooBig if the kernel wrote the file (a hidden
-// handle) past MaxObjectSize, which the bucket does not store: such a
-// file is refused at fsync and close. Writes through WriteAt are held
-// to MaxFileSize as they come.
-func (h *WriteHandle) CheckSize() error {
-	if !h.hidden {
-		return nil
-	}
-	st, err := h.f.Stat()
-	if err != nil {
-		return err
-	}
-	if st.Size() > MaxObjectSize {
-		return objectTooBig(h.name(), st.Size())
-	}
-	return nil
-}
-
-// Sync makes the local copy and its record durable against power loss;
-// a file the kernel wrote past MaxObjectSize fails with ErrTooBig after
-// that (CheckSize).
-func (h *WriteHandle) Sync() error {
-	if err := h.f.Sync(); err != nil {
-		return err
-	}
-	c := h.c
-	c.mu.Lock()
-	if h.orphan {
-		c.mu.Unlock()
-		return nil // a deleted file: nothing of it is recorded
-	}
-	e := h.e
-	rec, seq := c.snapshotLocked(e)
-	c.mu.Unlock()
-	if err := c.persistEntry(e, rec, seq); err != nil {
-		return err
-	}
-	if err := c.j.Sync(); err != nil {
-		return err
-	}
-	if err := h.CheckSize(); !errors.Is(err, os.ErrClosed) {
-		return err
-	}
-	return nil // closed since its bytes were synced: its size is its close's to check
-}
-
 // SyncName makes the local copy of name durable, its cache file and its
 // record, for an fsync through a handle that does not write it (a
 // read-only one) whose writer closed meanwhile (WriteHandle.Sync then
@@ -403,12 +259,7 @@ func (c *Cache) SyncName(name string) error {
 	}
 	c.mu.Unlock()
 	if path != "" {
-		f, err := os.Open(path)
-		if err == nil {
-			err = f.Sync()
-			f.Close()
-		}
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := write.SyncFile(path); err != nil {
 			return err
 		}
 	}
@@ -420,44 +271,27 @@ func (c *Cache) SyncName(name string) error {
 // are made durable by their own WriteHandle.Sync.
 func (c *Cache) Sync() error { return c.j.Sync() }
 
-// Close releases the handle. The last writer to close queues the upload,
-// after the write-back delay.
-func (h *WriteHandle) Close() error {
-	var err error
-	h.closeOnce.Do(func() {
-		if h.hidden && !h.closeUntouched() {
-			// The kernel wrote the file directly: take its size from it.
-			size := int64(-1)
-			if st, serr := h.f.Stat(); serr == nil {
-				size = st.Size()
+// Close lets go of w's entry, once w's file is closed (write.Cache):
+// the last writer to close queues the upload, after the write-back
+// delay.
+func (w *writeLedger) Close() {
+	c := w.c
+	c.mu.Lock()
+	delete(c.writeHandles, w)
+	e := w.e
+	if !w.orphan {
+		e.writers--
+		delete(e.handles, w)
+		if e.writers == 0 && e.rec.Dirty {
+			delay := c.writeBackDelayLocked()
+			if e.remoteMoved {
+				delay = 0 // the conflict is settled now (announce.go)
 			}
-			h.c.mu.Lock()
-			if !h.orphan && size >= 0 {
-				h.c.resizeLocked(h.e, size)
-			}
-			h.c.mu.Unlock()
-			h.end(0)
+			c.scheduleLocked(e.name, delay)
 		}
-		err = h.f.Close()
-		c := h.c
-		c.mu.Lock()
-		delete(c.writeHandles, h)
-		e := h.e
-		if !h.orphan {
-			e.writers--
-			delete(e.handles, h)
-			if e.writers == 0 && e.rec.Dirty {
-				delay := c.writeBackDelayLocked()
-				if e.remoteMoved {
-					delay = 0 // the conflict is settled now (announce.go)
-				}
-				c.scheduleLocked(e.name, delay)
-			}
-		}
-		c.mu.Unlock()
-		c.release(e)
-	})
-	return err
+	}
+	c.mu.Unlock()
+	c.release(e)
 }
 
 // CloseWriters closes every WriteHandle still open and returns how many
@@ -468,8 +302,8 @@ func (h *WriteHandle) Close() error {
 func (c *Cache) CloseWriters() int {
 	c.mu.Lock()
 	hs := make([]*WriteHandle, 0, len(c.writeHandles))
-	for h := range c.writeHandles {
-		hs = append(hs, h)
+	for w := range c.writeHandles {
+		hs = append(hs, w.h)
 	}
 	c.mu.Unlock()
 	for _, h := range hs {
@@ -495,7 +329,7 @@ func (c *Cache) orphanLocked(e *entry) {
 // moveHandlesLocked moves every write handle open on e, but skip, to ne:
 // e's file now has ne's name (a rename). The handles' changes in flight
 // and their references move along.
-func (c *Cache) moveHandlesLocked(e, ne *entry, skip *WriteHandle) {
+func (c *Cache) moveHandlesLocked(e, ne *entry, skip *writeLedger) {
 	for h := range e.handles {
 		if h == skip {
 			continue
@@ -505,7 +339,7 @@ func (c *Cache) moveHandlesLocked(e, ne *entry, skip *WriteHandle) {
 		e.inflight -= h.busy
 		e.refs--
 		if ne.handles == nil {
-			ne.handles = map[*WriteHandle]struct{}{}
+			ne.handles = map[*writeLedger]struct{}{}
 		}
 		ne.handles[h] = struct{}{}
 		ne.writers++
@@ -518,20 +352,25 @@ func (c *Cache) moveHandlesLocked(e, ne *entry, skip *WriteHandle) {
 	ne.version++
 }
 
-// begin starts a change: the first change to a clean copy records it as
-// dirty, durably, before any byte is written. mark (if not nil) records,
-// under the lock, which chunks the change touches (record.Written); if
-// it changes the record, that is made durable before the change too. A
-// change through an orphaned handle touches no entry.
-func (h *WriteHandle) begin(mark func(*record) bool) error {
-	c := h.c
+// The handle's ledger (write.Cache): each method one critical section
+// of Cache.mu, but Begin, Record and Untouched, which journal between
+// theirs, and Grow (room.go) and CheckRead (checksum.go).
+
+// Begin starts a change: the first change to a clean copy records it as
+// dirty, durably, before any byte is written. It records, under the
+// lock, which chunks the change touches (record.Written; all of them,
+// their sums forgotten, for a nil span); if that changes the record, it
+// is made durable before the change too. A change through an orphaned
+// handle touches no entry.
+func (w *writeLedger) Begin(span write.Span) error {
+	c := w.c
 	c.mu.Lock()
-	if h.orphan {
-		h.busy++
+	if w.orphan {
+		w.busy++
 		c.mu.Unlock()
 		return nil
 	}
-	e := h.e
+	e := w.e
 	if e.dropped {
 		c.mu.Unlock()
 		return fmt.Errorf("%s was replaced in the cache while open for writing; reopen it", e.name)
@@ -540,7 +379,7 @@ func (h *WriteHandle) begin(mark func(*record) bool) error {
 		c.mu.Unlock()
 		return fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, e.rec.Damaged)
 	}
-	h.busy++
+	w.busy++
 	e.inflight++
 	e.version++
 	e.changes++
@@ -563,7 +402,12 @@ func (h *WriteHandle) begin(mark func(*record) bool) error {
 	}
 	ch := e.dirtying
 	e.rec.Deleted, e.rec.MetaOnly = false, false
-	marked := mark != nil && mark(&e.rec)
+	var marked bool
+	if span == nil {
+		marked = e.rec.ForgetSums()
+	} else {
+		marked = e.rec.MarkWritten(span(e.rec.Size))
+	}
 	var rec record
 	var seq uint64
 	if first || marked {
@@ -575,10 +419,7 @@ func (h *WriteHandle) begin(mark func(*record) bool) error {
 		// their bytes change (a later snapshot written first covers them).
 		if err := c.persistEntry(e, rec, seq); err != nil {
 			c.mu.Lock()
-			h.busy--
-			if !h.orphan {
-				h.e.inflight--
-			}
+			w.unbeginLocked()
 			c.mu.Unlock()
 			return fmt.Errorf("recording a change of %s in the cache index: %w", e.name, err)
 		}
@@ -605,10 +446,7 @@ func (h *WriteHandle) begin(mark func(*record) bool) error {
 		err = e.dirtyErr // the attempt this change waited for failed
 	}
 	if err != nil {
-		h.busy--
-		if !h.orphan {
-			h.e.inflight-- // where the change is counted now
-		}
+		w.unbeginLocked()
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -617,19 +455,28 @@ func (h *WriteHandle) begin(mark func(*record) bool) error {
 	return nil
 }
 
-// end finishes a change begun by begin; the file now reaches at least
+// unbeginLocked takes back a change Begin counted and could not record,
+// from the entry the handle has now.
+func (w *writeLedger) unbeginLocked() {
+	w.busy--
+	if !w.orphan {
+		w.e.inflight--
+	}
+}
+
+// End finishes a change begun by Begin; the file now reaches at least
 // minSize bytes. The change ends in the entry the handle has now (a
 // rename may have moved it meanwhile, its change along with it).
-func (h *WriteHandle) end(minSize int64) {
-	c := h.c
+func (w *writeLedger) End(minSize int64) {
+	c := w.c
 	c.mu.Lock()
-	if h.busy == 0 {
+	if w.busy == 0 {
 		c.mu.Unlock()
 		return // a hidden handle whose begin failed
 	}
-	h.busy--
-	if !h.orphan {
-		e := h.e
+	w.busy--
+	if !w.orphan {
+		e := w.e
 		if minSize > e.rec.Size {
 			c.resizeLocked(e, minSize)
 		}
@@ -639,6 +486,49 @@ func (h *WriteHandle) end(minSize int64) {
 	}
 	c.mu.Unlock()
 }
+
+// Resize records size as the size of the file of w's entry.
+func (w *writeLedger) Resize(size int64) {
+	w.c.mu.Lock()
+	if !w.orphan {
+		w.c.resizeLocked(w.e, size)
+	}
+	w.c.mu.Unlock()
+}
+
+// Size is the size w's entry records, and whether w is orphaned.
+func (w *writeLedger) Size() (int64, bool) {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.e.rec.Size, w.orphan
+}
+
+// Record makes the record of w's entry durable: journaled, and the
+// journal synced; an orphan's file has no record.
+func (w *writeLedger) Record() error {
+	c := w.c
+	c.mu.Lock()
+	if w.orphan {
+		c.mu.Unlock()
+		return nil // a deleted file: nothing of it is recorded
+	}
+	e := w.e
+	rec, seq := c.snapshotLocked(e)
+	c.mu.Unlock()
+	if err := c.persistEntry(e, rec, seq); err != nil {
+		return err
+	}
+	return c.j.Sync()
+}
+
+// CountRead counts n bytes read from a local copy (Stats.ReadBytes).
+func (w *writeLedger) CountRead(n int64) { w.c.readBytes.Add(n) }
+
+// MaxFileSize is the cache's (space.go).
+func (w *writeLedger) MaxFileSize() int64 { return w.c.MaxFileSize() }
+
+// Grow is makeRoomToGrow for w (room.go).
+func (w *writeLedger) Grow(size int64) error { return w.c.makeRoomToGrow(w, size) }
 
 // resizeLocked records a new size of e's copy and its cost in the budget.
 func (c *Cache) resizeLocked(e *entry, size int64) {
