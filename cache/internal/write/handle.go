@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/bucketfs/bucketfs/cache/internal/space"
@@ -110,8 +111,8 @@ type Span func(size int64) (from, to int64)
 type Handle struct {
 	cache     Cache
 	f         *os.File
-	hidden    bool  // writes bypass WriteAt (passthrough): one change from open to Close
-	mark      *Mark // a hidden open of a clean copy: undone at Close if nothing was written (mark.go)
+	hidden    atomic.Bool // writes bypass WriteAt (passthrough): one change from open to Close; read by the cache's count of hidden writers meanwhile
+	mark      *Mark       // a hidden open of a clean copy: undone at Close if nothing was written (mark.go)
 	closeOnce sync.Once
 }
 
@@ -119,7 +120,9 @@ type Handle struct {
 // handle owns (Close closes it). A hidden handle's change is begun by
 // BeginHidden before the handle is handed out.
 func New(c Cache, f *os.File, hidden bool) *Handle {
-	return &Handle{cache: c, f: f, hidden: hidden}
+	h := &Handle{cache: c, f: f}
+	h.hidden.Store(hidden)
+	return h
 }
 
 // Fd returns the descriptor of the local copy, open for reading and
@@ -131,7 +134,7 @@ func (h *Handle) Fd() int { return int(h.f.Fd()) }
 func (h *Handle) File() *os.File { return h.f }
 
 // Hidden reports whether the kernel writes the file (passthrough).
-func (h *Handle) Hidden() bool { return h.hidden }
+func (h *Handle) Hidden() bool { return h.hidden.Load() }
 
 // BeginHidden begins the change of a hidden handle: the kernel writes
 // the file directly, one change from the open until Close, which ends
@@ -148,7 +151,7 @@ func (h *Handle) BeginHidden(m *Mark) error {
 		h.mark = m
 	}
 	if err != nil {
-		h.hidden = false
+		h.hidden.Store(false)
 		h.Close()
 	}
 	return err
@@ -273,7 +276,7 @@ func fallocate(f interface{ Fd() uintptr }, off, length int64) error {
 // file is refused at fsync and close. Writes through WriteAt are held
 // to MaxFileSize as they come.
 func (h *Handle) CheckSize() error {
-	if !h.hidden {
+	if !h.hidden.Load() {
 		return nil
 	}
 	st, err := h.f.Stat()
@@ -339,7 +342,7 @@ func SyncFile(path string) error {
 func (h *Handle) Close() error {
 	var err error
 	h.closeOnce.Do(func() {
-		if h.hidden && !h.closeUntouched() {
+		if h.hidden.Load() && !h.closeUntouched() {
 			// The kernel wrote the file directly: take its size from it.
 			if st, serr := h.f.Stat(); serr == nil {
 				h.cache.Resize(st.Size())
