@@ -20,6 +20,7 @@ import (
 	"github.com/bucketfs/bucketfs/cache/internal/send"
 	"github.com/bucketfs/bucketfs/cache/internal/space"
 	"github.com/bucketfs/bucketfs/cache/internal/verify"
+	"github.com/bucketfs/bucketfs/cache/internal/writeback"
 	"github.com/bucketfs/bucketfs/transfer"
 	bolt "go.etcd.io/bbolt"
 )
@@ -111,11 +112,8 @@ type Cache struct {
 	log     *slog.Logger
 	wg      sync.WaitGroup // download finishers
 
-	uploadWG sync.WaitGroup // the uploader and its uploads
-
-	checkpointWG   sync.WaitGroup // the checkpointer
-	stopCheckpoint chan struct{}  // closed by Close
-	closing        chan struct{}  // closed when Close starts: background checks stop
+	loops   *writeback.Loops[*entry] // the uploader and the checkpointer, Flush's waits (internal/writeback)
+	closing chan struct{}            // closed when Close starts: background checks stop
 
 	verify *verify.Checker // the live checks of the copies (checksum.go, internal/verify)
 
@@ -125,10 +123,8 @@ type Cache struct {
 	prio      *transfer.Priority                     // the readers' fetches first, over all downloads
 	budget    *space.Budget                          // the cap, the disk's floor and free space, waiters for room (space.go)
 
-	kick       chan struct{}      // buffered 1: wakes the uploader (uploader.go)
-	stopUpload context.CancelFunc // ends the uploader and its uploads
-	folders    *folders.Folders   // the bucket's folder calls, if it has a hierarchical namespace (folder.go)
-	sender     *send.Sender       // sends files' content, cleans up staged parts (send.go)
+	folders *folders.Folders // the bucket's folder calls, if it has a hierarchical namespace (folder.go)
+	sender  *send.Sender     // sends files' content, cleans up staged parts (send.go)
 
 	// mu guards the state below, grouped by subsystem; state.go has the
 	// groups and the invariants that tie them together.
@@ -160,7 +156,6 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		opts: o, b: b, log: o.Logger, opened: time.Now(), prio: transfer.NewPriority(),
 		folders: folders.New(b, o.Logger),
 		dataDir: filepath.Join(o.Dir, "data"),
-		kick:    make(chan struct{}, 1),
 		cacheIndex: cacheIndex{
 			entries: map[string]*entry{},
 			lru:     list.New(),
@@ -170,8 +165,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 			changed:      make(chan struct{}),
 			writeHandles: map[*writeLedger]struct{}{},
 		},
-		stopCheckpoint: make(chan struct{}),
-		closing:        make(chan struct{}),
+		closing: make(chan struct{}),
 	}
 	c.verify = verify.New(verify.Checker{
 		SyncMax: verify.SyncMax, Wait: verify.Wait, Dir: o.Dir, DataDir: c.dataDir,
@@ -184,6 +178,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		o.UploadParallelism = 8
 		c.opts.UploadParallelism = 8
 	}
+	c.loops = writeback.New(writebackLedger{c}, c.opts.UploadParallelism, o.Online, o.Logger)
 	c.stats.MaxBytes = o.MaxSize
 	if invariantCheck != nil {
 		c.inv = &invariantState{known: map[*entry]struct{}{}}
@@ -209,38 +204,9 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		return nil, err
 	}
 	c.sender = c.newSender()
-	c.startCheckpointer()
-	c.startUploader()
+	c.loops.Start() // the checkpointer, the uploader
+	c.startCleaner()
 	return c, nil
-}
-
-// startCheckpointer applies the journal to bbolt every
-// durable.CheckpointEvery.
-func (c *Cache) startCheckpointer() {
-	c.checkpointWG.Add(1)
-	go func() {
-		defer c.checkpointWG.Done()
-		t := time.NewTicker(durable.CheckpointEvery)
-		defer t.Stop()
-		hidden := time.NewTicker(space.HiddenEvery)
-		defer hidden.Stop()
-		warn := report.NewRepeatLimit(time.Minute)
-		for {
-			select {
-			case <-c.stopCheckpoint:
-				return
-			case <-hidden.C:
-				c.countHidden() // passthrough writers' growth (space.go)
-				continue
-			case <-t.C:
-			}
-			if err := c.j.Update(nil); err != nil {
-				warn.Failed(c.log, "applying the cache journal to the index failed; retrying", err)
-			} else {
-				warn.Succeeded(c.log, "applying the cache journal to the index works again")
-			}
-		}
-	}()
 }
 
 // checkWritable makes the directories and proves a file can be created.
@@ -697,8 +663,7 @@ func (c *Cache) Close() error {
 	c.mu.Unlock()
 	// Uploads still running are cancelled: their files stay dirty, and the
 	// next start uploads them. Call Flush first to wait for them.
-	c.stopUpload()
-	c.uploadWG.Wait()
+	c.loops.StopUploads()
 	c.mu.Lock()
 	type running struct {
 		e  *entry
@@ -736,8 +701,7 @@ func (c *Cache) Close() error {
 		}
 	}
 	c.mu.Unlock()
-	close(c.stopCheckpoint)
-	c.checkpointWG.Wait()
+	c.loops.StopCheckpointer()
 	// Access times, so that the LRU order survives the remount; and the
 	// mark of a clean stop (the next start skips the index check).
 	err := c.j.Update(func(tx *bolt.Tx) error {

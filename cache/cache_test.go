@@ -225,10 +225,8 @@ func (c *Cache) crash() {
 	c.mu.Lock()
 	c.closed = true // a later Close does nothing
 	c.mu.Unlock()
-	c.stopUpload()
-	c.uploadWG.Wait()
-	close(c.stopCheckpoint)
-	c.checkpointWG.Wait()
+	c.loops.StopUploads()
+	c.loops.StopCheckpointer()
 	c.j.Abandon()
 	c.db.Close()
 }

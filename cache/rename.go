@@ -62,7 +62,7 @@ func (c *Cache) releaseHoldLocked(e *entry) {
 func (c *Cache) unholdLocked(name string) {
 	if c.holds.Release(name) {
 		if c.queue.Queued(name) {
-			c.notifyLocked() // takeDue passed it over
+			c.notifyLocked() // TakeDue passed it over
 		}
 	}
 }

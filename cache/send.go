@@ -28,17 +28,13 @@ func (c *Cache) newSender() *send.Sender {
 }
 
 // startCleaner runs the loop that cleans up the staging prefixes left in
-// the index (send.Sender.RunCleaner) until life ends; Close waits for it
-// with the uploader (uploadWG), before it closes the index.
-func (c *Cache) startCleaner(life context.Context) {
-	if c.opts.Large == nil {
-		return
+// the index (send.Sender.RunCleaner) until the uploads stop; Close waits
+// for it with the uploader (writeback.Loops.StopUploads), before it
+// closes the index.
+func (c *Cache) startCleaner() {
+	if c.opts.Large != nil {
+		c.loops.Go(c.sender.RunCleaner)
 	}
-	c.uploadWG.Add(1)
-	go func() {
-		defer c.uploadWG.Done()
-		c.sender.RunCleaner(life)
-	}()
 }
 
 // CleanStaging cleans up now, within ctx, the staging prefixes that no

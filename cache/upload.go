@@ -23,7 +23,8 @@ import (
 )
 
 // upload sends the local copy of name to the bucket once and settles the
-// outcome. e.uploading is set by takeDue and cleared by the settling.
+// outcome. e.uploading is set by TakeDue (uploader.go) and cleared by the
+// settling.
 func (c *Cache) upload(ctx context.Context, name string) {
 	u, ok := c.takeUpload(name)
 	if !ok {
@@ -73,7 +74,7 @@ func (c *Cache) takeUpload(name string) (uploadJob, bool) {
 		return uploadJob{}, false
 	}
 	if c.mustWaitLocked(e, name) {
-		// takeDue took it, then the upload waited for a slot, and the
+		// TakeDue took it, then the upload waited for a slot, and the
 		// entry changed meanwhile: a directory rename made it a
 		// deletion whose version a pending copy reads, say. Sent now,
 		// it would destroy that copy's source. Back to the queue.

@@ -1,9 +1,10 @@
 package cache
 
 // The uploader's scheduling: what each queued name waits for, and the
-// loop that starts due uploads (upload.go). The queue itself, and its
-// rules of when a name is due and when the uploader wakes, are
-// internal/pending's (c.queue).
+// entries' side of the loop that starts due uploads (upload.go). The
+// queue itself, and its rules of when a name is due and when the
+// uploader wakes, are internal/pending's (c.queue); the loop is
+// internal/writeback's (c.loops).
 
 import (
 	"context"
@@ -25,75 +26,41 @@ func (c *Cache) scheduleLocked(name string, delay time.Duration) {
 	}
 }
 
-func (c *Cache) kickLocked() {
-	select {
-	case c.kick <- struct{}{}:
-	default:
+func (c *Cache) kickLocked() { c.loops.Kick() }
+
+// writebackLedger is the cache as the write-back's loops and waits see it
+// (writeback.Ledger): the uploader's methods here, the flushes' in
+// writeback.go.
+type writebackLedger struct{ c *Cache }
+
+// Upload sends name once (upload.go).
+func (l writebackLedger) Upload(ctx context.Context, name string) { l.c.upload(ctx, name) }
+
+// Abandon clears the uploading mark TakeDue set on name's entry.
+func (l writebackLedger) Abandon(name string) {
+	l.c.mu.Lock()
+	if e := l.c.entries[name]; e != nil {
+		e.uploading = false
 	}
+	l.c.mu.Unlock()
 }
 
-// startUploader runs the loop that starts due uploads.
-func (c *Cache) startUploader() {
-	life, cancel := context.WithCancel(context.Background())
-	c.stopUpload = cancel
-	c.startCleaner(life)
-	sem := make(chan struct{}, c.opts.UploadParallelism)
-	c.uploadWG.Add(1)
-	go func() {
-		defer c.uploadWG.Done()
-		timer := time.NewTimer(time.Hour)
-		defer timer.Stop()
-		for {
-			if !c.waitOnline(life) { // offline.go
-				return
-			}
-			due, next := c.takeDue()
-			for _, name := range due {
-				c.uploadWG.Add(1)
-				go func() {
-					defer c.uploadWG.Done()
-					defer func() {
-						c.mu.Lock()
-						c.queue.Done(name)
-						c.notifyLocked() // a successor of the name, or a directory rename, may wait for it
-						c.mu.Unlock()
-					}()
-					select {
-					case sem <- struct{}{}:
-						defer func() { <-sem }()
-						c.upload(life, name)
-					case <-life.Done():
-						c.mu.Lock()
-						if e := c.entries[name]; e != nil {
-							e.uploading = false
-						}
-						c.mu.Unlock()
-					}
-				}()
-			}
-			wait := pending.Idle
-			if !next.IsZero() {
-				wait = time.Until(next)
-			}
-			timer.Reset(wait)
-			select {
-			case <-life.Done():
-				return
-			case <-c.kick:
-			case <-timer.C:
-			}
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
-		}
-	}()
+// Done ends the transfer of name that TakeDue took.
+func (l writebackLedger) Done(name string) {
+	l.c.mu.Lock()
+	l.c.queue.Done(name)
+	l.c.notifyLocked() // a successor of the name, or a directory rename, may wait for it
+	l.c.mu.Unlock()
 }
+
+// Checkpoint applies the journal to bbolt.
+func (l writebackLedger) Checkpoint() error { return l.c.j.Update(nil) }
+
+// CountHidden counts the passthrough writers' growth (space.go).
+func (l writebackLedger) CountHidden() { l.c.countHidden() }
 
 // mustWaitLocked reports whether e's change (of name) must not be sent
-// now, however due: takeDue leaves it queued, and takeUpload, which runs
+// now, however due: TakeDue leaves it queued, and takeUpload, which runs
 // later (once the upload has a slot), puts it back. The end of what it
 // waits for queues the name again (or wakes the uploader).
 func (c *Cache) mustWaitLocked(e *entry, name string) bool {
@@ -117,9 +84,10 @@ func (c *Cache) mustWaitLocked(e *entry, name string) bool {
 	return false
 }
 
-// takeDue takes the uploads that are due off the queue and marks them
+// TakeDue takes the uploads that are due off the queue and marks them
 // running; it returns when the next one is due (pending.Queue.TakeDue).
-func (c *Cache) takeDue() (due []string, next time.Time) {
+func (l writebackLedger) TakeDue() (due []string, next time.Time) {
+	c := l.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	due, next = c.queue.TakeDue(time.Now(), c.sendableLocked)
@@ -129,7 +97,7 @@ func (c *Cache) takeDue() (due []string, next time.Time) {
 	return due, next
 }
 
-// sendableLocked decides what takeDue makes of queued name: dropped, left
+// sendableLocked decides what TakeDue makes of queued name: dropped, left
 // waiting, or sent once due and no transfer of the name runs (the queue
 // keeps a name in flight once at most: a transfer of an entry a rename
 // replaced counts too).

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/writeback"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -166,10 +166,7 @@ func (c *Cache) detachData(id uint64, name string, rec record) error {
 }
 
 // Progress reports what Flush still has to upload.
-type Progress struct {
-	Files int
-	Bytes int64
-}
+type Progress = writeback.Progress
 
 // Flush uploads every local change now, ignoring the write-back delay,
 // and waits until none is left or ctx ends. progress, if not nil, is
@@ -178,7 +175,12 @@ type Progress struct {
 // them, once every file left is held or was refused by the bucket since
 // the call (refusal.go): no wait would send them.
 func (c *Cache) Flush(ctx context.Context, progress func(Progress)) []string {
-	start := time.Now()
+	return c.loops.Flush(ctx, progress)
+}
+
+// SendAll queues every dirty name to be sent now (Flush).
+func (l writebackLedger) SendAll() {
+	c := l.c
 	c.mu.Lock()
 	for name, e := range c.entries {
 		if e.rec.Dirty {
@@ -187,114 +189,85 @@ func (c *Cache) Flush(ctx context.Context, progress func(Progress)) []string {
 	}
 	c.notifyLocked()
 	c.mu.Unlock()
-	last := Progress{Files: -1}
-	for {
-		c.mu.Lock()
-		var left Progress
-		var names []string
-		// Files held, or refused by the bucket since the flush began:
-		// no upload to wait for (refusal.go).
-		stuck := 0
-		for name, e := range c.entries {
-			if e.rec.Dirty {
-				left.Files++
-				left.Bytes += e.rec.Size
-				names = append(names, name)
-				if e.stuckSinceLocked(start) {
-					stuck++
-				}
+}
+
+// Left counts the dirty names for Flush. Files held, or refused by the
+// bucket since the flush began, are stuck: no upload to wait for
+// (refusal.go).
+func (l writebackLedger) Left(since time.Time) (left Progress, names []string, stuck int, wake <-chan struct{}) {
+	c := l.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, e := range c.entries {
+		if e.rec.Dirty {
+			left.Files++
+			left.Bytes += e.rec.Size
+			names = append(names, name)
+			if e.stuckSinceLocked(since) {
+				stuck++
 			}
 		}
-		wake := c.changed
-		c.mu.Unlock()
-		if progress != nil && left != last {
-			progress(left)
-			last = left
-		}
-		if left.Files == 0 {
-			return nil
-		}
-		if stuck == left.Files {
-			sort.Strings(names)
-			return names
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			sort.Strings(names)
-			return names
-		}
-		// Counting walks every entry: at most 20 times a second, not once
-		// per upload, or a flush of many files costs their square.
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-		}
 	}
+	return left, names, stuck, c.changed
 }
 
 // FlushName uploads name's changes now, even while it is open for
 // writing, and waits until an upload that started after the call has
 // succeeded (nil: everything written before the call is in the bucket),
-// or ctx ends.
+// or ctx ends. While the bucket is offline it fails at once
+// (transfer.ErrOffline): the change is safe in the cache and queued.
 func (c *Cache) FlushName(ctx context.Context, name string) error {
+	return c.loops.FlushName(ctx, name)
+}
+
+// flushing is one FlushName's wait.
+type flushing = writeback.Flushing[*entry]
+
+// Force starts a FlushName: the next upload of name goes even while it
+// is open for writing, and is sent now.
+func (l writebackLedger) Force(name string) (flushing, bool, error) {
+	c := l.c
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	e := c.entries[name]
 	if e == nil || !e.rec.Dirty {
-		c.mu.Unlock()
-		return nil
+		return flushing{}, false, nil
 	}
 	if e.rec.Damaged != "" {
-		err := fmt.Errorf("%s: %w: %s", name, ErrDamaged, e.rec.Damaged)
-		c.mu.Unlock()
-		return err
+		return flushing{}, false, fmt.Errorf("%s: %w: %s", name, ErrDamaged, e.rec.Damaged)
 	}
-	start := time.Now()
-	target := e.uploadSeq + 1
+	f := flushing{Entry: e, Name: name, Since: time.Now(), Target: e.uploadSeq + 1}
 	e.forced = true
 	c.queue.SendNow(name)
 	c.notifyLocked()
-	c.mu.Unlock()
-	for {
-		c.mu.Lock()
-		if e.rec.Damaged != "" && !e.dropped {
-			err := fmt.Errorf("%s: %w: %s", name, ErrDamaged, e.rec.Damaged)
-			c.mu.Unlock()
-			return err
+	return f, true, nil
+}
+
+// Flushed reports whether f's upload is done, or why it cannot be.
+func (l writebackLedger) Flushed(f flushing) (done bool, wake <-chan struct{}, err error) {
+	c, e, name := l.c, f.Entry, f.Name
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.rec.Damaged != "" && !e.dropped {
+		return false, nil, fmt.Errorf("%s: %w: %s", name, ErrDamaged, e.rec.Damaged)
+	}
+	done = e.dropped || !e.rec.Dirty || e.uploadedSeq >= f.Target
+	if !done && e.stuckSinceLocked(f.Since) {
+		why := e.rec.HeldWhy()
+		if why == "" {
+			why = e.refusedWhy
 		}
-		done := e.dropped || !e.rec.Dirty || e.uploadedSeq >= target
-		if !done && e.stuckSinceLocked(start) {
-			why := e.rec.HeldWhy()
-			if why == "" {
-				why = e.refusedWhy
-			}
-			err := fmt.Errorf("%s: %w: %s", name, ErrRefused, why)
-			c.mu.Unlock()
-			return err
-		}
-		if !done && !e.uploading {
-			// Re-arm after a failed try (it was queued again with a delay
-			// that the writers may have made it skip). A name no longer
-			// queued is queued again the way any is, which wakes the
-			// uploader if it would sleep past it (idle, up to an hour).
-			e.forced = true
-			if !c.queue.Queued(name) {
-				c.scheduleLocked(name, time.Second)
-			}
-		}
-		wake := c.changed
-		c.mu.Unlock()
-		if done {
-			return nil
-		}
-		if err := c.offlineErr(name); err != nil {
-			return err // offline.go: fsync does not hang for the outage
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return fmt.Errorf("%s is not in the bucket yet: %w", name, ctx.Err())
-		case <-c.offlineTick():
+		return false, nil, fmt.Errorf("%s: %w: %s", name, ErrRefused, why)
+	}
+	if !done && !e.uploading {
+		// Re-arm after a failed try (it was queued again with a delay
+		// that the writers may have made it skip). A name no longer
+		// queued is queued again the way any is, which wakes the
+		// uploader if it would sleep past it (idle, up to an hour).
+		e.forced = true
+		if !c.queue.Queued(name) {
+			c.scheduleLocked(name, time.Second)
 		}
 	}
+	return done, c.changed, nil
 }

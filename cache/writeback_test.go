@@ -601,8 +601,7 @@ func TestLargeUploadInPartsAndCrashCleanup(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	c.stopUpload()
-	c.uploadWG.Wait()
+	c.loops.StopUploads()
 	cancel()
 	<-flushed
 	if s := stagingRecords(t, c); len(s) != 1 {
