@@ -1024,3 +1024,37 @@ func TestLocalSubdirsMatchesLocalNames(t *testing.T) {
 		}
 	}
 }
+
+// An fsync through a hidden handle whose file was deleted meanwhile (an
+// orphan) succeeds, whatever size the kernel wrote: nothing of it is
+// recorded or uploaded. Only its close says the file is too big (as
+// before the write handle's I/O moved to package internal/write, whose
+// Sync went on to check the size after an orphan's Record).
+func TestOrphanSyncIgnoresSize(t *testing.T) {
+	e := newEnv(t)
+	c := e.openWB(time.Hour)
+	w, err := c.OpenWrite(e.ctx, transfer.ObjectAttrs{Name: "huge"}, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := c.Remove(e.ctx, "huge", 0); err != nil {
+		t.Fatal(err)
+	}
+	if !w.Orphaned() {
+		t.Fatal("the handle is not orphaned by the deletion")
+	}
+	// As the kernel would (passthrough), sparse.
+	if err := w.File().Truncate(MaxObjectSize + 1); err != nil {
+		t.Skipf("no sparse file past the largest object here: %v", err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Errorf("fsync of an orphan: %v, want nil", err)
+	}
+	if err := w.CheckSize(); !errors.Is(err, ErrTooBig) {
+		t.Errorf("its close's check: %v, want ErrTooBig", err)
+	}
+	if err := w.File().Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -505,20 +505,20 @@ func (w *writeLedger) Size() (int64, bool) {
 
 // Record makes the record of w's entry durable: journaled, and the
 // journal synced; an orphan's file has no record.
-func (w *writeLedger) Record() error {
+func (w *writeLedger) Record() (orphan bool, err error) {
 	c := w.c
 	c.mu.Lock()
 	if w.orphan {
 		c.mu.Unlock()
-		return nil // a deleted file: nothing of it is recorded
+		return true, nil // a deleted file: nothing of it is recorded
 	}
 	e := w.e
 	rec, seq := c.snapshotLocked(e)
 	c.mu.Unlock()
 	if err := c.persistEntry(e, rec, seq); err != nil {
-		return err
+		return false, err
 	}
-	return c.j.Sync()
+	return false, c.j.Sync()
 }
 
 // CountRead counts n bytes read from a local copy (Stats.ReadBytes).

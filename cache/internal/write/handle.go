@@ -71,9 +71,10 @@ type Cache interface {
 	Size() (size int64, orphan bool)
 
 	// Record makes the entry's record durable against power loss: it
-	// journals it (unless the handle is orphaned) and syncs the journal.
-	// The file's bytes are synced before.
-	Record() error
+	// journals it and syncs the journal. The file's bytes are synced
+	// before. An orphaned handle's file has no record: then it does
+	// nothing and reports orphan.
+	Record() (orphan bool, err error)
 
 	// Watch takes up the mark of the hidden handle's open, once its
 	// change has begun: false if another change, an upload or a rename
@@ -313,8 +314,8 @@ func (h *Handle) Sync() error {
 	if err := h.f.Sync(); err != nil {
 		return err
 	}
-	if err := h.cache.Record(); err != nil {
-		return err
+	if orphan, err := h.cache.Record(); err != nil || orphan {
+		return err // an orphan: a deleted file, never uploaded, whatever its size
 	}
 	if err := h.CheckSize(); !errors.Is(err, os.ErrClosed) {
 		return err

@@ -31,7 +31,7 @@ func (c *fake) End(minSize int64)     { c.call("End %d", minSize) }
 func (c *fake) Resize(size int64)     { c.call("Resize %d", size) }
 func (c *fake) CountRead(n int64)     { c.call("CountRead %d", n) }
 func (c *fake) Size() (int64, bool)   { return c.size, false }
-func (c *fake) Record() error         { c.call("Record"); return nil }
+func (c *fake) Record() (bool, error) { c.call("Record"); return false, nil }
 func (c *fake) Watch() bool           { c.call("Watch"); return c.watch }
 func (c *fake) Close()                { c.call("Close") }
 func (c *fake) Begin(span Span) error {
