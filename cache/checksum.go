@@ -128,6 +128,7 @@ func (l verifyLedger) StartCheck(done chan struct{}) (<-chan struct{}, string, u
 	}
 	e.verifying = done
 	e.refs++
+	c.wg.Add(1) // under the lock that saw the cache open: Close waits for the check
 	return done, e.name, e.rec.ID, e.rec.Chunks()
 }
 

@@ -39,7 +39,7 @@ type Checker struct {
 	Bucket  Stater
 	Log     *slog.Logger
 	Closing <-chan struct{} // closed when the cache closes: background checks stop
-	WG      *sync.WaitGroup // counts the background checks running
+	WG      *sync.WaitGroup // counts the background checks running (Ledger.StartCheck adds)
 
 	slot chan struct{} // one background check at a time
 }
@@ -111,9 +111,8 @@ func (k *Checker) start(l Ledger) <-chan struct{} {
 	if running != done {
 		return running
 	}
-	k.WG.Add(1)
 	go func() {
-		defer k.WG.Done()
+		defer k.WG.Done() // Added by StartCheck
 		defer func() {
 			l.EndCheck()
 			close(done)

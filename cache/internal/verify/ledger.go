@@ -60,7 +60,10 @@ type Ledger interface {
 	// Release) and returns done, with the entry's name, and the copy's
 	// data file ID and number of chunks. If a check runs already, it
 	// returns that one's channel and begins nothing; if the entry was
-	// dropped or the cache is closing, nil.
+	// dropped or the cache is closing, nil. A check it begins is counted
+	// in the Checker's WG (Add) inside the same critical section that
+	// saw the cache open, so that a Close after it waits for the check
+	// (the check calls Done).
 	StartCheck(done chan struct{}) (running <-chan struct{}, name string, id uint64, chunks int)
 
 	// EndCheck marks the check StartCheck began as ended: the next

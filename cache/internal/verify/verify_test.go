@@ -31,8 +31,9 @@ type fakeLedger struct {
 	checked  Checked
 	current  bool // what Settle reports
 	trust    bool
-	held     bool // what Hold reports
-	unchange bool // what DropHeld reports
+	held     bool            // what Hold reports
+	unchange bool            // what DropHeld reports
+	wg       *sync.WaitGroup // the Checker's, which StartCheck adds to
 }
 
 func (l *fakeLedger) add(format string, args ...any) {
@@ -87,6 +88,7 @@ func (l *fakeLedger) Hold(bad []int, why error) bool {
 
 func (l *fakeLedger) StartCheck(done chan struct{}) (<-chan struct{}, string, uint64, int) {
 	l.add("StartCheck")
+	l.wg.Add(1)
 	return done, l.state.Name, l.state.ID, l.state.Chunks
 }
 
@@ -251,6 +253,7 @@ func TestAtOpenLargeInBackground(t *testing.T) {
 	l, f := copyOf(t, dir, 1, sound, sound)
 	k, wg := checker(dir)
 	k.SyncMax = 0
+	l.wg = wg
 	if k.AtOpen(l, f) {
 		t.Error("pending after the check ended")
 	}
