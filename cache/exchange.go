@@ -3,10 +3,10 @@ package cache
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/filerename"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -30,43 +30,32 @@ import (
 // that follows its content to the other name must hold that one (see
 // Rename).
 func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) (baseA, baseB int64, err error) {
-	if a.Name == b.Name {
-		return a.Generation, b.Generation, nil
-	}
-	ha, err := c.openWriter(ctx, a, false, false)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer ha.h.Close()
-	hb, err := c.openWriter(ctx, b, false, false)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer hb.h.Close()
-	sizes := map[*writeLedger]int64{}
-	for _, w := range []*writeLedger{ha, hb} {
-		if err := w.h.File().Sync(); err != nil {
-			return 0, 0, fmt.Errorf("syncing %s before exchanging it: %w", w.e.name, err)
-		}
-		// The file says how big it is (writes through passthrough
-		// handles still open count only when they close).
-		st, err := w.h.File().Stat()
-		if err != nil {
-			return 0, 0, fmt.Errorf("exchanging %s: %w", w.e.name, err)
-		}
-		sizes[w] = st.Size()
-	}
-	ea, eb := ha.e, hb.e
-	idA, idB := c.j.NewID(), c.j.NewID() // the new records of a.Name and b.Name
+	return c.fileRenames().Exchange(ctx, a, b)
+}
 
+// exchange is an exchange begun in the index: na and nb, the new entries
+// of a's and b's names, hold b's and a's content; ea and eb, the old
+// ones, are out of the index, held by the exchange's handles (wa, wb).
+type exchange struct {
+	c              *Cache
+	ea, eb, na, nb *entry
+	wa, wb         *writeLedger
+	bases          []int64
+}
+
+// Exchange publishes each name's new record; the handles' entries are
+// read here, under the lock.
+func (l fileLedger) Exchange(ctx context.Context, wa, wb *writeLedger, a, b string, idA, idB uint64, sizeA, sizeB int64) (filerename.Begun, error) {
+	c := l.c
 	c.mu.Lock()
-	err = c.waitLocked(ctx, func() bool { return !c.frozen.Covers(a.Name) && !c.frozen.Covers(b.Name) })
-	if err == nil && (c.entries[a.Name] != ea || c.entries[b.Name] != eb || ea.rec.Deleted || eb.rec.Deleted) {
-		err = fmt.Errorf("exchanging %s and %s: %w", a.Name, b.Name, ErrBusy)
+	err := c.waitLocked(ctx, func() bool { return !c.frozen.Covers(a) && !c.frozen.Covers(b) })
+	ea, eb := wa.e, wb.e
+	if err == nil && (c.entries[a] != ea || c.entries[b] != eb || ea.rec.Deleted || eb.rec.Deleted) {
+		err = fmt.Errorf("exchanging %s and %s: %w", a, b, ErrBusy)
 	}
 	if err != nil {
 		c.mu.Unlock()
-		return 0, 0, err
+		return filerename.Begun{}, err
 	}
 	now := time.Now()
 	// Each name's new record: the other's content, based on the bucket
@@ -77,45 +66,39 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) (baseA,
 		return c.publishLocked(name, record{ID: id, Generation: base.rec.Generation, Size: size, ChunkSize: c.opts.ChunkSize,
 			Complete: true, Dirty: true, Attempts: base.rec.Attempts, Meta: content.rec.Meta}, now)
 	}
-	na := made(a.Name, idA, ea, eb, sizes[hb])
-	nb := made(b.Name, idB, eb, ea, sizes[ha])
-	baseA, baseB = na.rec.Generation, nb.rec.Generation
+	na := made(a, idA, ea, eb, sizeB)
+	nb := made(b, idB, eb, ea, sizeA)
+	x := &exchange{c: c, ea: ea, eb: eb, na: na, nb: nb, wa: wa, wb: wb, bases: []int64{na.rec.Generation, nb.rec.Generation}}
+	begun := filerename.Begun{Links: []filerename.Link{{From: eb.rec.ID, To: idA}, {From: ea.rec.ID, To: idB}},
+		Ops: []durable.Op{durable.PutOp(a, na.rec, 0), durable.PutOp(b, nb.rec, 0)}, Ending: x}
 	c.mu.Unlock()
+	return begun, nil
+}
 
-	err = os.Link(c.dataPath(eb.rec.ID), c.dataPath(idA))
-	if err == nil {
-		if err = os.Link(c.dataPath(ea.rec.ID), c.dataPath(idB)); err != nil {
-			os.Remove(c.dataPath(idA))
-		}
-	}
-	if err == nil {
-		c.j.MadeFile()
-		// Both records in one journal entry: after a crash, both or
-		// neither.
-		if err = c.j.Append(durable.PutOp(a.Name, na.rec, 0), durable.PutOp(b.Name, nb.rec, 0)); err != nil {
-			os.Remove(c.dataPath(idA))
-			os.Remove(c.dataPath(idB))
-		}
-	}
-
+// Undo: nothing happened, the old entries take their names back.
+func (x *exchange) Undo(err error) {
+	c := x.c
 	c.mu.Lock()
 	var victims []*entry
-	if err != nil {
-		// Nothing happened: the old entries take their names back.
-		for _, p := range [][2]*entry{{na, ea}, {nb, eb}} {
-			ne, old := p[0], p[1]
-			victims = append(victims, c.unpublishLocked(ne, err)...)
-			c.chargeLocked(ne, 0)
-			c.entries[old.name] = old
-		}
-		c.mu.Unlock()
-		c.removeAll(victims)
-		return 0, 0, fmt.Errorf("exchanging %s and %s in the cache index: %w", a.Name, b.Name, err)
+	for _, p := range [][2]*entry{{x.na, x.ea}, {x.nb, x.eb}} {
+		ne, old := p[0], p[1]
+		victims = append(victims, c.unpublishLocked(ne, err)...)
+		c.chargeLocked(ne, 0)
+		c.entries[old.name] = old
 	}
-	for _, p := range [][2]*entry{{ea, nb}, {eb, na}} {
+	c.mu.Unlock()
+	c.removeAll(victims)
+}
+
+// Apply lets the new entries be used; the old ones leave.
+func (x *exchange) Apply() []int64 {
+	c := x.c
+	c.mu.Lock()
+	var victims []*entry
+	for _, p := range [][2]*entry{{x.ea, x.nb}, {x.eb, x.na}} {
 		old, ne := p[0], p[1] // old's file is ne's now
 		close(ne.ready)
-		c.moveHandlesLocked(old, ne, map[*entry]*writeLedger{ea: ha, eb: hb}[old])
+		c.moveHandlesLocked(old, ne, map[*entry]*writeLedger{x.ea: x.wa, x.eb: x.wb}[old])
 		c.releaseHoldLocked(old)
 		// Its bytes live on under the other name: its own record goes
 		// when the last handle does (the journal names its ID no more).
@@ -129,5 +112,5 @@ func (c *Cache) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) (baseA,
 	c.notifyLocked()
 	c.mu.Unlock()
 	c.removeAll(victims)
-	return baseA, baseB, nil
+	return x.bases
 }

@@ -1,15 +1,17 @@
 package cache
 
-// Renaming one file (Cache.Rename); renaming a directory is in rename.go.
+// Renaming one file (Cache.Rename) and swapping two (exchange.go): the
+// flow is package internal/filerename's, fileLedger and its Endings its
+// steps in the cache; renaming a directory is in rename.go.
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/filerename"
 	"github.com/bucketfs/bucketfs/cache/internal/renameplan"
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -70,7 +72,7 @@ func (c *Cache) waitTargetLocked(ctx context.Context, name string) error {
 // it, to is a changed file and from a deletion, each sent to the bucket
 // in order with its name's other changes. A copy that is not complete
 // locally is fetched first, unless it is a pending copy nothing uses
-// (renamePendingCopy): that one moves as it is. Handles open on from for writing follow the
+// (fileLedger.PendingCopy): that one moves as it is. Handles open on from for writing follow the
 // file to its new name; handles open on to are orphaned (see WriteHandle).
 //
 // It returns the generation of to that the new record is based on: toBase,
@@ -80,33 +82,63 @@ func (c *Cache) waitTargetLocked(ctx context.Context, name string) error {
 // to its new name must hold it, not toBase (OnConfirmed's function tells
 // this cache's upload of the content by that base).
 func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string, toBase int64) (int64, error) {
-	if from.Name == to {
-		return toBase, nil
-	}
-	if base, done, err := c.renamePendingCopy(from, to, toBase); done {
-		return base, err
-	}
-	src, err := c.openWriter(ctx, from, false, false)
-	if err != nil {
-		return 0, err
-	}
-	defer src.h.Close()
-	e := src.e
-	if err := src.h.File().Sync(); err != nil {
-		return 0, fmt.Errorf("syncing %s before renaming it: %w", from.Name, err)
-	}
-	// The file says how big it is: writes through passthrough handles
-	// still open are counted only when they close.
-	st, err := src.h.File().Stat()
-	if err != nil {
-		return 0, fmt.Errorf("renaming %s: %w", from.Name, err)
-	}
+	return c.fileRenames().Rename(ctx, from, to, toBase)
+}
 
-	newID := c.j.NewID() // before the entry is visible: an upload must never see ID 0
+// fileRenames is the flow of a file's rename and of an exchange.
+func (c *Cache) fileRenames() filerename.Flow[*writeLedger] {
+	return filerename.Flow[*writeLedger]{Ledger: fileLedger{c}, Journal: c.j, Path: c.dataPath, Detach: c.detachData, Log: c.log}
+}
+
+// fileLedger is the cache's side of a file's rename and of an exchange
+// (filerename.Ledger; the contracts are on its methods there): each
+// method is one critical section of Cache.mu, or waits as it says; the
+// change it begins is a fileRename or an exchange (filerename.Ending).
+type fileLedger struct{ c *Cache }
+
+var _ filerename.Ledger[*writeLedger] = fileLedger{}
+
+// Open opens a for writing (openWriter).
+func (l fileLedger) Open(ctx context.Context, a transfer.ObjectAttrs) (*writeLedger, filerename.Writer, error) {
+	w, err := l.c.openWriter(ctx, a, false, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return w, w.h, nil
+}
+
+// fileRename is one file's rename begun in the index: e, the old name's
+// entry, becomes the deletion tomb once the journal has the rename; ne,
+// the new name's, replaces target.
+type fileRename struct {
+	c       *Cache
+	e, ne   *entry
+	target  *setAside
+	tomb    record
+	src     *writeLedger // the rename's own handle: it closes with the old name
+	pending bool         // a pending copy's (PendingCopy): e sends nothing meanwhile
+}
+
+// beginLocked returns r as begun, nrec the new name's record.
+func (r *fileRename) beginLocked(nrec record) filerename.Begun {
+	return filerename.Begun{Links: []filerename.Link{{From: r.tomb.ID, To: nrec.ID}},
+		Ops:  []durable.Op{durable.PutOp(r.ne.name, nrec, 0), durable.PutOp(r.e.name, r.tomb, 0)},
+		Tomb: &r.tomb, Ending: r}
+}
+
+// Rename publishes the new entry with the content w has open; e is read
+// here, under the lock, since a directory's rename may have moved w.
+func (l fileLedger) Rename(ctx context.Context, w *writeLedger, from, to string, toBase int64, id uint64, size int64) (filerename.Begun, error) {
+	c := l.c
 	c.mu.Lock()
 	if err := c.waitTargetLocked(ctx, to); err != nil {
 		c.mu.Unlock()
-		return 0, err
+		return filerename.Begun{}, err
+	}
+	e := w.e
+	if c.entries[from] != e || e.rec.Deleted {
+		c.mu.Unlock()
+		return filerename.Begun{}, fmt.Errorf("renaming %s to %s: %w", from, to, ErrBusy)
 	}
 	toBase, attempts, target := c.takeTargetLocked(to, toBase)
 	meta := e.rec.Meta    // set by OpenWrite above from the object's, if it had none
@@ -114,136 +146,103 @@ func (c *Cache) Rename(ctx context.Context, from transfer.ObjectAttrs, to string
 	if !e.rec.Dirty {
 		since = time.Now()
 	}
-	ne := c.publishLocked(to, record{ID: newID, Generation: toBase, Size: st.Size(), ChunkSize: c.opts.ChunkSize,
+	ne := c.publishLocked(to, record{ID: id, Generation: toBase, Size: size, ChunkSize: c.opts.ChunkSize,
 		Complete: true, Dirty: true, Attempts: attempts, Meta: meta}, since)
-	c.mu.Unlock()
-
-	// The new name shares the bytes: a hard link, no copy. Both records
-	// change in one transaction.
-	c.mu.Lock()
-	nrec, tomb := ne.rec, renameplan.Tomb(e.rec)
+	r := &fileRename{c: c, e: e, ne: ne, target: target, tomb: renameplan.Tomb(e.rec), src: w}
+	b := r.beginLocked(ne.rec)
 	c.mu.Unlock()
 	// No earlier state of the old name's record may reach the journal
-	// after the entry below (an upload ending now would put one back, and
-	// a crash would then undo the deletion): nothing else writes it until
-	// it is marked.
+	// after the rename's entry (an upload ending now would put one back,
+	// and a crash would then undo the deletion): nothing else writes it
+	// until it is marked.
 	e.persistMu.Lock()
-	err = os.Link(c.dataPath(tomb.ID), c.dataPath(nrec.ID))
-	if err == nil {
-		c.j.MadeFile()
-		// Both records in one journal entry: after a crash, both or
-		// neither.
-		err = c.j.Append(durable.PutOp(to, nrec, 0), durable.PutOp(from.Name, tomb, 0))
-		if err != nil {
-			os.Remove(c.dataPath(nrec.ID))
-		} else if derr := c.detachData(tomb.ID, from.Name, tomb); derr != nil {
-			// The next start detaches it (load does so for every deletion).
-			c.log.Warn("giving a renamed file's old name a file of its own failed", "object", from.Name, "err", derr)
-		}
-	}
-	c.mu.Lock()
-	ne.rec.ID = nrec.ID
-	if err != nil {
-		victims := c.unpublishLocked(ne, err)
-		c.restoreLocked(target)
-		c.mu.Unlock()
-		e.persistMu.Unlock()
-		c.releaseAside(target)
-		c.removeAll(victims)
-		return 0, fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
-	}
-	close(ne.ready)
-	c.replaceLocked(target, ne)
-	e.rec.Deleted, e.rec.Dirty, e.rec.MetaOnly = true, true, false
-	e.rec.Meta = nil // a file made again under the old name starts without it
-	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
-	// The handles open on the file follow it to its new name (src, the
-	// rename's own, closes with the old one).
-	c.moveHandlesLocked(e, ne, src)
-	c.moveChargeLocked(e, ne)
-	ne.recSeq++ // the journal entry wrote both records
-	// The new name is queued first: it is sent before the old one goes.
-	// A copy of the old one, if pending, was completed by OpenWrite above.
-	c.scheduleLocked(to, c.opts.WriteBackDelay)
-	c.deletedLocked(e, time.Now())
-	toBase = ne.rec.Generation // rebased if the target's own upload ended meanwhile (replaceLocked)
-	c.mu.Unlock()
-	c.settleDeletion(e, tomb)
-	e.persistMu.Unlock()
-	c.releaseAside(target)
-	return toBase, nil
+	return b, nil
 }
 
-// renamePendingCopy is Rename for a file whose content is still a pending
-// copy (its directory was renamed and the copy is not made yet) and that
-// nothing uses: the new name takes the pending copy over (same source,
-// same cached chunks), so nothing is downloaded; the old name becomes a
-// deletion. done is false if the file is not such a copy (or its source
-// is to itself): Rename then completes the local copy first. base is as
-// Rename's.
-func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase int64) (base int64, done bool, err error) {
-	newID := c.j.NewID()
+// PendingCopy publishes the new entry as a copy of the same source, with
+// the same cached chunks.
+func (l fileLedger) PendingCopy(from, to string, toBase int64, id uint64) (filerename.Begun, bool) {
+	c := l.c
 	c.mu.Lock()
-	e := c.entries[from.Name]
+	e := c.entries[from]
 	if e == nil || !isClosed(e.ready) || e.err != nil || e.dropped || !e.rec.PendingCopy() || e.rec.Deleted ||
-		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.dl != nil || e.uploading || c.queue.InFlight(from.Name) ||
-		c.frozen.Covers(from.Name) || c.frozen.Covers(to) || !c.readyLocked(to) {
+		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.dl != nil || e.uploading || c.queue.InFlight(from) ||
+		c.frozen.Covers(from) || c.frozen.Covers(to) || !c.readyLocked(to) {
 		c.mu.Unlock()
-		return 0, false, nil
+		return filerename.Begun{}, false
 	}
 	// Until the journal has the rename, no transfer of the old name
 	// starts (its copy would be made under the old name).
 	e.uploading = true
 	toBase, attempts, target := c.takeTargetLocked(to, toBase)
 	nrec := e.rec
-	nrec.ID, nrec.Generation, nrec.Attempts = newID, toBase, attempts
+	nrec.ID, nrec.Generation, nrec.Attempts = id, toBase, attempts
 	nrec.Present = slices.Clone(e.rec.Present)
 	since := e.dirtySince
 	if since.IsZero() {
 		since = time.Now()
 	}
 	ne := c.publishLocked(to, nrec, since) // holds the source before e lets go of it
-	tomb := renameplan.Tomb(e.rec)
+	r := &fileRename{c: c, e: e, ne: ne, target: target, tomb: renameplan.Tomb(e.rec), pending: true}
+	b := r.beginLocked(nrec)
 	c.mu.Unlock()
+	e.persistMu.Lock() // as in Rename
+	return b, true
+}
 
-	// As in Rename: nothing else writes the old name's record until the
-	// journal entry has both, and the new name shares the cached chunks.
-	e.persistMu.Lock()
-	err = os.Link(c.dataPath(e.rec.ID), c.dataPath(newID))
-	if err == nil {
-		c.j.MadeFile()
-		if err = c.j.Append(durable.PutOp(to, nrec, 0), durable.PutOp(from.Name, tomb, 0)); err != nil {
-			os.Remove(c.dataPath(newID))
-		}
-	}
+// Undo unpublishes the new entry and puts the target back.
+func (r *fileRename) Undo(err error) {
+	c, e := r.c, r.e
 	c.mu.Lock()
-	e.uploading = false
-	if err != nil {
-		victims := c.unpublishLocked(ne, err)
-		c.restoreLocked(target)
+	if r.pending {
+		e.uploading = false
+	}
+	victims := c.unpublishLocked(r.ne, err)
+	c.restoreLocked(r.target)
+	if r.pending {
 		c.notifyLocked()
-		c.mu.Unlock()
-		e.persistMu.Unlock()
-		c.releaseAside(target)
-		c.removeAll(victims)
-		return 0, true, fmt.Errorf("renaming %s to %s in the cache index: %w", from.Name, to, err)
+	}
+	c.mu.Unlock()
+	e.persistMu.Unlock()
+	c.releaseAside(r.target)
+	c.removeAll(victims)
+}
+
+// Apply gives the target's name to the new entry and makes e the
+// deletion the journal wrote.
+func (r *fileRename) Apply() []int64 {
+	c, e, ne := r.c, r.e, r.ne
+	c.mu.Lock()
+	if r.pending {
+		e.uploading = false
 	}
 	close(ne.ready)
-	c.replaceLocked(target, ne)
-	oldID := e.rec.ID
-	e.rec = tomb
-	c.chargeLocked(e, 0)
-	ne.recSeq++                                 // the journal entry wrote both records
-	c.scheduleLocked(to, c.opts.WriteBackDelay) // queued first, as in Rename
-	c.deletedLocked(e, time.Now())              // the journal no longer says it is a copy
-	c.notifyLocked()
-	toBase = ne.rec.Generation // as in Rename
-	c.mu.Unlock()
-	c.settleDeletion(e, tomb)
-	e.persistMu.Unlock()
-	c.releaseAside(target)
-	if derr := c.detachData(oldID, from.Name, tomb); derr != nil {
-		c.log.Warn("giving a renamed file's old name a file of its own failed", "object", from.Name, "err", derr)
+	c.replaceLocked(r.target, ne)
+	if r.pending {
+		e.rec = r.tomb
+		c.chargeLocked(e, 0)
+	} else {
+		e.rec.Deleted, e.rec.Dirty, e.rec.MetaOnly = true, true, false
+		e.rec.Meta = nil // a file made again under the old name starts without it
+		e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
+		// The handles open on the file follow it to its new name (src, the
+		// rename's own, closes with the old one).
+		c.moveHandlesLocked(e, ne, r.src)
+		c.moveChargeLocked(e, ne)
 	}
-	return toBase, true, nil
+	ne.recSeq++ // the journal entry wrote both records
+	// The new name is queued first: it is sent before the old one goes.
+	// A copy of the old one, if pending, was completed by its open
+	// (fileLedger.Open), or the new one took it over (PendingCopy).
+	c.scheduleLocked(ne.name, c.opts.WriteBackDelay)
+	c.deletedLocked(e, time.Now()) // for a pending copy: the journal no longer says it is a copy
+	if r.pending {
+		c.notifyLocked()
+	}
+	base := ne.rec.Generation // rebased if the target's own upload ended meanwhile (replaceLocked)
+	c.mu.Unlock()
+	c.settleDeletion(e, r.tomb)
+	e.persistMu.Unlock()
+	c.releaseAside(r.target)
+	return []int64{base}
 }
