@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"time"
 
@@ -66,17 +65,8 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 		e.persistMu.Unlock()
 		return fmt.Errorf("%s: %w", a.Name, transfer.ErrNotExist)
 	}
-	base := e.rec.Meta
-	if base == nil && !e.rec.Dirty {
-		base = objmeta.Own(a.Metadata)
-	}
-	next := maps.Clone(base) // snapshots share the old map: never change it in place
-	if next == nil {
-		next = map[string]string{}
-	}
-	maps.Copy(next, md)
 	prevMeta, prevDirty, prevMetaOnly, prevSince := e.rec.Meta, e.rec.Dirty, e.rec.MetaOnly, e.dirtySince
-	e.rec.Meta = next
+	e.rec.Meta = objmeta.Set(e.rec.Meta, e.rec.Dirty, a.Metadata, md)
 	if !e.rec.Dirty {
 		e.rec.Dirty, e.rec.MetaOnly = true, true
 		e.dirtiedLocked(time.Now())
@@ -104,21 +94,17 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 	if rec.CopyFrom == "" {
 		c.releaseHoldLocked(e) // as persistEntry does: the journal no longer says copy
 	}
-	if !prevDirty {
-		if e.dirtying == nil {
-			e.dirtying = make(chan struct{})
-			close(e.dirtying)
-		}
+	if !prevDirty && e.dirtying == nil {
+		e.dirtying = make(chan struct{})
+		close(e.dirtying)
 	}
 	if e.writers == 0 {
 		c.scheduleLocked(e.name, c.opts.WriteBackDelay)
 	}
 	c.mu.Unlock()
-	if v, ok := md[MtimeKey]; ok {
-		if t, ok := ParseMtime(v); ok && !c.keepMark(e, c.dataPath(id)) {
-			if err := os.Chtimes(c.dataPath(id), t, t); err != nil {
-				return fmt.Errorf("setting the modification time of %s's cache file: %w", a.Name, err)
-			}
+	if t, ok := ParseMtime(md[MtimeKey]); ok && !c.keepMark(e, c.dataPath(id)) {
+		if err := os.Chtimes(c.dataPath(id), t, t); err != nil {
+			return fmt.Errorf("setting the modification time of %s's cache file: %w", a.Name, err)
 		}
 	}
 	return nil

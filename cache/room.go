@@ -23,120 +23,69 @@ package cache
 //     last did (it wakes without Cache.mu: Watch returns the channel and
 //     whether the room fits at one instant, so that wake is never lost).
 //
-// Space freed on the disk by other programs is seen only by measuring:
-// a writer held by the free-space floor measures again every
-// space.FreeTTL while it waits. A woken writer measures the disk and
-// re-checks at once (makeRoomLocked), and waits again if the room is
-// still short.
+// The waiting itself (the disk measured before each try, the deadline,
+// the last try) is space.Budget.WaitForRoom's; each try is tryRoom.
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/space"
 )
 
-// roomHolders is how many of the files holding the room a full cache's
-// error names.
-const roomHolders = 3
-
-// makeRoomToGrow makes the budget hold h's file growing to size and
+// makeRoomToGrow makes the budget hold w's file growing to size and
 // reserves it (see the top of space.go): it evicts clean copies, and if
 // changed files fill the cache (or the disk is under its floor), it sends
 // them now and waits for room, up to Options.FullWait; then, after a
-// last try, it fails with ErrNoSpace, saying why. The room is reserved on
-// the entry the handle has when it is found: a rename or an exchange
-// while the write waits moves the handle, and a deletion orphans it (an
-// orphan's bytes count nothing).
+// last try, it fails with ErrNoSpace, saying why.
 func (c *Cache) makeRoomToGrow(w *writeLedger, size int64) error {
-	var deadline <-chan time.Time
-	expired := false
-	maxAge := space.FreeTTL // after the first try, the disk is measured at every one
-	for {
-		c.budget.Measure(maxAge)
-		c.mu.Lock()
-		e := w.e
-		grow := size - max(e.rec.Size, e.charged)
-		if w.orphan || grow <= 0 || e.dropped {
-			c.mu.Unlock()
-			return nil
-		}
-		victims, ok := c.makeRoomLocked(grow)
-		if ok {
-			c.chargeLocked(e, size) // reserved before a byte is written
-			c.pressureLocked(time.Now())
-			c.mu.Unlock()
-			c.removeAll(victims)
-			return nil
-		}
-		if expired {
-			why := c.whyFullLocked(grow)
-			c.mu.Unlock()
-			return fmt.Errorf("%s: %w: %s", e.name, ErrNoSpace, why)
-		}
-		if short, _ := c.budget.DiskShort(grow); maxAge > 0 && short > 0 {
-			// The last measure may be older than the room freed since:
-			// measure before waiting.
-			c.mu.Unlock()
-			maxAge = 0
-			continue
-		}
-		maxAge = 0
-		c.sendNowLocked()
-		wake, fits, diskShort := c.budget.Watch(grow)
-		if fits {
-			// A measure since makeRoomLocked found the room: take it.
-			c.mu.Unlock()
-			continue
-		}
-		var poll <-chan time.Time
-		if diskShort {
-			poll = time.After(space.FreeTTL) // room freed by other programs is seen only by measuring
-		}
-		if deadline == nil {
-			t := time.NewTimer(c.opts.FullWait)
-			defer t.Stop()
-			deadline = t.C
-			c.log.Warn("the cache is full of changes not yet uploaded (or its disk is under its free-space floor); writes wait for uploads",
-				"object", e.name, "cache_max_size", c.opts.MaxSize, "min_free", c.budget.Floor())
-		}
+	return c.budget.WaitForRoom(c.opts.FullWait, c.log, func(t *space.Wait) (bool, error) { return w.tryRoom(size, t) })
+}
+
+// tryRoom is one try of w's file for the room of size bytes (space.Try).
+// The room is reserved on the entry the handle has at this try: a rename
+// or an exchange while the write waits moves the handle, and a deletion
+// orphans it (an orphan's bytes count nothing).
+func (w *writeLedger) tryRoom(size int64, t *space.Wait) (bool, error) {
+	c := w.c
+	c.mu.Lock()
+	e := w.e
+	grow := size - max(e.rec.Size, e.charged)
+	if w.orphan || grow <= 0 || e.dropped {
 		c.mu.Unlock()
-		select {
-		case <-wake:
-		case <-poll:
-		case <-deadline:
-			expired = true // one last try, then the error
-		}
-		c.budget.Unwatch()
+		return true, nil
 	}
+	victims, ok := c.makeRoomLocked(grow)
+	if ok {
+		c.chargeLocked(e, size) // reserved before a byte is written
+		c.pressureLocked(time.Now())
+		c.mu.Unlock()
+		c.removeAll(victims)
+		return true, nil
+	}
+	var err error
+	switch {
+	case t.Last():
+		err = fmt.Errorf("%s: %w: %s", e.name, ErrNoSpace, c.whyFullLocked(grow))
+	case t.Waits(grow):
+		c.sendNowLocked()
+		t.Watch(grow, e.name)
+	}
+	c.mu.Unlock()
+	return false, err
 }
 
 // whyFullLocked says why grow more bytes find no room: the cap, the
 // disk's free-space floor, and the largest files holding the room that
 // cannot be evicted.
 func (c *Cache) whyFullLocked(grow int64) string {
-	why := c.budget.WhyFull(grow)
-	if len(why) == 0 {
-		why = append(why, fmt.Sprintf("%s more found no room", space.SizeText(grow)))
-	}
-	var held []*entry
+	var held []space.Holder
 	for _, e := range c.entries {
-		if e.charged > 0 && c.unevictableLocked(e) != "" {
-			held = append(held, e)
+		if why := c.unevictableLocked(e); e.charged > 0 && why != "" {
+			held = append(held, space.Holder{Name: e.name, Bytes: e.charged, Why: why})
 		}
 	}
-	slices.SortFunc(held, func(a, b *entry) int { return cmp.Compare(b.charged, a.charged) })
-	var names []string
-	for _, e := range held[:min(len(held), roomHolders)] {
-		names = append(names, fmt.Sprintf("%s %s (%s)", e.name, space.SizeText(e.charged), c.unevictableLocked(e)))
-	}
-	if len(names) > 0 {
-		why = append(why, fmt.Sprintf("held by %d files that cannot be evicted, the largest: %s", len(held), strings.Join(names, ", ")))
-	}
-	return strings.Join(why, "; ")
+	return c.budget.WhyFull(grow, held)
 }
 
 // unevictableLocked says why e cannot be evicted now ("" if it can):

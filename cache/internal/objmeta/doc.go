@@ -9,8 +9,10 @@
 //   - AttemptKey, the ID of the upload that wrote an object version
 //     (NewAttemptID, WrittenBy): how a cache tells its own unconfirmed
 //     uploads from another writer's versions;
-//   - the custom metadata an upload carries (ForUpload) and the part of
-//     a bucket version's metadata a new local version keeps (Own);
+//   - the custom metadata an upload carries (ForUpload), the part of a
+//     bucket version's metadata a new local version keeps (Own), and a
+//     local version's after a change of its metadata (Set: keys set,
+//     never removed, in a new map);
 //   - ConflictName, the name a local version is saved under beside a
 //     version another writer made.
 //

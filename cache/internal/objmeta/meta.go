@@ -51,6 +51,25 @@ func Own(md map[string]string) map[string]string {
 	return out
 }
 
+// Set is the custom metadata of a local version after the keys of md
+// are set on it: of local, its metadata, or if it has none and no local
+// changes (!changed), of Own(bucket), the metadata of the bucket's
+// version it is a copy of; with md's keys set, none removed (a patch
+// keeps the keys it does not name). It is a new map: the old one may be
+// shared with a snapshot of the record, and is never changed in place.
+func Set(local map[string]string, changed bool, bucket, md map[string]string) map[string]string {
+	base := local
+	if base == nil && !changed {
+		base = Own(bucket)
+	}
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, md)
+	return out
+}
+
 // ForUpload is the custom metadata of an upload: meta (the local
 // version's), the file's modification time (unless zero), and the
 // upload's ID.

@@ -45,3 +45,27 @@ func TestUploadMetaRoundTrip(t *testing.T) {
 		t.Errorf("Mtime of a bad key = %v, want the object's write time", got)
 	}
 }
+
+// Set keeps the local version's keys, or with none and no local changes
+// the bucket version's (less the upload ID), adds md's, and never changes
+// a map it was given.
+func TestSet(t *testing.T) {
+	bucket := map[string]string{"mode": "600", AttemptKey: "x"}
+	md := map[string]string{"uid": "7"}
+	if got := Set(nil, false, bucket, md); len(got) != 2 || got["mode"] != "600" || got["uid"] != "7" {
+		t.Errorf("Set on a copy of the bucket's version = %v, want its mode, uid 7, no upload ID", got)
+	}
+	if got := Set(nil, true, bucket, md); len(got) != 1 || got["uid"] != "7" {
+		t.Errorf("Set on a changed version without metadata = %v, want uid 7 only", got)
+	}
+	local := map[string]string{"mode": "644", "uid": "1"}
+	if got := Set(local, true, bucket, md); len(got) != 2 || got["mode"] != "644" || got["uid"] != "7" {
+		t.Errorf("Set on a local version = %v, want its mode, uid 7", got)
+	}
+	if local["uid"] != "1" || len(bucket) != 2 || len(md) != 1 {
+		t.Errorf("Set changed a map it was given: %v %v %v", local, bucket, md)
+	}
+	if got := Set(nil, true, nil, nil); got == nil {
+		t.Error("Set with nothing gave a nil map, want an empty one")
+	}
+}

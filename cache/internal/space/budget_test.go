@@ -175,12 +175,15 @@ func TestPressure(t *testing.T) {
 	}
 }
 
-// WhyFull names the cap and the floor that hold a growth back.
+// WhyFull names the cap and the floor that hold a growth back, and the
+// largest files holding the room.
 func TestWhyFull(t *testing.T) {
 	b := measured(1<<20, 1<<20, 1<<20)
 	b.Charge(0, 1<<20)
-	why := strings.Join(b.WhyFull(512), "; ")
-	for _, want := range []string{"512 B more do not fit: 1.0 MiB of the cache's 1.0 MiB", "under the 1.0 MiB free-space floor (1.0 MiB free)"} {
+	held := []Holder{{"a", 1 << 10, "open"}, {"b", 3 << 10, "pinned"}, {"c", 2 << 10, "uploading"}, {"d", 4 << 10, "changed"}}
+	why := b.WhyFull(512, held)
+	for _, want := range []string{"512 B more do not fit: 1.0 MiB of the cache's 1.0 MiB", "under the 1.0 MiB free-space floor (1.0 MiB free)",
+		"held by 4 files that cannot be evicted, the largest: d 4.0 KiB (changed), b 3.0 KiB (pinned), c 2.0 KiB (uploading)"} {
 		if !strings.Contains(why, want) {
 			t.Errorf("why full: %q, want it to say %q", why, want)
 		}

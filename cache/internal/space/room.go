@@ -4,9 +4,14 @@ package space
 // by wakeLocked. Charge (a lower charge) and Measure (more free space
 // than last said) wake them here; the caller wakes them (Wake) at every
 // other event that may free room. And what a writer is told when no room
-// comes (WhyFull).
+// comes (WhyFull): the budget's limits and the files holding the room.
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Wake wakes the writers waiting for room.
 func (b *Budget) Wake() {
@@ -52,11 +57,22 @@ func (b *Budget) Waiters() int {
 	return b.waiters
 }
 
-// WhyFull says why grow more bytes find no room, as far as the budget
-// knows: the cap, the disk's floor (none if neither holds them back).
-func (b *Budget) WhyFull(grow int64) []string {
+// A Holder is a file holding room that cannot be evicted now, as WhyFull
+// names it.
+type Holder struct {
+	Name  string
+	Bytes int64  // what it is charged
+	Why   string // why it cannot be evicted: "open", "pinned"...
+}
+
+// holdersNamed is how many of the holders WhyFull names: the largest.
+const holdersNamed = 3
+
+// WhyFull says why grow more bytes find no room: the cap, the disk's
+// floor, and the largest of held, the files holding room that cannot be
+// evicted (it sorts held).
+func (b *Budget) WhyFull(grow int64, held []Holder) string {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	var why []string
 	if b.used+grow > b.max {
 		why = append(why, fmt.Sprintf("%s more do not fit: %s of the cache's %s max size in use",
@@ -66,7 +82,19 @@ func (b *Budget) WhyFull(grow int64) []string {
 		why = append(why, fmt.Sprintf("%s more would take its disk under the %s free-space floor (%s free)",
 			SizeText(grow), SizeText(b.floor), SizeText(max(b.free+b.freeing, 0))))
 	}
-	return why
+	b.mu.Unlock()
+	if len(why) == 0 {
+		why = append(why, fmt.Sprintf("%s more found no room", SizeText(grow)))
+	}
+	slices.SortFunc(held, func(a, b Holder) int { return cmp.Compare(b.Bytes, a.Bytes) })
+	var names []string
+	for _, h := range held[:min(len(held), holdersNamed)] {
+		names = append(names, fmt.Sprintf("%s %s (%s)", h.Name, SizeText(h.Bytes), h.Why))
+	}
+	if len(names) > 0 {
+		why = append(why, fmt.Sprintf("held by %d files that cannot be evicted, the largest: %s", len(held), strings.Join(names, ", ")))
+	}
+	return strings.Join(why, "; ")
 }
 
 // SizeText writes n bytes for a message: "512 B", "60.7 MiB".
