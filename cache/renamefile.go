@@ -186,7 +186,7 @@ func (c *Cache) renamePendingCopy(from transfer.ObjectAttrs, to string, toBase i
 	c.mu.Lock()
 	e := c.entries[from.Name]
 	if e == nil || !isClosed(e.ready) || e.err != nil || e.dropped || !e.rec.PendingCopy() || e.rec.Deleted ||
-		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.dl != nil || e.uploading || c.queue.InFlight(from.Name) ||
+		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.fill.Download() != nil || e.uploading || c.queue.InFlight(from.Name) ||
 		c.frozen.Covers(from.Name) || c.frozen.Covers(to) || !c.readyLocked(to) {
 		c.mu.Unlock()
 		return 0, false, nil
