@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/fetch"
 	"github.com/bucketfs/bucketfs/cache/internal/folders"
 	"github.com/bucketfs/bucketfs/cache/internal/read"
 	"github.com/bucketfs/bucketfs/cache/internal/recovery"
-	"github.com/bucketfs/bucketfs/cache/internal/report"
 	"github.com/bucketfs/bucketfs/cache/internal/send"
 	"github.com/bucketfs/bucketfs/cache/internal/space"
 	"github.com/bucketfs/bucketfs/cache/internal/verify"
@@ -46,6 +46,8 @@ import (
 // this package held, and each of its calls into uploadLedger takes
 // Cache.mu itself and releases it before any journal write (persistMu)
 // or removal; none is ever held across the flow's network I/O.
+// The fetch flows (package fetch) have no lock; their calls into
+// fillLedger and prefetchLedger take Cache.mu inside, never across I/O.
 // The warm walk's lock (package warm: its report's) is never held while
 // it calls into this package, and never taken under Cache.mu.
 // A handle's locks (package read: Handle.headMu, and its
@@ -117,11 +119,10 @@ type Cache struct {
 
 	verify *verify.Checker // the live checks of the copies (checksum.go, internal/verify)
 
-	opened    time.Time                              // when Open ran
-	readBytes atomic.Int64                           // Stats.ReadBytes, counted without mu
-	fetched   [transfer.NumFetchReasons]atomic.Int64 // Stats.Fetched, by transfer.FetchReason, counted without mu (fetch.go)
-	prio      *transfer.Priority                     // the readers' fetches first, over all downloads
-	budget    *space.Budget                          // the cap, the disk's floor and free space, waiters for room (space.go)
+	opened    time.Time      // when Open ran
+	readBytes atomic.Int64   // Stats.ReadBytes, counted without mu
+	fetcher   *fetch.Fetcher // makes the downloads, counts Stats.Fetched (fetch.go, internal/fetch)
+	budget    *space.Budget  // the cap, the disk's floor and free space, waiters for room (space.go)
 
 	folders *folders.Folders // the bucket's folder calls, if it has a hierarchical namespace (folder.go)
 	sender  *send.Sender     // sends files' content, cleans up staged parts (send.go)
@@ -153,7 +154,7 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		o.Logger = slog.Default()
 	}
 	c := &Cache{
-		opts: o, b: b, log: o.Logger, opened: time.Now(), prio: transfer.NewPriority(),
+		opts: o, b: b, log: o.Logger, opened: time.Now(),
 		folders: folders.New(b, o.Logger),
 		dataDir: filepath.Join(o.Dir, "data"),
 		cacheIndex: cacheIndex{
@@ -171,6 +172,10 @@ func Open(o Options, b transfer.Bucket) (*Cache, error) {
 		SyncMax: verify.SyncMax, Wait: verify.Wait, Dir: o.Dir, DataDir: c.dataDir,
 		Bucket: b, Log: o.Logger, Closing: c.closing, WG: &c.wg,
 	})
+	c.fetcher = &fetch.Fetcher{
+		Bucket: b, ChunkSize: o.ChunkSize, MinRange: o.MinRange, Parallelism: o.Parallelism, WholeMax: o.WholeMax,
+		Priority: transfer.NewPriority(), Log: o.Logger, WG: &c.wg,
+	}
 	if o.FullWait <= 0 {
 		c.opts.FullWait = 30 * time.Second
 	}
@@ -238,7 +243,7 @@ func (c *Cache) Open(ctx context.Context, a transfer.ObjectAttrs) (*Handle, erro
 	if e == nil {
 		return c.directHandle(a), nil
 	}
-	return c.newHandle(e, wholeWhy(ctx))
+	return c.newHandle(e, fetch.WholeWhy(ctx))
 }
 
 // acquire finds or creates the entry for version a and takes a reference
@@ -283,10 +288,10 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 	if e == nil {
 		more, ok := c.roomForLocked(ctx, a.Size)
 		victims = append(victims, more...)
-		if !ok && prefetching(ctx) {
+		if !ok && fetch.Prefetching(ctx) {
 			c.mu.Unlock()
 			c.removeAll(victims) // an older copy dropped above
-			return nil, false, errNoRoom
+			return nil, false, fetch.ErrNoRoom
 		}
 		if !ok {
 			c.stats.Uncached++
@@ -305,11 +310,11 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 			rec.Size, rec.Complete, rec.Dirty = 0, true, true
 		}
 		e = c.publishLocked(a.Name, rec, now)
-		e.prefetched = prefetching(ctx) // before any open can find it
+		e.fill.Made(ctx) // before any open can find it
 		created = true
 	} else {
 		c.lru.MoveToFront(e.elem)
-		c.notePrefetchUseLocked(ctx, e)
+		c.stats.PrefetchUsedBytes += e.fill.Used(ctx, e.rec.Size) // a prefetched copy's first open
 	}
 	e.refs++
 	e.rec.LastAccess = time.Now().UnixNano()
@@ -419,7 +424,7 @@ func (c *Cache) newHandle(e *entry, why transfer.FetchReason) (*Handle, error) {
 		c.release(e)
 		return nil, fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, why)
 	}
-	if e.rec.Complete || e.rec.LocalContent() || (e.dl != nil && isClosed(e.dl.Complete())) {
+	if e.rec.Complete || e.rec.LocalContent() || e.fill.Complete() {
 		c.stats.Hits++
 		p.Complete = true
 		p.Verify = pending
@@ -427,108 +432,16 @@ func (c *Cache) newHandle(e *entry, why transfer.FetchReason) (*Handle, error) {
 		return read.New(p), nil
 	}
 	c.stats.Misses++
-	if e.dl == nil {
-		if err := c.newDownloadLocked(e); err != nil {
-			c.mu.Unlock()
-			f.Close()
-			c.release(e)
-			return nil, err
-		}
-		if why == transfer.FetchWarm || c.wholeFromStart(size) {
-			c.walkLocked(e, why)
-		}
+	dl, err := c.downloadLocked(e, why, c.fetcher.Whole(why, size))
+	if err != nil {
+		c.mu.Unlock()
+		f.Close()
+		c.release(e)
+		return nil, err
 	}
-	p.Download = e.dl
-	p.ByEvidence = !e.dl.Started()
+	p.Download, p.ByEvidence = dl, !dl.Started()
 	c.mu.Unlock()
 	return read.New(p), nil
-}
-
-// newDownloadLocked makes e's download of its missing chunks, fetching
-// nothing yet: reads fetch what they need, and walkLocked starts the
-// background walk of the rest. Opening the destination file is quick
-// local I/O done under the lock so that two opens cannot make two
-// downloads.
-func (c *Cache) newDownloadLocked(e *entry) error {
-	if e.rec.LocalContent() || e.rec.Complete {
-		return fmt.Errorf("internal error: download of %s, whose copy is complete or has local changes", e.name)
-	}
-	f, err := os.OpenFile(c.dataPath(e.rec.ID), os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("opening cache file: %w", err)
-	}
-	present, sums := e.rec.PresentBools(), e.rec.AllSums()
-	if e.rec.ChunkSize != c.opts.ChunkSize {
-		// Chunk size changed since the last mount: refetch everything.
-		present, sums = nil, nil
-		e.rec.ChunkSize = c.opts.ChunkSize
-		e.rec.Sums, e.checked = nil, nil
-	}
-	src, gen := c.sourceLocked(e)
-	do := transfer.DownloadOptions{ChunkSize: c.opts.ChunkSize, MinRange: c.opts.MinRange, Parallelism: c.opts.Parallelism, Sums: sums,
-		CRC32C: e.rec.CRC32C, CheckCRC: e.rec.CRC32C != 0, StoredBytes: e.rec.Encoding != "", Logger: c.log,
-		Priority: c.prio, OnFetched: c.countFetched}
-	if e.rec.PendingCopy() {
-		// The download reads that version: it is held while it runs,
-		// even if the copy is made meanwhile.
-		e.dlHold = src
-		c.holds.Add(src)
-	}
-	e.dl, e.dlFile, e.dlIdle = transfer.NewDownload(c.b, src, gen, e.rec.Size, f, present, do), f, true
-	return nil
-}
-
-// sourceLocked is the version e's download reads: e's own, or, while a
-// copy is pending, the version its content is.
-func (c *Cache) sourceLocked(e *entry) (string, int64) {
-	if e.rec.PendingCopy() {
-		return e.rec.CopyFrom, e.rec.CopyGen
-	}
-	return e.name, e.rec.Generation
-}
-
-// walkLocked starts the background walk of e's download, if it has one
-// not started, fetching for why; the download is retired when the walk
-// ends and no handle holds e (or the copy is complete). Until the walk
-// starts, the download counts as idle: the last release retires it.
-func (c *Cache) walkLocked(e *entry, why transfer.FetchReason) {
-	dl, f := e.dl, e.dlFile
-	if dl == nil || dl.Started() {
-		return
-	}
-	src, gen := c.sourceLocked(e)
-	e.dlIdle = false
-	dl.StartFor(why)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		<-dl.Idle()
-		c.mu.Lock()
-		e.dlIdle = true
-		retire := e.dl == dl && (e.refs == 0 || isClosed(dl.Complete()))
-		if retire {
-			c.takeDownloadLocked(e)
-		}
-		c.mu.Unlock()
-		if err := dl.Err(); err != nil {
-			level := slog.LevelWarn
-			if errors.Is(err, transfer.ErrOffline) {
-				level = slog.LevelDebug // the breaker said so once; the reader gets EIO
-			}
-			c.log.Log(context.Background(), level, "background download stopped", "object", e.name, "source", src, "generation", gen, "err", err)
-			if !report.IsCancel(err) {
-				c.mu.Lock()
-				c.noteErrorLocked("download", e.name, err)
-				if errors.Is(err, transfer.ErrChecksum) {
-					c.stats.ChecksumMismatches++ // nothing of it counts as present: fetched again at the next open
-				}
-				c.mu.Unlock()
-			}
-		}
-		if retire {
-			c.retire(e, dl, f)
-		}
-	}()
 }
 
 func isClosed(ch <-chan struct{}) bool {
@@ -537,63 +450,6 @@ func isClosed(ch <-chan struct{}) bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// takeDownloadLocked detaches e's download for retire. The chunks it
-// fetched are recorded in memory at once, so that an Open before retire
-// has synced them sees them present (and a complete copy as complete)
-// instead of downloading them again; the index records them only after
-// the sync.
-func (c *Cache) takeDownloadLocked(e *entry) (*transfer.Download, *os.File) {
-	dl, f := e.dl, e.dlFile
-	e.dl, e.dlFile = nil, nil
-	c.releaseDownloadHoldLocked(e)
-	if dl != nil && !e.rec.LocalContent() {
-		c.absorbLocked(e, dl)
-	}
-	return dl, f
-}
-
-// absorbLocked records what dl fetched into e's copy: the chunks present
-// and their sums. Chunks it fetched count as checked for this process.
-func (c *Cache) absorbLocked(e *entry, dl *transfer.Download) {
-	present, summed, sums := dl.Snapshot()
-	before := e.rec.PresentBools()
-	for i, p := range present {
-		if p && (i >= len(before) || !before[i]) && summed[i] {
-			e.checked.Set(i, e.rec.Chunks(), true)
-		}
-		if !p {
-			e.checked.Set(i, e.rec.Chunks(), false)
-		}
-	}
-	e.rec.SetPresent(present)
-	e.rec.SetSums(present, summed, sums)
-}
-
-// retire stops dl, syncs its file and records which chunks it holds.
-// Only synced chunks are ever recorded as present.
-func (c *Cache) retire(e *entry, dl *transfer.Download, f *os.File) {
-	dl.Stop()
-	syncErr := f.Sync()
-	f.Close()
-	if syncErr != nil {
-		c.log.Warn("syncing cache file failed; its chunks will be fetched again", "object", e.name, "err", syncErr)
-		return
-	}
-	c.mu.Lock()
-	if e.dropped {
-		c.mu.Unlock()
-		return
-	}
-	if !e.rec.LocalContent() { // a changed copy is complete, whatever its old chunks were
-		c.absorbLocked(e, dl)
-	}
-	rec, seq := c.snapshotLocked(e)
-	c.mu.Unlock()
-	if err := c.persistEntry(e, rec, seq); err != nil {
-		c.log.Warn("recording cached chunks failed", "object", e.name, "err", err)
 	}
 }
 
@@ -610,7 +466,7 @@ func (c *Cache) release(e *entry) {
 		switch {
 		case e.dropped:
 			victims = []*entry{e}
-		case e.dl != nil && e.dlIdle:
+		case e.fill.Idle():
 			dl, f = c.takeDownloadLocked(e)
 		}
 		if !e.dropped {
@@ -633,7 +489,7 @@ func (c *Cache) Stats() Stats {
 	s.Entries = len(c.entries)
 	s.UsedBytes = c.budget.Used()
 	s.ReadBytes = c.readBytes.Load()
-	s.Fetched = c.fetchedBytes()
+	s.Fetched = c.fetcher.Fetched()
 	for _, e := range c.entries {
 		if e.rec.Dirty {
 			s.DirtyFiles++
@@ -675,9 +531,8 @@ func (c *Cache) Close() error {
 	var names []string
 	var spares []*os.File
 	for _, e := range c.entries {
-		if e.dl != nil {
-			rs = append(rs, running{e, e.dl, e.dlFile})
-			e.dl, e.dlFile = nil, nil
+		if dl, f := e.fill.Take(); dl != nil {
+			rs = append(rs, running{e, dl, f})
 		}
 		if e.spare != nil {
 			spares = append(spares, e.spare)

@@ -347,9 +347,9 @@ func TestConcurrentOpensOfNewVersion(t *testing.T) {
 // TestReopenAfterDownloadCompletes: opening a version again right after
 // its download finished must not download it again.
 //
-// BUG: when a download ends, e.dl is cleared before retire has synced the
-// file and set e.rec.Complete; an Open in that window sees neither and
-// starts a second download of the whole version.
+// BUG: when a download ends, it is taken from e.fill before retire has
+// synced the file and set e.rec.Complete; an Open in that window sees
+// neither and starts a second download of the whole version.
 func TestReopenAfterDownloadCompletes(t *testing.T) {
 	e := newEnv(t)
 	c := e.open(1 << 30)

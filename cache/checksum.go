@@ -45,7 +45,7 @@ func (l verifyLedger) State() verify.State {
 	defer c.mu.Unlock()
 	return verify.State{
 		Name: e.name, Held: e.rec.Damaged, Clean: cleanContentLocked(e), Complete: e.rec.Complete,
-		Downloading: e.dl != nil, Writing: e.writers > 0, AllChecked: allCheckedLocked(e),
+		Downloading: e.fill.Download() != nil, Writing: e.writers > 0, AllChecked: allCheckedLocked(e),
 		Size: e.rec.Size, Chunks: e.rec.Chunks(), ID: e.rec.ID,
 	}
 }
@@ -89,7 +89,7 @@ func (l verifyLedger) Settle(s verify.Span, checked []int) (current, trust bool)
 func (l verifyLedger) Drop(bad []int, why error) {
 	c, e := l.c, l.e
 	c.mu.Lock()
-	if !cleanContentLocked(e) || e.dl != nil {
+	if !cleanContentLocked(e) || e.fill.Download() != nil {
 		c.mu.Unlock()
 		return
 	}

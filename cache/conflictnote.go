@@ -57,5 +57,5 @@ func (c *Cache) HasCopy(name string, gen int64) bool {
 	if e == nil || e.dropped || e.rec.Deleted || e.rec.Damaged != "" {
 		return false
 	}
-	return e.rec.LocalContent() || (e.rec.Generation == gen && (e.rec.Complete || (e.dl != nil && isClosed(e.dl.Complete()))))
+	return e.rec.LocalContent() || (e.rec.Generation == gen && (e.rec.Complete || e.fill.Complete()))
 }

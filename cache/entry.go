@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/fetch"
 	"github.com/bucketfs/bucketfs/cache/internal/verify"
-	"github.com/bucketfs/bucketfs/transfer"
 )
 
 // entry is one cached object version. Its fields are guarded by
@@ -40,15 +40,12 @@ type entryIndex struct {
 	aside   bool          // set aside by a rename whose journal entry is being written (setAsideLocked)
 }
 
-// entryFill is the filling and checking of an entry's copy (cache.go,
+// entryFill is the filling and checking of an entry's copy (fetch.go,
 // checksum.go).
 type entryFill struct {
-	dl         *transfer.Download // running or not yet retired download
-	dlFile     *os.File           // dl's destination
-	dlIdle     bool               // dl's background walk has ended
-	prefetched bool               // fetched by a prefetch, not opened since (prefetch.go)
-	checked    verify.Checked     // chunks checked against their sums, or fetched, by this process (checksum.go)
-	verifying  chan struct{}      // closed when the background check of the copy ends; nil when none runs
+	fill      fetch.Fill     // its download, whether a prefetch made it (internal/fetch)
+	checked   verify.Checked // chunks checked against their sums, or fetched, by this process (checksum.go)
+	verifying chan struct{}  // closed when the background check of the copy ends; nil when none runs
 }
 
 // entryWriteBack is an entry's local changes and their uploads

@@ -110,8 +110,7 @@ func (c *Cache) removeAll(victims []*entry) {
 	victims = kept
 	for _, e := range victims {
 		c.mu.Lock()
-		dl, f := e.dl, e.dlFile
-		e.dl, e.dlFile = nil, nil
+		dl, f := e.fill.Take()
 		c.releaseDownloadHoldLocked(e)
 		c.mu.Unlock()
 		if dl != nil {

@@ -1,79 +1,107 @@
 package cache
 
-// What a download fetches: a whole object, or what is read. Objects up
-// to Options.WholeMax are fetched whole from their first read: small
-// ones cost little, and a complete copy is what lets later reads stay
-// local and the kernel read the file directly (passthrough). A larger
-// object is fetched as it is read: the chunks a read touches (at once,
-// ahead of anything in the background: transfer.Priority) and, for a
-// handle reading in order, the next chunk ahead of it. It becomes a
-// whole fetch once the reads show it will be read broadly: a handle has
-// read a whole chunk in order (a copy, a scan, a media player; a quarter
-// of a chunk if it began at the start, as whole-file readers do), or a
-// quarter of the object's chunks are present. So a reader of a file's
-// footer or index (Parquet, ORC, zip, MP4 do that first) fetches a chunk
-// or two, not the object (the rules are package internal/readpattern's;
-// a handle acts on them: package internal/read, through promote).
-// 'bucketfs warm' fetches whole objects, whatever their size.
+// The downloads that fill the entries' copies: made, walked, taken and
+// retired (package internal/fetch has the rules and the flows; here, the
+// entry's side: its hold on a pending copy's source, its record and its
+// references).
 
 import (
-	"context"
+	"errors"
+	"os"
 
+	"github.com/bucketfs/bucketfs/cache/internal/fetch"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
-// countFetched is every download's DownloadOptions.OnFetched.
-func (c *Cache) countFetched(why transfer.FetchReason, n int64) {
-	if why >= 0 && why < transfer.NumFetchReasons {
-		c.fetched[why].Add(n)
-	}
-}
-
-func (c *Cache) fetchedBytes() FetchedBytes {
-	return FetchedBytes{
-		Read:      c.fetched[transfer.FetchRead].Load(),
-		Readahead: c.fetched[transfer.FetchReadahead].Load(),
-		Whole:     c.fetched[transfer.FetchWhole].Load(),
-		Warm:      c.fetched[transfer.FetchWarm].Load(),
-	}
-}
-
-type warmKey struct{}
-
-// warming marks ctx as the open of 'bucketfs warm': the object is
-// fetched whole, whatever its size, for transfer.FetchWarm.
-func warming(ctx context.Context) context.Context { return context.WithValue(ctx, warmKey{}, true) }
-
-// wholeWhy is the reason of a whole fetch an open with ctx starts.
-func wholeWhy(ctx context.Context) transfer.FetchReason {
-	if ctx.Value(warmKey{}) != nil {
-		return transfer.FetchWarm
-	}
-	return transfer.FetchWhole
-}
-
-// wholeFromStart reports whether an object of size bytes is fetched
-// whole from its first read.
-func (c *Cache) wholeFromStart(size int64) bool {
-	return c.opts.WholeMax <= 0 || size <= c.opts.WholeMax
-}
-
-// startWholeLocked makes e's download and starts its walk at once, for
+// downloadLocked returns e's download, made now if it has none
+// (fetch.Fetcher.Make) and then, if whole, its walk started at once for
 // why.
-func (c *Cache) startWholeLocked(e *entry, why transfer.FetchReason) error {
-	if err := c.newDownloadLocked(e); err != nil {
-		return err
+func (c *Cache) downloadLocked(e *entry, why transfer.FetchReason, whole bool) (*transfer.Download, error) {
+	if dl := e.fill.Download(); dl != nil {
+		return dl, nil
 	}
-	c.walkLocked(e, why)
-	return nil
+	if err := c.fetcher.Make(&e.fill, c.dataPath(e.rec.ID), e.name, &e.rec, &e.checked); err != nil {
+		return nil, err
+	}
+	if e.rec.PendingCopy() {
+		// The download reads that version: it is held while it runs,
+		// even if the copy is made meanwhile.
+		e.dlHold, _ = e.fill.Source()
+		c.holds.Add(e.dlHold)
+	}
+	if whole {
+		c.fetcher.Walk(&e.fill, why, fillLedger{c, e}, e.name)
+	}
+	return e.fill.Download(), nil
 }
 
-// promote starts the walk of dl, e's download, unless it was retired
-// meanwhile.
+// promote starts the background walk of dl, e's download, for why,
+// unless it was retired meanwhile or its walk started already
+// (fetch.Fetcher.Walk).
 func (c *Cache) promote(e *entry, dl *transfer.Download, why transfer.FetchReason) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e.dl == dl {
-		c.walkLocked(e, why)
+	if e.fill.Download() == dl {
+		c.fetcher.Walk(&e.fill, why, fillLedger{c, e}, e.name)
 	}
+}
+
+// takeDownloadLocked detaches e's download for retire. The chunks it
+// fetched are recorded in memory at once, so that an Open before retire
+// has synced them sees them present (and a complete copy as complete)
+// instead of downloading them again; the index records them only after
+// the sync.
+func (c *Cache) takeDownloadLocked(e *entry) (*transfer.Download, *os.File) {
+	dl, f := e.fill.Take()
+	c.releaseDownloadHoldLocked(e)
+	if dl != nil && !e.rec.LocalContent() {
+		fetch.Absorb(&e.rec, &e.checked, dl)
+	}
+	return dl, f
+}
+
+// retire stops dl, e's download taken, syncs its file and records which
+// chunks it holds (fetch.Fetcher.Retire).
+func (c *Cache) retire(e *entry, dl *transfer.Download, f *os.File) {
+	c.fetcher.Retire(fillLedger{c, e}, e.name, dl, f)
+}
+
+// fillLedger is e's side of the end of its download (fetch.Ledger).
+type fillLedger struct {
+	c *Cache
+	e *entry
+}
+
+func (l fillLedger) Ended(dl *transfer.Download) *os.File {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	if !l.e.fill.Ended(dl, l.e.refs == 0) {
+		return nil
+	}
+	_, f := l.c.takeDownloadLocked(l.e)
+	return f
+}
+
+func (l fillLedger) Failed(err error) {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	l.c.noteErrorLocked("download", l.e.name, err)
+	if errors.Is(err, transfer.ErrChecksum) {
+		l.c.stats.ChecksumMismatches++ // nothing of it counts as present: fetched again at the next open
+	}
+}
+
+func (l fillLedger) Retired(dl *transfer.Download) error {
+	c, e := l.c, l.e
+	c.mu.Lock()
+	if e.dropped {
+		c.mu.Unlock()
+		return nil
+	}
+	if !e.rec.LocalContent() { // a changed copy is complete, whatever its old chunks were
+		fetch.Absorb(&e.rec, &e.checked, dl)
+	}
+	rec, seq := c.snapshotLocked(e)
+	c.mu.Unlock()
+	return c.persistEntry(e, rec, seq)
 }

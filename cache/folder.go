@@ -80,7 +80,7 @@ type Moved = folders.Moved
 func (c *Cache) settledCleanLocked(e *entry) bool {
 	r := e.rec
 	return isClosed(e.ready) && e.err == nil && !e.dropped && !r.Dirty && !r.Deleted && !r.PendingCopy() &&
-		e.refs == 0 && e.writers == 0 && e.dl == nil && e.spare == nil && !e.uploading &&
+		e.refs == 0 && e.writers == 0 && e.fill.Download() == nil && e.spare == nil && !e.uploading &&
 		e.holding == "" && e.dlHold == "" && c.holds.Held(e.name) == 0
 }
 

@@ -72,5 +72,5 @@ func (hc *handleCache) Release() { hc.c.release(hc.e) }
 // CountRead counts n bytes read from a local copy (Stats.ReadBytes).
 func (hc *handleCache) CountRead(n int64) { hc.c.readBytes.Add(n) }
 
-// CountFetched counts n bytes fetched for why (countFetched).
-func (hc *handleCache) CountFetched(why transfer.FetchReason, n int64) { hc.c.countFetched(why, n) }
+// CountFetched counts n bytes fetched for why (fetch.Fetcher.Count).
+func (hc *handleCache) CountFetched(why transfer.FetchReason, n int64) { hc.c.fetcher.Count(why, n) }

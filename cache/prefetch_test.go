@@ -2,10 +2,10 @@ package cache
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"testing"
 
+	"github.com/bucketfs/bucketfs/cache/internal/fetch"
 	"github.com/bucketfs/bucketfs/cache/internal/read"
 )
 
@@ -133,9 +133,9 @@ func TestPrefetchNoRoomRemovesDroppedCopy(t *testing.T) {
 	file := dataFile(c, h)
 	h.Close()
 	a2 := e.put("d/f", bytes.Repeat([]byte("n"), 16<<10))
-	ctx := context.WithValue(e.ctx, prefetchKey{}, true)
-	if _, _, err := c.acquireCreated(ctx, a2, false); !errors.Is(err, errNoRoom) {
-		t.Fatalf("prefetch acquire of the new version beside the old = %v, want errNoRoom", err)
+	ctx := fetch.ForPrefetch(e.ctx)
+	if _, _, err := c.acquireCreated(ctx, a2, false); !errors.Is(err, fetch.ErrNoRoom) {
+		t.Fatalf("prefetch acquire of the new version beside the old = %v, want fetch.ErrNoRoom", err)
 	}
 	if s := c.Stats(); s.Entries != 0 || s.UsedBytes != 0 {
 		t.Errorf("after the old copy was dropped: %d entries, %d bytes used; want 0, 0", s.Entries, s.UsedBytes)

@@ -166,7 +166,7 @@ func (l fileLedger) PendingCopy(from, to string, toBase int64, id uint64) (filer
 	c.mu.Lock()
 	e := c.entries[from]
 	if e == nil || !isClosed(e.ready) || e.err != nil || e.dropped || !e.rec.PendingCopy() || e.rec.Deleted ||
-		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.dl != nil || e.uploading || c.queue.InFlight(from) ||
+		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.fill.Download() != nil || e.uploading || c.queue.InFlight(from) ||
 		c.frozen.Covers(from) || c.frozen.Covers(to) || !c.readyLocked(to) {
 		c.mu.Unlock()
 		return filerename.Begun{}, false

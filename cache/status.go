@@ -35,9 +35,9 @@ func (c *Cache) Status(maxDirty int) Status {
 	s.Entries = len(c.entries)
 	s.UsedBytes = c.budget.Used()
 	s.ReadBytes = c.readBytes.Load()
-	s.Fetched = c.fetchedBytes()
+	s.Fetched = c.fetcher.Fetched()
 	for name, e := range c.entries {
-		if e.dl != nil && !e.dlIdle {
+		if e.fill.Walking() {
 			s.Downloading++
 		}
 		if e.rec.Pinned {

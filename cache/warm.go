@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/fetch"
 	"github.com/bucketfs/bucketfs/cache/internal/warm"
 	"github.com/bucketfs/bucketfs/transfer"
 )
@@ -102,7 +103,7 @@ func (t warmTarget) Fill(ctx context.Context, a transfer.ObjectAttrs, pin bool, 
 	c := t.c
 	// As Open does, keeping the entry: its download is running when
 	// newHandle returns.
-	e, err := c.acquire(warming(ctx), a, false)
+	e, err := c.acquire(fetch.Warming(ctx), a, false)
 	var h *Handle
 	if err == nil && e != nil {
 		h, err = c.newHandle(e, transfer.FetchWarm)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/bucketfs/bucketfs/cache/internal/fetch"
 	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
 	"github.com/bucketfs/bucketfs/cache/internal/write"
 	"github.com/bucketfs/bucketfs/transfer"
@@ -160,8 +161,8 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	e.handles[w] = struct{}{}
 	c.writeHandles[w] = struct{}{}
 	// Every byte is local now; a dirty copy must never be downloaded over.
-	if e.dl != nil && !e.rec.LocalContent() {
-		c.absorbLocked(e, e.dl) // the sums of what it fetched, before a change makes the file the truth
+	if dl := e.fill.Download(); dl != nil && !e.rec.LocalContent() {
+		fetch.Absorb(&e.rec, &e.checked, dl) // the sums of what it fetched, before a change makes the file the truth
 	}
 	if hidden && !trunc {
 		w.untouched = untouchedLocked(e)
@@ -217,23 +218,21 @@ func (c *Cache) completeForWrite(ctx context.Context, e *entry, a transfer.Objec
 		// this one's.
 		e.rec.Encoding = ""
 	}
-	complete := e.rec.Complete || (e.dl != nil && isClosed(e.dl.Complete()))
+	complete := e.rec.Complete || e.fill.Complete()
 	var dl *transfer.Download
 	switch {
 	case complete:
-	case trunc && e.dl == nil:
+	case trunc && e.fill.Download() == nil:
 		// Nothing is being written into the file: it can start empty. It
 		// counts as complete from now on, so no download starts into it.
 		complete = true
 		e.rec.Complete, e.rec.Present = true, nil
 	default:
-		if e.dl == nil {
-			if err := c.startWholeLocked(e, transfer.FetchWhole); err != nil {
-				c.mu.Unlock()
-				return trunc, err
-			}
+		var err error
+		if dl, err = c.downloadLocked(e, transfer.FetchWhole, true); err != nil {
+			c.mu.Unlock()
+			return trunc, err
 		}
-		dl = e.dl
 	}
 	c.mu.Unlock()
 	if dl != nil {
