@@ -60,7 +60,7 @@ func (fe *Fetcher) Whole(why transfer.FetchReason, size int64) bool {
 // rest. It reads the version the copy's content is: name's own, or,
 // while a copy is pending, its source (Fill.Source). If the chunk size
 // changed since rec was written (the last mount), everything is fetched
-// again: rec's sums and checked are cleared. Called under the owner's
+// again: rec's present chunks, sums and checked are cleared. Called under the owner's
 // lock, on a fill with no download; opening the file is quick local I/O
 // done under it so that two opens cannot make two downloads.
 func (fe *Fetcher) Make(fl *Fill, path, name string, rec *durable.Record, checked *verify.Checked) error {
@@ -75,7 +75,7 @@ func (fe *Fetcher) Make(fl *Fill, path, name string, rec *durable.Record, checke
 	if rec.ChunkSize != fe.ChunkSize {
 		present, sums = nil, nil
 		rec.ChunkSize = fe.ChunkSize
-		rec.Sums, *checked = nil, nil
+		rec.Sums, rec.Present, *checked = nil, nil, nil // in the old chunks' units: nothing is present in the new ones
 	}
 	fl.src, fl.gen = name, rec.Generation
 	if rec.PendingCopy() {

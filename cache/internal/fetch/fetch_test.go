@@ -209,6 +209,10 @@ func TestMake(t *testing.T) {
 		t.Errorf("after a chunk size change: chunk %d, checked %v, present %v; want %d, none, none",
 			rec.ChunkSize, checked, fl.Download().Present(), chunk)
 	}
+	if slices.Contains(rec.PresentBools(), true) || rec.Complete {
+		t.Errorf("after a chunk size change the record says present %v (complete %v), in the old chunks' units; want none",
+			rec.PresentBools(), rec.Complete)
+	}
 }
 
 // A copy made by a prefetch counts once: used by the first open that is
@@ -292,4 +296,31 @@ func TestPrefetchSequence(t *testing.T) {
 			tc.p.dl.Stop()
 		}
 	}
+}
+
+// The end of a walk whose download is no longer the fill's (taken, and
+// another made since) changes nothing of the new one: still walking, so
+// that the last release does not stop it and Status counts it.
+func TestEndedOfAnOldDownload(t *testing.T) {
+	b := &bucket{data: []byte("0123456789ab")}
+	fe, _, path, rec := setup(t, b, 12)
+	var fl Fill
+	var checked verify.Checked
+	if err := fe.Make(&fl, path, "o", &rec, &checked); err != nil {
+		t.Fatal(err)
+	}
+	old, f := fl.Take()
+	f.Close()
+	if err := fe.Make(&fl, path, "o", &rec, &checked); err != nil {
+		t.Fatal(err)
+	}
+	fl.idle = false // its walk runs
+	if fl.Ended(old, true) {
+		t.Error("the old download is to be retired, though it is not the fill's")
+	}
+	if !fl.Walking() {
+		t.Error("the end of the old download's walk marked the new one's walk ended")
+	}
+	_, f = fl.Take()
+	f.Close()
 }

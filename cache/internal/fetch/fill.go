@@ -49,13 +49,16 @@ func (fl *Fill) Take() (*transfer.Download, *os.File) {
 	return dl, f
 }
 
-// Ended marks the walk of the fill's download ended (for
-// Ledger.Ended) and reports whether dl, whose walk it was, is to be
-// retired: it is still the fill's, and no handle holds the copy (unheld)
-// or it has every chunk.
+// Ended marks the walk of dl ended (for Ledger.Ended) and reports
+// whether dl is to be retired: no handle holds the copy (unheld) or it
+// has every chunk. A dl no longer the fill's (taken meanwhile) changes
+// nothing: the fill's own download, if another, may be walking.
 func (fl *Fill) Ended(dl *transfer.Download, unheld bool) bool {
+	if fl.dl != dl {
+		return false
+	}
 	fl.idle = true
-	return fl.dl == dl && (unheld || closed(dl.Complete()))
+	return unheld || closed(dl.Complete())
 }
 
 // Made marks a new copy as made for a prefetch if ctx is one's; before
