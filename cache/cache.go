@@ -341,37 +341,22 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 	return e, created, nil
 }
 
-// create writes e's record and makes its sparse data file.
+// create writes e's record and makes its sparse data file
+// (durable.Journal.Create).
 func (c *Cache) create(e *entry) error {
 	// Other goroutines may touch e.rec under c.mu meanwhile (an Open of the
 	// same name sets LastAccess): write a copy, then publish the ID.
 	c.mu.Lock()
 	rec := e.rec
 	c.mu.Unlock()
-	rec.ID = c.j.NewID()
-	err := c.j.Append(durable.PutOp(e.name, rec, 0))
+	f, err := c.j.Create(c.desc, e.name, rec, func(id uint64) {
+		c.mu.Lock()
+		e.rec.ID = id
+		c.mu.Unlock()
+	})
 	if err != nil {
 		c.forget(e)
-		return fmt.Errorf("cache index: %w", err)
-	}
-	c.mu.Lock()
-	e.rec.ID = rec.ID
-	c.mu.Unlock()
-	f, err := os.OpenFile(c.dataPath(rec.ID), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err == nil {
-		c.j.MadeFile()
-		// Before any byte: the journal entry above came before the file.
-		c.desc.DescribeFile(f, e.name, rec)
-	}
-	if err == nil && rec.Size > 0 {
-		err = f.Truncate(rec.Size)
-	}
-	if err != nil {
-		if f != nil {
-			f.Close()
-		}
-		c.forget(e)
-		return fmt.Errorf("creating cache file: %w", err)
+		return err
 	}
 	if rec.Dirty {
 		// A new file: the OpenWrite that creates it takes the descriptor
@@ -479,31 +464,6 @@ func (c *Cache) release(e *entry) {
 		c.retire(e, dl, f)
 	}
 	c.removeAll(victims)
-}
-
-// Stats returns a snapshot of the counters.
-func (c *Cache) Stats() Stats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.stats
-	s.Entries = len(c.entries)
-	s.UsedBytes = c.budget.Used()
-	s.ReadBytes = c.readBytes.Load()
-	s.Fetched = c.fetcher.Fetched()
-	for _, e := range c.entries {
-		if e.rec.Dirty {
-			s.DirtyFiles++
-			s.DirtyBytes += dirtySize(e.rec)
-			if e.rec.HeldWhy() != "" {
-				s.DamagedFiles++
-			}
-		}
-		if e.rec.Pinned {
-			s.PinnedFiles++
-			s.PinnedBytes += e.charged
-		}
-	}
-	return s
 }
 
 // Close stops every download, records what is cached, and closes the

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	"github.com/bucketfs/bucketfs/cache/internal/recovery"
@@ -27,7 +26,8 @@ func (e *StateError) Unwrap() error { return e.Err }
 // openState opens the index and the journal and loads them
 // (recovery.Load: a damaged index is moved aside and rebuilt from the
 // data files, records are reconciled with their files, files without a
-// record are placed), then makes the entries of the records loaded.
+// record are placed), then makes the entries of the records loaded,
+// re-queues their changes and evicts to the cap.
 func (c *Cache) openState() error {
 	ld, err := recovery.Load(recovery.LoadOptions{
 		Dir: c.opts.Dir, Bucket: c.b.Name(), ChunkSize: c.opts.ChunkSize, Desc: c.desc, Log: c.log,
@@ -39,36 +39,19 @@ func (c *Cache) openState() error {
 	// Copies of the wrong size were cut to their records' and are
 	// fetched again (checksum.go).
 	c.stats.ChecksumMismatches += int64(ld.WrongSize)
-	c.index(ld.Records)
-	return nil
-}
-
-// index makes the entries of the loaded records, re-queues their changes
-// and evicts to the cap.
-func (c *Cache) index(recs map[string]record) {
-	ordered := make([]*entry, 0, len(recs))
-	for name, r := range recs {
-		e := &entry{name: name, rec: r, ready: make(chan struct{})}
-		if r.Dirty {
-			e.dirtySince = c.opened // left by the last run: waiting since the start, at least
-		}
-		close(e.ready)
-		ordered = append(ordered, e)
-	}
-	// Most recent first, so PushBack keeps the LRU order.
-	sortByAccessDesc(ordered)
-	c.mu.Lock()
-	for _, e := range ordered {
-		e.elem = c.lru.PushBack(e)
-		c.entries[e.name] = e
-		c.chargeLocked(e, costOf(e.rec))
-	}
 	dirty := 0
-	for _, e := range ordered {
+	c.mu.Lock()
+	for _, name := range ld.ByAccess() { // PushBack keeps the LRU order
+		e := &entry{name: name, rec: ld.Records[name], ready: make(chan struct{})}
+		close(e.ready)
+		e.elem = c.lru.PushBack(e)
+		c.entries[name] = e
+		c.chargeLocked(e, costOf(e.rec))
 		c.holdLocked(e)
 		if e.rec.Dirty {
-			c.markLocalLocked(e.name)
-			c.scheduleLocked(e.name, 0) // changes left by the last run go first
+			e.dirtySince = c.opened // left by the last run: waiting since the start, at least
+			c.markLocalLocked(name)
+			c.scheduleLocked(name, 0) // changes left by the last run go first
 			dirty++
 		}
 	}
@@ -82,9 +65,5 @@ func (c *Cache) index(recs map[string]record) {
 	if dirty > 0 {
 		c.log.Info("re-queued changes not uploaded by the last run", "files", dirty)
 	}
-}
-
-// sortByAccessDesc orders es most recently used first.
-func sortByAccessDesc(es []*entry) {
-	sort.Slice(es, func(i, j int) bool { return es[i].rec.LastAccess > es[j].rec.LastAccess })
+	return nil
 }

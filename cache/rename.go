@@ -339,23 +339,17 @@ func (r *dirRename) Prepare() error {
 		}
 	}
 	for _, l := range links {
-		if err := os.Link(c.dataPath(l.from), c.dataPath(l.to)); err != nil {
+		if err := c.j.LinkFile(l.from, l.to); err != nil {
 			r.cleanup()
 			return fmt.Errorf("renaming %s: linking a cache file: %w", r.from, err)
 		}
-		c.j.MadeFile()
 		r.made = append(r.made, l.to)
 	}
 	for _, id := range empties {
-		f, err := os.OpenFile(c.dataPath(id), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err == nil {
-			err = f.Close()
-		}
-		if err != nil {
+		if err := c.j.MakeEmptyFile(id); err != nil {
 			r.cleanup()
 			return fmt.Errorf("renaming %s: making a cache file: %w", r.from, err)
 		}
-		c.j.MadeFile()
 		r.made = append(r.made, id)
 	}
 	return nil

@@ -8,11 +8,12 @@ import (
 
 // What an operator can see of a running cache: Status is one snapshot,
 // taken under Cache.mu with no I/O, cheap enough to take on every metrics
-// scrape. Its types, the ring of recent errors and the order of its lists
-// are package internal/report's; which entries it lists and what it
-// counts are decided here. The counters it adds to Stats live in
-// Cache.stats (guarded by mu) except readBytes and fetched, atomics
-// counted on the read path without the lock.
+// scrape. Its types, the ring of recent errors, what a file counts and
+// where it is listed (Status.Add) and the order of the lists are package
+// internal/report's; the facts of each entry are gathered here. The
+// counters it adds to Stats live in Cache.stats (guarded by mu) except
+// readBytes and fetched, atomics counted on the read path without the
+// lock.
 
 // The snapshot types are report's; callers of this package name them
 // here.
@@ -37,36 +38,12 @@ func (c *Cache) Status(maxDirty int) Status {
 	s.ReadBytes = c.readBytes.Load()
 	s.Fetched = c.fetcher.Fetched()
 	for name, e := range c.entries {
-		if e.fill.Walking() {
-			s.Downloading++
-		}
-		if e.rec.Pinned {
-			s.PinnedFiles++
-			s.PinnedBytes += e.charged
-		}
-		if !e.rec.Dirty {
-			continue
-		}
-		if why := e.rec.HeldWhy(); why != "" {
-			s.DamagedFiles++
-			s.Held = append(s.Held, HeldFile{Name: name, Why: why})
-		}
-		if e.refusedWhy != "" {
-			s.Refused = append(s.Refused, RefusedFile{Name: name, Since: e.refusedAt, Why: e.refusedWhy})
-		}
-		s.DirtyFiles++
-		size := dirtySize(e.rec)
-		s.DirtyBytes += size
 		since := e.dirtySince
 		if since.IsZero() {
-			since = c.opened
+			since = c.opened // dirty since before the start, or clean
 		}
-		if s.OldestDirty.IsZero() || since.Before(s.OldestDirty) {
-			s.OldestDirty = since
-		}
-		if maxDirty > 0 {
-			s.Dirty = append(s.Dirty, DirtyFile{Name: name, Size: size, Since: since, Deleted: e.rec.Deleted, Uploading: e.uploading})
-		}
+		s.Add(report.File{Name: name, Rec: &e.rec, Charged: e.charged, Walking: e.fill.Walking(), Uploading: e.uploading,
+			Since: since, RefusedAt: e.refusedAt, RefusedWhy: e.refusedWhy}, maxDirty)
 	}
 	s.Queued = c.queue.Len()
 	s.Uploading = c.queue.Running()
@@ -74,6 +51,9 @@ func (c *Cache) Status(maxDirty int) Status {
 	s.Order(maxDirty)
 	return s
 }
+
+// Stats returns a snapshot of the counters: Status's, which counts them.
+func (c *Cache) Stats() Stats { return c.Status(0).Stats }
 
 // noteErrorLocked keeps err among the recent errors that Status lists.
 func (c *Cache) noteErrorLocked(op, name string, err error) {
@@ -85,14 +65,4 @@ func (e *entry) dirtiedLocked(now time.Time) {
 	if e.dirtySince.IsZero() {
 		e.dirtySince = now
 	}
-}
-
-// dirtySize is what a changed file's record r counts in DirtyBytes, in
-// Stats as in Status: its size, or nothing for a deletion (it sends no
-// bytes and costs no room).
-func dirtySize(r record) int64 {
-	if r.Deleted {
-		return 0
-	}
-	return r.Size
 }

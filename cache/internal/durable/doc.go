@@ -10,7 +10,9 @@
 //	             checkpoints, replay, and the record IDs (journal.go)
 //	data/ID      the naming of data files by record ID (DataPath), and the
 //	             description each carries of its record in the extended
-//	             attribute user.bucketfs.record (describe.go)
+//	             attribute user.bucketfs.record (describe.go); making
+//	             them: a new copy's record and file (Journal.Create), an
+//	             empty file, a hard link (files.go)
 //	Record       the persisted state of one cached object version, and its
 //	             encodings: the chunk bitmaps and chunk sums, and what a
 //	             sum covers in the data file (ChunkSpan, ReadChunkSum)
@@ -48,6 +50,11 @@
 //     the disk does not have; a chunk's sum (SetSums, ChunkSum) holds only
 //     for a present chunk not Written since; MarkWritten is recorded before
 //     the bytes change.
+//   - Files are told: every data file made here (files.go) is told to
+//     the journal (MadeFile) once made; a caller that makes one itself
+//     tells it too. Create journals a new copy's record before it makes
+//     its file, and describes the file before any byte is written to it
+//     (so the description never leads the journal, below).
 //   - Descriptions follow the journal: a data file's description is
 //     written after the journal entry that made it (Journaled, under the
 //     journal's lock, in its order), never before, so it can lag the
@@ -62,5 +69,6 @@
 // transaction). Describer.mu is a leaf. Both are held across disk I/O:
 // no method may be called with a caller's state lock held (in package
 // cache, never under Cache.mu), and the package never calls back into its
-// caller except through OnAppend and Update's fn.
+// caller except through OnAppend, Update's fn and Create's journaled
+// (called with no lock of the package held).
 package durable

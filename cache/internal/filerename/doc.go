@@ -33,8 +33,8 @@
 // Invariants (the cache's part is said on the Ledger's and Ending's
 // methods):
 //   - Files before records: the journal entry is written only once every
-//     cache file it names is made (MadeFile told); if it is refused, the
-//     files made for it are removed.
+//     cache file it names is made and the journal told (LinkFile); if it
+//     is refused, the files made for it are removed.
 //   - One end: after a begin that succeeded, exactly one of Ending.Undo
 //     (a file could not be made, or the journal refused the entry) or
 //     Ending.Apply follows; a rename's old name is detached from its

@@ -61,7 +61,10 @@ type Writer interface {
 // Journal is the cache's journal (durable.Journal).
 type Journal interface {
 	NewID() uint64
-	MadeFile()
+	// LinkFile makes cache file to a hard link of cache file from, and
+	// tells the journal it was made (a sync makes its name durable
+	// before the records).
+	LinkFile(from, to uint64) error
 	Append(ops ...durable.Op) error
 }
 
@@ -214,12 +217,11 @@ func (f Flow[W]) Exchange(ctx context.Context, a, b transfer.ObjectAttrs) (baseA
 // files it made.
 func (f Flow[W]) commit(b Begun) error {
 	for i, l := range b.Links {
-		if err := os.Link(f.Path(l.From), f.Path(l.To)); err != nil {
+		if err := f.Journal.LinkFile(l.From, l.To); err != nil {
 			f.remove(b.Links[:i])
 			return err
 		}
 	}
-	f.Journal.MadeFile()
 	err := f.Journal.Append(b.Ops...)
 	if err != nil {
 		f.remove(b.Links)

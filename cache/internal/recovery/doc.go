@@ -17,7 +17,8 @@
 //	              journal replayed and hooked to the describer, the
 //	              records read and reconciled with their files, the
 //	              orphans placed, undescribed files described (Load,
-//	              Loaded) (load.go)
+//	              Loaded), and their order of use (Loaded.ByAccess)
+//	              (load.go)
 //	fsck          checking an unmounted cache (Fsck, Report): the index,
 //	              the journal, the data files against the records, every
 //	              copy against its chunk sums (fsck.go, sums.go); whether
@@ -30,7 +31,7 @@
 // records Load returns (the entries, their charges, eviction to the cap,
 // the uploads of the changes found) and what it counts of a start (the
 // copies of the wrong size, Loaded.WrongSize, in its Stats) are package
-// cache's (cache/load.go: openState, index). It sees only a directory,
+// cache's (cache/load.go: openState). It sees only a directory,
 // plain values (durable.Record, names, IDs, paths), the bbolt handle and
 // the journal of the index it opens, the describer of the data files,
 // and a logger; never the cache's state. The index and the journal Load

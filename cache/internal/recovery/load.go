@@ -1,12 +1,15 @@
 package recovery
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
 	bolt "go.etcd.io/bbolt"
@@ -42,6 +45,17 @@ type Loaded struct {
 	// cut or grown to its record's size and marked incomplete, to be
 	// fetched again (a checksum mismatch, for the cache's counters).
 	WrongSize int
+}
+
+// ByAccess returns the names of the records loaded, most recently used
+// first (Record.LastAccess, as last written): the order the cache's LRU
+// list had.
+func (ld Loaded) ByAccess() []string {
+	names := slices.Collect(maps.Keys(ld.Records))
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Compare(ld.Records[b].LastAccess, ld.Records[a].LastAccess)
+	})
+	return names
 }
 
 // loader is one Load: its options, and the index and journal of the try

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -176,6 +177,16 @@ func TestLoadCountsWrongSize(t *testing.T) {
 	}
 	if len(ld.Records) != 1 || ld.Records["short"].Complete {
 		t.Errorf("Records = %+v; want short alone, incomplete", ld.Records)
+	}
+}
+
+// TestByAccess: the records loaded come most recently used first.
+func TestByAccess(t *testing.T) {
+	ld := Loaded{Records: map[string]durable.Record{
+		"old": {LastAccess: 1}, "new": {LastAccess: 3}, "mid": {LastAccess: 2},
+	}}
+	if got := ld.ByAccess(); !slices.Equal(got, []string{"new", "mid", "old"}) {
+		t.Errorf("ByAccess = %q, want new, mid, old", got)
 	}
 }
 

@@ -7,7 +7,9 @@
 //	              write-back: what is dirty and since when, what is held
 //	              or refused, the recent failures), the types of their
 //	              lists (DirtyFile, HeldFile, RefusedFile, ErrorEvent,
-//	              FetchedBytes), and the order of those lists
+//	              FetchedBytes); what one cached file counts and where it
+//	              is listed, from its record and its entry's facts (File,
+//	              Status.Add); and the order of those lists
 //	              (Status.Order) (status.go)
 //	recent errors the last MaxRecentErrors failures the log reported
 //	              (RecentErrors: Note, Events), and which errors are not
@@ -17,10 +19,11 @@
 //	              (RepeatLimit) (repeat.go)
 //
 // It decides nothing about entries: which files are dirty, held, refused
-// or pinned, what each counts, when a counter moves and which failures
-// are noted are package cache's (cache/status.go gathers a Status from
-// the entries under Cache.mu, cache.go's Stats the counters). It sees
-// only plain values: names, sizes, times, errors, a logger.
+// or pinned, when a counter moves and which failures are noted are
+// package cache's (cache/status.go gathers a Status from the entries
+// under Cache.mu, one File each; Stats is its counters). It sees only
+// plain values: records (durable.Record), names, sizes, times, errors, a
+// logger.
 //
 // Invariants:
 //   - A Status's lists, once ordered, are as its fields say: Dirty oldest

@@ -3,6 +3,8 @@ package report
 import (
 	"sort"
 	"time"
+
+	"github.com/bucketfs/bucketfs/cache/internal/durable"
 )
 
 // Stats is a snapshot of a cache's counters.
@@ -101,6 +103,61 @@ type DirtyFile struct {
 	Since     time.Time // when it became dirty
 	Deleted   bool      // the change is a deletion
 	Uploading bool      // being sent now
+}
+
+// File is what a snapshot counts of one cached file: its record, and
+// the facts of its entry that the record does not hold.
+type File struct {
+	Name       string
+	Rec        *durable.Record // read only
+	Charged    int64           // the bytes it counts against the cap
+	Walking    bool            // its download runs
+	Uploading  bool            // its change is being sent
+	Since      time.Time       // when it went from clean to changed (the start, if before)
+	RefusedAt  time.Time       // when the bucket last refused its upload in a way a person can fix
+	RefusedWhy string          // what the bucket said then; "" if it has not since a success
+}
+
+// Add counts f in s, and lists it where it belongs: in Held if its
+// change is held, in Refused if its last upload was refused, in Dirty
+// (if maxDirty > 0) if it is changed. Order then sorts the lists and
+// cuts Dirty to maxDirty.
+func (s *Status) Add(f File, maxDirty int) {
+	if f.Walking {
+		s.Downloading++
+	}
+	if f.Rec.Pinned {
+		s.PinnedFiles++
+		s.PinnedBytes += f.Charged
+	}
+	if !f.Rec.Dirty {
+		return
+	}
+	if why := f.Rec.HeldWhy(); why != "" {
+		s.DamagedFiles++
+		s.Held = append(s.Held, HeldFile{Name: f.Name, Why: why})
+	}
+	if f.RefusedWhy != "" {
+		s.Refused = append(s.Refused, RefusedFile{Name: f.Name, Since: f.RefusedAt, Why: f.RefusedWhy})
+	}
+	s.DirtyFiles++
+	size := dirtySize(f.Rec)
+	s.DirtyBytes += size
+	if s.OldestDirty.IsZero() || f.Since.Before(s.OldestDirty) {
+		s.OldestDirty = f.Since
+	}
+	if maxDirty > 0 {
+		s.Dirty = append(s.Dirty, DirtyFile{Name: f.Name, Size: size, Since: f.Since, Deleted: f.Rec.Deleted, Uploading: f.Uploading})
+	}
+}
+
+// dirtySize is what a changed file's record r counts in DirtyBytes: its
+// size, or nothing for a deletion (it sends no bytes and costs no room).
+func dirtySize(r *durable.Record) int64 {
+	if r.Deleted {
+		return 0
+	}
+	return r.Size
 }
 
 // Order puts the lists of s in the order their fields say: Held and
