@@ -91,6 +91,14 @@ func (l fillLedger) Failed(err error) {
 	}
 }
 
+func (l fillLedger) Unsynced(dl *transfer.Download) {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	if e := l.e; !e.dropped && !e.rec.LocalContent() {
+		e.rec.Present, e.rec.Complete, e.checked = nil, false, nil
+	}
+}
+
 func (l fillLedger) Retired(dl *transfer.Download) error {
 	c, e := l.c, l.e
 	c.mu.Lock()

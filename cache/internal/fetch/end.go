@@ -34,6 +34,14 @@ type Ledger interface {
 	// complete, whatever its old chunks were), and the record is written
 	// to the journal after the critical section; its error is returned.
 	Retired(dl *transfer.Download) error
+
+	// Unsynced is told that dl's file, taken from the entry's fill,
+	// could not be synced: the chunks absorbed into the record when dl
+	// was taken may not be on disk. Unless the entry was dropped or has
+	// local changes, none of its copy counts as present or checked any
+	// more (it is fetched again), so that no later write of the record
+	// says otherwise.
+	Unsynced(dl *transfer.Download)
 }
 
 // Walk starts the background walk of fl's download, if it has one not
@@ -75,13 +83,15 @@ func (fe *Fetcher) Walk(fl *Fill, why transfer.FetchReason, l Ledger, name strin
 // Retire stops dl, taken from the fill of copy name, syncs and closes
 // its file f, and has l record which chunks it holds (Ledger.Retired).
 // Only synced chunks are ever recorded as present: if the sync fails,
-// nothing is recorded and they are fetched again. Called with no lock.
+// nothing is recorded and the copy is fetched again (Ledger.Unsynced).
+// Called with no lock.
 func (fe *Fetcher) Retire(l Ledger, name string, dl *transfer.Download, f *os.File) {
 	dl.Stop()
 	syncErr := f.Sync()
 	f.Close()
 	if syncErr != nil {
 		fe.Log.Warn("syncing cache file failed; its chunks will be fetched again", "object", name, "err", syncErr)
+		l.Unsynced(dl)
 		return
 	}
 	if err := l.Retired(dl); err != nil {

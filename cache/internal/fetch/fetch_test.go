@@ -63,6 +63,12 @@ func (l *ledger) Ended(dl *transfer.Download) *os.File {
 	return f
 }
 
+func (l *ledger) Unsynced(dl *transfer.Download) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, "unsynced")
+}
+
 func (l *ledger) Failed(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -178,8 +184,8 @@ func TestRetireSyncFailedRecordsNothing(t *testing.T) {
 	}
 	f.Close() // its Sync fails
 	fe.Retire(l, "o", dl, f)
-	if got := l.log(); len(got) != 0 {
-		t.Fatalf("ledger calls = %q; want none", got)
+	if got := l.log(); !slices.Equal(got, []string{"unsynced"}) {
+		t.Fatalf("ledger calls = %q; want unsynced alone", got)
 	}
 }
 
