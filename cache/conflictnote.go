@@ -22,9 +22,10 @@ func (c *Cache) OnConflict(f ConflictFunc) {
 	c.mu.Unlock()
 }
 
-// noteConflict calls the OnConflict function, if any. No lock may be
-// held.
-func (c *Cache) noteConflict(name string, remote transfer.ObjectAttrs, gone, settled bool) {
+// NoteConflict calls the OnConflict function, if any (upload.Ledger). No
+// lock may be held.
+func (l uploadLedger) NoteConflict(name string, remote transfer.ObjectAttrs, gone, settled bool) {
+	c := l.c
 	c.mu.Lock()
 	f := c.conflictFn
 	c.mu.Unlock()

@@ -2,13 +2,15 @@ package cache
 
 // The local overlay: what listings and lookups see of the changes not yet
 // in the bucket. The index of the names that may be changed, and of their
-// directories, is internal/pending's (c.overlay); whether each name still
-// counts, and how, is decided here from its entry.
+// directories, is internal/pending's (c.overlay), and so are the rules of
+// which names count, and how, under a prefix; what each name stands for
+// (changeLocked) is told here from its entry.
 
 import (
-	"maps"
 	"os"
 
+	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
+	"github.com/bucketfs/bucketfs/cache/internal/pending"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -32,22 +34,19 @@ func (c *Cache) Local(name string) (transfer.ObjectAttrs, bool) {
 		a.Updated, _ = ParseMtime(a.Metadata[MtimeKey])
 		return a, true
 	}
-	if st, err := os.Stat(path); err == nil {
-		a.Size, a.Updated = st.Size(), st.ModTime()
-		if watch != nil && watch.Holds(st) {
-			// Open for writing, nothing written yet: the file's time is
-			// a mark (untouched.go).
-			c.mu.Lock()
-			a.Updated = watch.shownTimeLocked(a.Metadata)
-			c.mu.Unlock()
-			return a, true
-		}
-		if _, ok := a.Metadata[MtimeKey]; ok {
-			a.Metadata = maps.Clone(a.Metadata) // the file's time is newer than the object's
-			a.Metadata[MtimeKey] = FormatMtime(a.Updated)
-		}
+	st, err := os.Stat(path)
+	if err != nil {
+		return a, true
 	}
-	return a, true
+	if watch != nil && watch.Holds(st) {
+		// Open for writing, nothing written yet: the file's time is a
+		// mark (untouched.go).
+		c.mu.Lock()
+		a.Size, a.Updated = st.Size(), watch.shownTimeLocked(a.Metadata)
+		c.mu.Unlock()
+		return a, true
+	}
+	return objmeta.OfFile(a, st.Size(), st.ModTime()), true
 }
 
 // Settled describes name's cached copy when it has no local changes left
@@ -65,37 +64,24 @@ func (c *Cache) Settled(name string) (transfer.ObjectAttrs, bool) {
 }
 
 // LocalNames returns the names under prefix with changes not yet in the
-// bucket: those written (present) and those deleted (removed), sorted.
-// It costs a binary search and the names under prefix, not a scan of the
-// cache: lookups call it for every name.
+// bucket: those written (present) and those deleted (removed), sorted
+// (pending.Names.Changes, which drops the names clean again).
 func (c *Cache) LocalNames(prefix string) (present, removed []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.overlay.Prune(prefix, func(name string) bool {
-		e := c.entries[name]
-		if e == nil || !e.rec.Dirty {
-			return false // clean or gone since: dropped from the index
-		}
-		if e.rec.Deleted {
-			removed = append(removed, name)
-		} else {
-			present = append(present, name)
-		}
-		return true
-	})
-	return present, removed
+	return c.overlay.Changes(prefix, c.changeLocked)
 }
 
-// changedUnderLocked reports whether a name under prefix has changes not
-// yet in the bucket. It walks the names under prefix in the index of
-// names that may be dirty.
-func (c *Cache) changedUnderLocked(prefix string) bool {
-	for name := range c.overlay.Under(prefix) {
-		if e := c.entries[name]; name != prefix && e != nil && e.rec.Dirty {
-			return true
-		}
+// changeLocked is what name stands for in the local overlay: its entry
+// dirty, and deleted or not.
+func (c *Cache) changeLocked(name string) pending.Change {
+	switch e := c.entries[name]; {
+	case e == nil || !e.rec.Dirty:
+		return pending.Clean
+	case e.rec.Deleted:
+		return pending.Deleted
 	}
-	return false
+	return pending.Written
 }
 
 // markLocalLocked adds name to the index of names that may have changes
@@ -108,42 +94,10 @@ func (c *Cache) markLocalLocked(name string) {
 // LocalSubdirs returns the subdirectories of directory prefix (their
 // names in it) that changes not yet in the bucket make or remove: present,
 // those holding a name written here; removed, those holding none whose
-// placeholder ("prefix/seg/") was deleted here. A directory's link count
-// comes from it (fs), and the kernel asks for that after every create in
-// the directory: it costs a binary search per subdirectory in the
-// overlay's directories (pending.Names.Subdirs), and the names under each
-// until one is written here (all of them, when every name under a
-// subdirectory is deleted), not the names directly in prefix. A
-// subdirectory whose names are all clean again is still in the index
-// until LocalNames drops them: its names are checked here.
+// placeholder ("prefix/seg/") was deleted here (pending.Names.SubdirChanges,
+// which says what it costs).
 func (c *Cache) LocalSubdirs(prefix string) (present, removed []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for sub := range c.overlay.Subdirs(prefix) {
-		seg := sub[len(prefix) : len(sub)-1]
-		made, gone := c.subdirChangeLocked(sub)
-		if made {
-			present = append(present, seg)
-		} else if gone {
-			removed = append(removed, seg)
-		}
-	}
-	return present, removed
-}
-
-// subdirChangeLocked reports whether a name under directory sub is
-// written here (made), or else whether its placeholder is deleted here
-// (gone).
-func (c *Cache) subdirChangeLocked(sub string) (made, gone bool) {
-	for name := range c.overlay.Under(sub) {
-		e := c.entries[name]
-		switch {
-		case e == nil || !e.rec.Dirty:
-		case !e.rec.Deleted:
-			return true, false
-		case name == sub:
-			gone = true
-		}
-	}
-	return false, gone
+	return c.overlay.SubdirChanges(prefix, c.changeLocked)
 }

@@ -5,8 +5,7 @@ package cache
 // own earlier tries in the bucket is package internal/upload's (own.go).
 
 import (
-	"slices"
-
+	"github.com/bucketfs/bucketfs/cache/internal/objmeta"
 	"github.com/bucketfs/bucketfs/transfer"
 )
 
@@ -17,14 +16,13 @@ import (
 // this cache's own versions (which the file system's nodes follow) from
 // another writer's (a conflict's remote version, one taken by resolve).
 func (c *Cache) OwnUpload(name string, a transfer.ObjectAttrs) (base int64, ok bool) {
-	id := a.Metadata[AttemptKey]
-	if id == "" {
-		return 0, false
+	if a.Metadata[AttemptKey] == "" {
+		return 0, false // not an upload of a bucketfs: no lock taken
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[name]
-	if e == nil || e.dropped || !slices.Contains(e.rec.Attempts, id) {
+	if e == nil || e.dropped || !objmeta.WrittenBy(a.Metadata, e.rec.Attempts) {
 		return 0, false
 	}
 	return e.rec.Generation, true

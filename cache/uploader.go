@@ -74,7 +74,7 @@ func (c *Cache) mustWaitLocked(e *entry, name string) bool {
 		// changing the name would destroy its source. Its end queues
 		// the name again.
 		return true
-	case e.rec.Deleted && strings.HasSuffix(name, "/") && c.changedUnderLocked(name):
+	case e.rec.Deleted && strings.HasSuffix(name, "/") && c.overlay.ChangedUnder(name, c.changeLocked):
 		// A directory's placeholder goes after the changes under it (the
 		// deletions of its files, above all): while objects under it are
 		// in the bucket, the directory would show again through them

@@ -136,9 +136,3 @@ func (l uploadLedger) Patched(ctx context.Context, u uploadJob, err error, lost 
 func (l uploadLedger) Confirm(name string, a transfer.ObjectAttrs, deleted bool) {
 	l.c.confirm(name, a, deleted)
 }
-
-// NoteConflict is noteConflict (conflictnote.go): the OnConflict
-// function.
-func (l uploadLedger) NoteConflict(name string, remote transfer.ObjectAttrs, gone, settled bool) {
-	l.c.noteConflict(name, remote, gone, settled)
-}

@@ -74,7 +74,8 @@ func (c *Cache) WarmVersion(ctx context.Context, a transfer.ObjectAttrs) error {
 	return err
 }
 
-// warmTarget is the cache as a warm fills it (warm.Cache).
+// warmTarget is the cache as a warm fills it (warm.Cache), and its pins
+// as they are ended and counted (warm.Pins).
 type warmTarget struct{ c *Cache }
 
 // Kept sums the charges of the entries outside names that no eviction
@@ -92,8 +93,25 @@ func (t warmTarget) Kept(names map[string]bool) int64 {
 	return kept
 }
 
-// Complete is warmAlready.
-func (t warmTarget) Complete(a transfer.ObjectAttrs, pin bool) bool { return t.c.warmAlready(a, pin) }
+// Complete reports whether the cache holds a complete copy of version a
+// (or local changes of it), pinning it with pin and marking it used,
+// without opening it.
+func (t warmTarget) Complete(a transfer.ObjectAttrs, pin bool) bool {
+	c := t.c
+	c.mu.Lock()
+	e := c.entries[a.Name]
+	ok := e != nil && isClosed(e.ready) && e.err == nil && e.rec.Damaged == "" &&
+		(e.rec.LocalContent() || (e.rec.Complete && e.rec.Generation == a.Generation))
+	if ok {
+		c.lru.MoveToFront(e.elem)
+		e.rec.LastAccess = time.Now().UnixNano()
+	}
+	c.mu.Unlock()
+	if ok && pin {
+		c.setPin(e, true)
+	}
+	return ok
+}
 
 // Fill opens version a for 'bucketfs warm' (fetched whole), promotes a
 // download another open made (fetching what is read) to a warm's, and
@@ -132,25 +150,6 @@ func (t warmTarget) Fill(ctx context.Context, a transfer.ObjectAttrs, pin bool, 
 	return already, nil
 }
 
-// warmAlready reports whether the cache holds a complete copy of version
-// a (or local changes of it), pinning it with pin and marking it used,
-// without opening it.
-func (c *Cache) warmAlready(a transfer.ObjectAttrs, pin bool) bool {
-	c.mu.Lock()
-	e := c.entries[a.Name]
-	ok := e != nil && isClosed(e.ready) && e.err == nil && e.rec.Damaged == "" &&
-		(e.rec.LocalContent() || (e.rec.Complete && e.rec.Generation == a.Generation))
-	if ok {
-		c.lru.MoveToFront(e.elem)
-		e.rec.LastAccess = time.Now().UnixNano()
-	}
-	c.mu.Unlock()
-	if ok && pin {
-		c.setPin(e, true)
-	}
-	return ok
-}
-
 // setPin sets e's pin and records it.
 func (c *Cache) setPin(e *entry, pin bool) {
 	c.mu.Lock()
@@ -171,43 +170,30 @@ func (c *Cache) setPin(e *entry, pin bool) {
 }
 
 // Unpin ends the pins of the copies under prefixes (see Warm) and
-// returns how many there were and their bytes. They stay cached, and may
-// be evicted like any copy.
+// returns how many there were and their bytes (warm.Unpin). They stay
+// cached, and may be evicted like any copy.
 func (c *Cache) Unpin(prefixes []string) (int, int64) {
+	return warm.Unpin[*entry](warmTarget{c}, prefixes)
+}
+
+// warnPinnedOverCap says so when pinned copies keep the cache over
+// Options.MaxSize after the start's eviction (warm.WarnOverCap).
+func (c *Cache) warnPinnedOverCap() { warm.WarnOverCap[*entry](warmTarget{c}, c.opts.MaxSize, c.log) }
+
+// Pinned lists the pinned entries under, with their charges and all
+// the entries' (warm.Pins).
+func (t warmTarget) Pinned(under func(name string) bool) (es []*entry, bytes, used int64) {
+	c := t.c
 	c.mu.Lock()
-	var es []*entry
-	var bytes int64
+	defer c.mu.Unlock()
 	for name, e := range c.entries {
-		if e.rec.Pinned && warm.UnderAny(name, prefixes) {
+		if e.rec.Pinned && under(name) {
 			es = append(es, e)
 			bytes += e.charged
 		}
 	}
-	c.mu.Unlock()
-	for _, e := range es {
-		c.setPin(e, false)
-	}
-	return len(es), bytes
+	return es, bytes, c.budget.Used()
 }
 
-// warnPinnedOverCap says so when the cache is over Options.MaxSize after
-// the start's eviction because of pinned copies (pinned under a larger
-// --cache-max-size): nothing new is cached until they are unpinned, and
-// writes wait for room that never comes (ENOSPC after FullWait).
-func (c *Cache) warnPinnedOverCap() {
-	c.mu.Lock()
-	used := c.budget.Used()
-	var files int
-	var bytes int64
-	for _, e := range c.entries {
-		if e.rec.Pinned {
-			files++
-			bytes += e.charged
-		}
-	}
-	c.mu.Unlock()
-	if used > c.opts.MaxSize && files > 0 {
-		c.log.Warn("pinned copies keep the cache over its size: nothing more is cached and writes fail with ENOSPC until 'bucketfs unpin' (or a larger --cache-max-size)",
-			"pinned_files", files, "pinned_bytes", bytes, "used_bytes", used, "cache_max_size", c.opts.MaxSize)
-	}
-}
+// Unpin is setPin(e, false) (warm.Pins).
+func (t warmTarget) Unpin(e *entry) { t.c.setPin(e, false) }

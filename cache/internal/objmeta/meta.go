@@ -105,3 +105,16 @@ func WrittenBy(md map[string]string, attempts []string) bool {
 	id := md[AttemptKey]
 	return id != "" && slices.Contains(attempts, id)
 }
+
+// OfFile is local version a (its record's name, generation, metadata) as
+// its data file shows it: the file's size and modification time, and
+// MtimeKey, if a carries it, set to that time in a new map (the file's
+// time is newer than the object's).
+func OfFile(a transfer.ObjectAttrs, size int64, mtime time.Time) transfer.ObjectAttrs {
+	a.Size, a.Updated = size, mtime
+	if _, ok := a.Metadata[MtimeKey]; ok {
+		a.Metadata = maps.Clone(a.Metadata)
+		a.Metadata[MtimeKey] = FormatMtime(mtime)
+	}
+	return a
+}

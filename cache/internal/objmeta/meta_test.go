@@ -69,3 +69,21 @@ func TestSet(t *testing.T) {
 		t.Error("Set with nothing gave a nil map, want an empty one")
 	}
 }
+
+// A local version shows its file's size and time; MtimeKey follows the
+// file's time in a new map, and is not added where there was none.
+func TestOfFile(t *testing.T) {
+	old := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := old.Add(time.Hour)
+	md := map[string]string{MtimeKey: FormatMtime(old), "mode": "100644"}
+	a := OfFile(transfer.ObjectAttrs{Name: "f", Generation: 7, Size: 1, Metadata: md}, 42, now)
+	if a.Name != "f" || a.Generation != 7 || a.Size != 42 || !a.Updated.Equal(now) || a.Metadata[MtimeKey] != FormatMtime(now) || a.Metadata["mode"] != "100644" {
+		t.Errorf("OfFile = %+v", a)
+	}
+	if md[MtimeKey] != FormatMtime(old) {
+		t.Errorf("OfFile changed the record's map: %v", md)
+	}
+	if b := OfFile(transfer.ObjectAttrs{Metadata: map[string]string{"mode": "1"}}, 0, now); len(b.Metadata) != 1 {
+		t.Errorf("OfFile added MtimeKey: %v", b.Metadata)
+	}
+}

@@ -13,13 +13,17 @@
 //	            directories; adding a name, dropping those no longer
 //	            changed, and the queries by prefix that listings make
 //	            (the names under a prefix, a directory's subdirectories)
-//	            (Names, names.go)
+//	            (Names, names.go); the overlay's rules over them: which
+//	            names under a prefix count as present or removed, whether
+//	            one under a directory is changed, which subdirectories
+//	            changes make or remove (overlay.go)
 //
 // It decides nothing about entries: whether a name is dirty, deleted,
 // held, open for writing, being uploaded or waiting for a rename is
 // package cache's, told to the queue's scan by a callback (a Verdict per
-// name) and applied to the names by the caller as it ranges over them
-// (Under, Subdirs) or by Prune's callback. It sees only names and times.
+// name), to the overlay's queries by another (a Change per name), and
+// applied to the names by the caller as it ranges over them (Under,
+// Subdirs) or by Prune's callback. It sees only names and times.
 //
 // Invariants (the callers' part is said where it is theirs):
 //   - A name is in flight once at most: TakeDue takes a name only if no
@@ -43,8 +47,8 @@
 //
 // No lock: Queue and Names are plain data structures, like a map, that
 // their owner guards (package cache keeps both under Cache.mu, so every
-// method is called with it held). The callbacks of TakeDue and Prune,
-// and the bodies of the ranges over Under, Subdirs and RunningNames, run
-// in that caller's hold and must not change the structure they read. No
-// method does I/O or blocks.
+// method is called with it held). The callbacks of TakeDue, Prune and
+// the overlay's queries, and the bodies of the ranges over Under,
+// Subdirs and RunningNames, run in that caller's hold and must not
+// change the structure they read. No method does I/O or blocks.
 package pending

@@ -16,15 +16,20 @@
 //	the report  the progress, counted as objects end, and the result: the
 //	            failures named, at most maxErrors of them, by name; the
 //	            JSON of both, which is the control socket's (report.go)
+//	the pins    ending the pins under some prefixes ('bucketfs unpin'):
+//	            those pinned at one instant, then each; the warning of a
+//	            start over its cap because of pins, and its rule (Unpin,
+//	            WarnOverCap, pins.go)
 //
 // It decides nothing about entries: whether a copy is complete, what the
 // cache cannot evict and what each copy is charged, opening a version,
-// fetching it whole and checking its bytes, and pins are package cache's
-// (cache/warm.go), reached through the interface Cache, which package
-// cache implements. It sees object attributes (transfer.ObjectAttrs), names,
-// byte counts, the bucket only as a transfer.Lister, and the cache's
-// no-space error as a plain value (Warmer.NoSpace), which a NoRoomError
-// matches.
+// fetching it whole and checking its bytes, and setting or ending one
+// pin and recording it are package cache's (cache/warm.go), reached
+// through the interfaces Cache and Pins, which package cache implements
+// (Pins with its entry as a type parameter, which crosses opaquely). It
+// sees object attributes (transfer.ObjectAttrs), names, byte counts, the
+// bucket only as a transfer.Lister, and the cache's no-space error as a
+// plain value (Warmer.NoSpace), which a NoRoomError matches.
 //
 // Invariants (the callers' part is said where it is theirs):
 //   - Nothing is fetched unless all of the set fits: Cache.Kept is asked
@@ -47,13 +52,16 @@
 //     context ended, and then its error is returned with the report.
 //   - Pins: the warm's pin goes to Complete and Fill as it was asked; a
 //     Fill that fails leaves no pin (the cache's part: a pinned partial
-//     copy would keep its full size from eviction).
+//     copy would keep its full size from eviction). Unpin asks Pins.Pinned
+//     once and then calls Pins.Unpin once for each pin it returned, and
+//     no other: a copy pinned after keeps its pin; the count is of the
+//     pins found.
 //
 // Lock order: the package has one lock, the report's mutex in
 // Warmer.Warm. Under it the report is counted and the caller's progress
 // is called (one call at a time, in the order of the counts); progress
-// must not wait for the warm. The cache's methods are called with no
-// lock of the package held, from as many goroutines as objects are
+// must not wait for the warm. The methods of Cache and Pins are called
+// with no lock of the package held, from as many goroutines as objects are
 // fetched at once, and take the cache's own locks inside (in package
 // cache, Cache.mu, never across their I/O); the listing runs with no lock
 // held. The package never holds a lock of the cache's.

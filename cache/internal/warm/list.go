@@ -15,7 +15,7 @@ const listParallel = 16
 
 // UnderAny reports whether object name is one of prefixes or under one
 // of them as a directory; "" is the whole bucket. A warm takes the
-// objects it names; package cache's Unpin, the pins it names.
+// objects it names; Unpin, the pins it ends.
 func UnderAny(name string, prefixes []string) bool {
 	for _, p := range prefixes {
 		if p == "" || name == p || strings.HasPrefix(name, p+"/") {
