@@ -15,18 +15,18 @@ func (c *Cache) RemoteChanged(name string, gen int64, gone bool) (conflict, pinn
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[name]
-	if e == nil || e.dropped {
+	if e == nil || e.Dropped {
 		return false, false
 	}
-	if e.rec.Dirty || e.writers > 0 {
-		if gone && gen < e.rec.Generation || !gone && gen <= e.rec.Generation {
+	if e.Rec.Dirty || e.Writers > 0 {
+		if gone && gen < e.Rec.Generation || !gone && gen <= e.Rec.Generation {
 			return false, false // news of the version it is based on, or older
 		}
-		e.remoteMoved = true
-		if e.rec.Dirty {
+		e.RemoteMoved = true
+		if e.Rec.Dirty {
 			c.scheduleLocked(name, 0)
 		}
 		return true, false
 	}
-	return false, e.rec.Pinned && e.rec.Generation != gen
+	return false, e.Rec.Pinned && e.Rec.Generation != gen
 }

@@ -25,18 +25,18 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// LOCK ORDER: entry.persistMu, then Cache.mu, then a transfer.Download's
-// own lock (taken inside its methods). persistMu is never taken with
-// Cache.mu held; Rename and RenameDir hold the persistMu of the entries
+// LOCK ORDER: entry.PersistMu, then Cache.mu, then a transfer.Download's
+// own lock (taken inside its methods). PersistMu is never taken with
+// Cache.mu held; Rename and RenameDir hold the PersistMu of the entries
 // they turn into deletions across their journal write (RenameDir several,
 // in name order; nothing else holds two). The locks of the durable
 // record (package durable: durable.Journal's, then durable.Describer's,
-// a leaf) are taken inside its methods, which are called under persistMu
+// a leaf) are taken inside its methods, which are called under PersistMu
 // or nothing, never under Cache.mu (they write to disk); they never take
 // a lock of this package.
 // waitLocked (wait.go) releases Cache.mu while it waits. In tests,
 // releasing Cache.mu checks the invariants (state.go); the check only
-// tries an entry's persistMu (TryLock), never waits for it.
+// tries an entry's PersistMu (TryLock), never waits for it.
 // The sender's locks (package send: send.Sender's cleanMu, held across
 // a cleaning round's network requests, then its mu, a leaf) are taken
 // inside its methods, which do network and disk I/O and are called with
@@ -44,7 +44,7 @@ import (
 // lock of this package.
 // The upload flow (package upload) has no lock: it runs with no lock of
 // this package held, and each of its calls into uploadLedger takes
-// Cache.mu itself and releases it before any journal write (persistMu)
+// Cache.mu itself and releases it before any journal write (PersistMu)
 // or removal; none is ever held across the flow's network I/O.
 // The fetch flows (package fetch) have no lock; their calls into
 // fillLedger and prefetchLedger take Cache.mu inside, never across I/O.
@@ -275,12 +275,12 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 	// GCS generations of one name only grow. A newer one than the copy's
 	// is a change made elsewhere: the copy goes. An older one is a caller
 	// that has not seen this cache's own upload yet: the copy stays.
-	if e != nil && !e.rec.LocalContent() && !e.rec.PendingCopy() && e.writers == 0 && !e.uploading && a.Generation > e.rec.Generation {
-		if e.rec.MetaOnly {
+	if e != nil && !e.Rec.LocalContent() && !e.Rec.PendingCopy() && e.Writers == 0 && !e.Uploading && a.Generation > e.Rec.Generation {
+		if e.Rec.MetaOnly {
 			c.log.Warn("an attribute change (mode, owner or times) not yet sent is dropped: the object changed in the bucket since", "object", a.Name)
-			e.rec.Dirty, e.rec.MetaOnly, e.dirtying = false, false, nil
+			e.Rec.Dirty, e.Rec.MetaOnly, e.Dirtying = false, false, nil
 		}
-		pinned = e.rec.Pinned
+		pinned = e.Rec.Pinned
 		victims = append(victims, c.dropLocked(e)...)
 		e = nil
 	}
@@ -310,33 +310,33 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 			rec.Size, rec.Complete, rec.Dirty = 0, true, true
 		}
 		e = c.publishLocked(a.Name, rec, now)
-		e.fill.Made(ctx) // before any open can find it
+		e.Fill.Made(ctx) // before any open can find it
 		created = true
 	} else {
-		c.lru.MoveToFront(e.elem)
-		c.stats.PrefetchUsedBytes += e.fill.Used(ctx, e.rec.Size) // a prefetched copy's first open
+		c.lru.MoveToFront(e.Elem)
+		c.stats.PrefetchUsedBytes += e.Fill.Used(ctx, e.Rec.Size) // a prefetched copy's first open
 	}
-	e.refs++
-	e.rec.LastAccess = time.Now().UnixNano()
+	e.Refs++
+	e.Rec.LastAccess = time.Now().UnixNano()
 	c.mu.Unlock()
 	c.removeAll(victims)
 
 	if created {
 		err := c.create(e)
 		c.mu.Lock()
-		e.err = err
-		close(e.ready)
+		e.Err = err
+		close(e.Ready)
 		c.mu.Unlock()
 	}
 	select {
-	case <-e.ready:
+	case <-e.Ready:
 	case <-ctx.Done():
 		c.release(e)
 		return nil, false, ctx.Err()
 	}
-	if e.err != nil {
+	if e.Err != nil {
 		c.release(e)
-		return nil, false, e.err
+		return nil, false, e.Err
 	}
 	return e, created, nil
 }
@@ -344,14 +344,14 @@ func (c *Cache) acquireCreated(ctx context.Context, a transfer.ObjectAttrs, newF
 // create writes e's record and makes its sparse data file
 // (durable.Journal.Create).
 func (c *Cache) create(e *entry) error {
-	// Other goroutines may touch e.rec under c.mu meanwhile (an Open of the
+	// Other goroutines may touch e.Rec under c.mu meanwhile (an Open of the
 	// same name sets LastAccess): write a copy, then publish the ID.
 	c.mu.Lock()
-	rec := e.rec
+	rec := e.Rec
 	c.mu.Unlock()
-	f, err := c.j.Create(c.desc, e.name, rec, func(id uint64) {
+	f, err := c.j.Create(c.desc, e.Name, rec, func(id uint64) {
 		c.mu.Lock()
-		e.rec.ID = id
+		e.Rec.ID = id
 		c.mu.Unlock()
 	})
 	if err != nil {
@@ -362,7 +362,7 @@ func (c *Cache) create(e *entry) error {
 		// A new file: the OpenWrite that creates it takes the descriptor
 		// instead of opening the file again.
 		c.mu.Lock()
-		e.spare = f
+		e.Spare = f
 		c.mu.Unlock()
 		return nil
 	}
@@ -375,21 +375,21 @@ func (c *Cache) create(e *entry) error {
 // or its file is missing).
 func (c *Cache) forget(e *entry) {
 	c.mu.Lock()
-	e.rec.Dirty = false
+	e.Rec.Dirty = false
 	victims := c.dropLocked(e)
 	c.mu.Unlock()
 	c.removeAll(victims)
 }
 
 // newHandle opens e's file for a new handle and, if e is incomplete,
-// makes its download (fetch.go: started at once for why, if whole). e.refs
+// makes its download (fetch.go: started at once for why, if whole). e.Refs
 // already counts the handle.
 func (c *Cache) newHandle(e *entry, why transfer.FetchReason) (*Handle, error) {
 	// Read-write: the kernel keeps the first passthrough descriptor of an
 	// inode for every later open of it, writers included.
 	c.mu.Lock()
-	id, gen, size := e.rec.ID, e.rec.Generation, e.rec.Size // writers change rec under mu
-	name, encoded := e.name, e.rec.Encoding != ""
+	id, gen, size := e.Rec.ID, e.Rec.Generation, e.Rec.Size // writers change rec under mu
+	name, encoded := e.Name, e.Rec.Encoding != ""
 	c.mu.Unlock()
 	f, err := os.OpenFile(c.dataPath(id), os.O_RDWR, 0)
 	if err != nil {
@@ -403,13 +403,13 @@ func (c *Cache) newHandle(e *entry, why transfer.FetchReason) (*Handle, error) {
 	}
 	pending := c.verify.AtOpen(verifyLedger{c, e}, f)
 	c.mu.Lock()
-	if why := e.rec.Damaged; why != "" {
+	if why := e.Rec.Damaged; why != "" {
 		c.mu.Unlock()
 		f.Close() // as the handle's Close would
 		c.release(e)
-		return nil, fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, why)
+		return nil, fmt.Errorf("%s: %w: %s", e.Name, ErrDamaged, why)
 	}
-	if e.rec.Complete || e.rec.LocalContent() || e.fill.Complete() {
+	if e.Rec.Complete || e.Rec.LocalContent() || e.Fill.Complete() {
 		c.stats.Hits++
 		p.Complete = true
 		p.Verify = pending
@@ -442,19 +442,19 @@ func isClosed(ch <-chan struct{}) bool {
 func (c *Cache) release(e *entry) {
 	c.budget.Refresh()
 	c.mu.Lock()
-	e.refs--
+	e.Refs--
 	var victims []*entry
 	var dl *transfer.Download
 	var f *os.File
-	if e.refs == 0 {
+	if e.Refs == 0 {
 		c.budget.Wake() // evictable now, or removed below
 		switch {
-		case e.dropped:
+		case e.Dropped:
 			victims = []*entry{e}
-		case e.fill.Idle():
+		case e.Fill.Idle():
 			dl, f = c.takeDownloadLocked(e)
 		}
-		if !e.dropped {
+		if !e.Dropped {
 			more, _ := c.makeRoomLocked(0)
 			victims = append(victims, more...)
 		}
@@ -491,12 +491,12 @@ func (c *Cache) Close() error {
 	var names []string
 	var spares []*os.File
 	for _, e := range c.entries {
-		if dl, f := e.fill.Take(); dl != nil {
+		if dl, f := e.Fill.Take(); dl != nil {
 			rs = append(rs, running{e, dl, f})
 		}
-		if e.spare != nil {
-			spares = append(spares, e.spare)
-			e.spare = nil
+		if e.Spare != nil {
+			spares = append(spares, e.Spare)
+			e.Spare = nil
 		}
 	}
 	c.mu.Unlock()
@@ -510,8 +510,8 @@ func (c *Cache) Close() error {
 	c.mu.Lock()
 	for name, e := range c.entries {
 		c.notePrefetchWasteLocked(e)
-		if isClosed(e.ready) && e.err == nil && e.rec.ID != 0 {
-			recs = append(recs, e.rec)
+		if isClosed(e.Ready) && e.Err == nil && e.Rec.ID != 0 {
+			recs = append(recs, e.Rec)
 			names = append(names, name)
 		}
 	}

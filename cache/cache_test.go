@@ -176,7 +176,7 @@ func (e *env) mustReadAll(h *Handle, want []byte) {
 func dataFile(c *Cache, h *Handle) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.dataPath(c.entries[h.Name()].rec.ID)
+	return c.dataPath(c.entries[h.Name()].Rec.ID)
 }
 
 func exists(path string) bool {
@@ -308,8 +308,8 @@ func TestOpenSameVersionTwice(t *testing.T) {
 // TestConcurrentOpensOfNewVersion: many handles of one new version opened
 // at once make one entry and one download.
 //
-// BUG (found by the race detector): Cache.Open writes e.rec.LastAccess under
-// c.mu while the goroutine that created the entry marshals e.rec in
+// BUG (found by the race detector): Cache.Open writes e.Rec.LastAccess under
+// c.mu while the goroutine that created the entry marshals e.Rec in
 // Cache.create without the lock, so concurrent opens of a version being
 // created race.
 func TestConcurrentOpensOfNewVersion(t *testing.T) {
@@ -347,8 +347,8 @@ func TestConcurrentOpensOfNewVersion(t *testing.T) {
 // TestReopenAfterDownloadCompletes: opening a version again right after
 // its download finished must not download it again.
 //
-// BUG: when a download ends, it is taken from e.fill before retire has
-// synced the file and set e.rec.Complete; an Open in that window sees
+// BUG: when a download ends, it is taken from e.Fill before retire has
+// synced the file and set e.Rec.Complete; an Open in that window sees
 // neither and starts a second download of the whole version.
 func TestReopenAfterDownloadCompletes(t *testing.T) {
 	e := newEnv(t)

@@ -44,98 +44,98 @@ func (l verifyLedger) State() verify.State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return verify.State{
-		Name: e.name, Held: e.rec.Damaged, Clean: cleanContentLocked(e), Complete: e.rec.Complete,
-		Downloading: e.fill.Download() != nil, Writing: e.writers > 0, AllChecked: allCheckedLocked(e),
-		Size: e.rec.Size, Chunks: e.rec.Chunks(), ID: e.rec.ID,
+		Name: e.Name, Held: e.Rec.Damaged, Clean: cleanContentLocked(e), Complete: e.Rec.Complete,
+		Downloading: e.Fill.Download() != nil, Writing: e.Writers > 0, AllChecked: allCheckedLocked(e),
+		Size: e.Rec.Size, Chunks: e.Rec.Chunks(), ID: e.Rec.ID,
 	}
 }
 
-// Span reads the sums, the present bits and e.checked of chunks [first,
-// last], and e.version.
+// Span reads the sums, the present bits and e.Checked of chunks [first,
+// last], and e.Version.
 func (l verifyLedger) Span(first, last int) verify.Span {
 	c, e := l.c, l.e
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := verify.Span{
 		First: first, Chunks: make([]verify.Chunk, 0, last-first+1),
-		Clean: cleanContentLocked(e), Held: e.rec.Damaged != "",
-		ChunkSize: e.rec.ChunkSize, Size: e.rec.Size, Version: e.version,
+		Clean: cleanContentLocked(e), Held: e.Rec.Damaged != "",
+		ChunkSize: e.Rec.ChunkSize, Size: e.Rec.Size, Version: e.Version,
 	}
 	for i := first; i <= last; i++ {
-		sum, ok := e.rec.ChunkSum(i)
-		present := e.rec.Complete || durable.BitSet(e.rec.Present, i)
-		s.Chunks = append(s.Chunks, verify.Chunk{Checked: e.checked.Has(i), HasSum: ok, Sum: sum, Present: present})
+		sum, ok := e.Rec.ChunkSum(i)
+		present := e.Rec.Complete || durable.BitSet(e.Rec.Present, i)
+		s.Chunks = append(s.Chunks, verify.Chunk{Checked: e.Checked.Has(i), HasSum: ok, Sum: sum, Present: present})
 	}
 	return s
 }
 
-// Settle sets e.checked for the chunks checked, if e.version and
+// Settle sets e.Checked for the chunks checked, if e.Version and
 // cleanContentLocked are as s saw them.
 func (l verifyLedger) Settle(s verify.Span, checked []int) (current, trust bool) {
 	c, e := l.c, l.e
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e.version != s.Version || cleanContentLocked(e) != s.Clean {
-		return false, !cleanContentLocked(e) && e.rec.Damaged == ""
+	if e.Version != s.Version || cleanContentLocked(e) != s.Clean {
+		return false, !cleanContentLocked(e) && e.Rec.Damaged == ""
 	}
 	for _, i := range checked {
-		e.checked.Set(i, e.rec.Chunks(), true)
+		e.Checked.Set(i, e.Rec.Chunks(), true)
 	}
 	return true, false
 }
 
-// Drop clears the present bits and e.checked of the chunks bad, counted
+// Drop clears the present bits and e.Checked of the chunks bad, counted
 // in Stats.ChecksumMismatches, noted, logged and journaled.
 func (l verifyLedger) Drop(bad []int, why error) {
 	c, e := l.c, l.e
 	c.mu.Lock()
-	if !cleanContentLocked(e) || e.fill.Download() != nil {
+	if !cleanContentLocked(e) || e.Fill.Download() != nil {
 		c.mu.Unlock()
 		return
 	}
-	present := e.rec.PresentBools()
+	present := e.Rec.PresentBools()
 	for _, i := range bad {
 		if i < len(present) {
 			present[i] = false
 		}
-		e.checked.Set(i, e.rec.Chunks(), false)
+		e.Checked.Set(i, e.Rec.Chunks(), false)
 	}
-	e.rec.SetPresent(present)
+	e.Rec.SetPresent(present)
 	c.stats.ChecksumMismatches++
-	c.noteErrorLocked("check", e.name, fmt.Errorf("%w: %v", verify.ErrBadCopy, why))
+	c.noteErrorLocked("check", e.Name, fmt.Errorf("%w: %v", verify.ErrBadCopy, why))
 	rec, seq := c.snapshotLocked(e)
 	c.mu.Unlock()
 	c.log.Warn("a cached copy failed its checksum check: the bad chunks are dropped and fetched again from the bucket",
-		"object", e.name, "generation", rec.Generation, "chunks", len(bad), "err", why)
+		"object", e.Name, "generation", rec.Generation, "chunks", len(bad), "err", why)
 	if err := c.persistEntry(e, rec, seq); err != nil {
-		c.log.Warn("recording dropped chunks failed", "object", e.name, "err", err)
+		c.log.Warn("recording dropped chunks failed", "object", e.Name, "err", err)
 	}
 }
 
 // Hold is hold.
-func (l verifyLedger) Hold(bad []int, why error) bool { return l.c.hold(l.e, l.e.name, bad, why) }
+func (l verifyLedger) Hold(bad []int, why error) bool { return l.c.hold(l.e, l.e.Name, bad, why) }
 
-// StartCheck sets e.verifying to done and takes a reference (e.refs).
+// StartCheck sets e.Verifying to done and takes a reference (e.Refs).
 func (l verifyLedger) StartCheck(done chan struct{}) (<-chan struct{}, string, uint64, int) {
 	c, e := l.c, l.e
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case e.verifying != nil:
-		return e.verifying, "", 0, 0
-	case e.dropped || c.closed:
+	case e.Verifying != nil:
+		return e.Verifying, "", 0, 0
+	case e.Dropped || c.closed:
 		return nil, "", 0, 0
 	}
-	e.verifying = done
-	e.refs++
+	e.Verifying = done
+	e.Refs++
 	c.wg.Add(1) // under the lock that saw the cache open: Close waits for the check
-	return done, e.name, e.rec.ID, e.rec.Chunks()
+	return done, e.Name, e.Rec.ID, e.Rec.Chunks()
 }
 
-// EndCheck clears e.verifying.
+// EndCheck clears e.Verifying.
 func (l verifyLedger) EndCheck() {
 	l.c.mu.Lock()
-	l.e.verifying = nil
+	l.e.Verifying = nil
 	l.c.mu.Unlock()
 }
 
@@ -154,11 +154,11 @@ func (l verifyLedger) DropHeld(name string, id, version uint64) bool {
 	// Any change since (a write closed already, a deletion and a file
 	// made again in the same entry, a new data file) is not in what was
 	// kept: nothing is dropped then.
-	if c.entries[name] != e || e.writers > 0 || e.version != version || e.rec.ID != id {
+	if c.entries[name] != e || e.Writers > 0 || e.Version != version || e.Rec.ID != id {
 		c.mu.Unlock()
 		return false
 	}
-	e.rec.Damaged, e.rec.Refused = "", ""
+	e.Rec.Damaged, e.Rec.Refused = "", ""
 	e.cleanLocked()
 	victims := c.dropLocked(e)
 	c.notifyLocked()
@@ -179,18 +179,18 @@ func (l verifyLedger) Confirm(name string, a transfer.ObjectAttrs, deleted bool)
 // cleanContentLocked reports whether e's file is (a copy of) a version in
 // the bucket, which its sums describe and which can be fetched again.
 func cleanContentLocked(e *entry) bool {
-	return !e.rec.LocalContent() && !e.rec.Deleted && e.rec.Damaged == ""
+	return !e.Rec.LocalContent() && !e.Rec.Deleted && e.Rec.Damaged == ""
 }
 
 // allCheckedLocked reports whether every chunk of e's copy was checked (or
 // fetched) in this process, or cannot be: then it may be handed to the
 // kernel.
 func allCheckedLocked(e *entry) bool {
-	if len(e.rec.Sums) == 0 || e.rec.Deleted {
+	if len(e.Rec.Sums) == 0 || e.Rec.Deleted {
 		return true // nothing recorded to check against
 	}
-	for i := range e.rec.Chunks() {
-		if _, ok := e.rec.ChunkSum(i); ok && !e.checked.Has(i) {
+	for i := range e.Rec.Chunks() {
+		if _, ok := e.Rec.ChunkSum(i); ok && !e.Checked.Has(i) {
 			return false
 		}
 	}
@@ -213,15 +213,15 @@ func (c *Cache) hold(e *entry, name string, bad []int, why error) bool {
 	c.mu.Lock()
 	still := false
 	for _, i := range bad {
-		if !durable.BitSet(e.rec.Written, i) && 4*(i+1) <= len(e.rec.Sums) {
+		if !durable.BitSet(e.Rec.Written, i) && 4*(i+1) <= len(e.Rec.Sums) {
 			still = true
 		}
 	}
-	if !still || e.dropped {
+	if !still || e.Dropped {
 		c.mu.Unlock()
 		return false
 	}
-	e.rec.Damaged = why.Error()
+	e.Rec.Damaged = why.Error()
 	c.stats.ChecksumMismatches++
 	c.noteErrorLocked("check", name, fmt.Errorf("%w: %v", ErrDamaged, why))
 	rec, seq := c.snapshotLocked(e)
@@ -238,17 +238,17 @@ func (c *Cache) hold(e *entry, name string, bad []int, why error) bool {
 // adoptSumsLocked makes the sums an upload read the record's: the file
 // is now the bucket's version attrs, every chunk checked.
 func (c *Cache) adoptSumsLocked(e *entry, body fileSums, attrs transfer.ObjectAttrs) {
-	if !body.OK || body.Chunk != e.rec.ChunkSize {
-		e.rec.Sums, e.rec.Written, e.checked = nil, nil, nil
+	if !body.OK || body.Chunk != e.Rec.ChunkSize {
+		e.Rec.Sums, e.Rec.Written, e.Checked = nil, nil, nil
 		return
 	}
-	e.rec.Sums = make([]byte, 4*len(body.Sums))
+	e.Rec.Sums = make([]byte, 4*len(body.Sums))
 	for i, v := range body.Sums {
-		binary.BigEndian.PutUint32(e.rec.Sums[4*i:], v)
+		binary.BigEndian.PutUint32(e.Rec.Sums[4*i:], v)
 	}
-	e.rec.Written = nil
-	e.rec.CRC32C = attrs.CRC32C
-	e.checked = verify.AllOf(len(body.Sums))
+	e.Rec.Written = nil
+	e.Rec.CRC32C = attrs.CRC32C
+	e.Checked = verify.AllOf(len(body.Sums))
 }
 
 // Resolve ends the hold on name, a changed file that failed its checksum
@@ -263,24 +263,24 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 	c.mu.Lock()
 	e := c.entries[name]
 	switch {
-	case e == nil || e.rec.HeldWhy() == "":
+	case e == nil || e.Rec.HeldWhy() == "":
 		c.mu.Unlock()
 		return "", fmt.Errorf("%s is not held (bucketfs status lists the held files)", name)
-	case e.writers > 0:
+	case e.Writers > 0:
 		c.mu.Unlock()
 		return "", fmt.Errorf("%s is open for writing: close it first", name)
 	}
 	if keepLocal {
-		if e.rec.Damaged != "" {
-			e.rec.ForgetSums()
+		if e.Rec.Damaged != "" {
+			e.Rec.ForgetSums()
 		}
-		e.rec.Damaged, e.rec.Refused = "", ""
-		e.version++
+		e.Rec.Damaged, e.Rec.Refused = "", ""
+		e.Version++
 		rec, seq := c.snapshotLocked(e)
 		c.mu.Unlock()
 		if err := c.persistEntry(e, rec, seq); err != nil {
 			c.mu.Lock()
-			e.rec.Damaged = "kept local, not recorded: " + err.Error()
+			e.Rec.Damaged = "kept local, not recorded: " + err.Error()
 			c.mu.Unlock()
 			return "", fmt.Errorf("recording the decision for %s: %w", name, err)
 		}
@@ -290,7 +290,7 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 		c.mu.Unlock()
 		return "", nil
 	}
-	id, version := e.rec.ID, e.version
+	id, version := e.Rec.ID, e.Version
 	c.mu.Unlock()
 	return c.verify.TakeBucket(ctx, verifyLedger{c, e}, name, id, version)
 }
@@ -301,17 +301,17 @@ func (w *writeLedger) CheckRead(f *os.File, off, n int64) error {
 	c := w.c
 	c.mu.Lock()
 	e := w.e
-	if w.orphan || n <= 0 || off >= e.rec.Size || e.rec.ChunkSize <= 0 {
+	if w.orphan || n <= 0 || off >= e.Rec.Size || e.Rec.ChunkSize <= 0 {
 		c.mu.Unlock()
 		return nil
 	}
-	if e.rec.Damaged != "" {
-		err := verify.Damaged(e.name, e.rec.Damaged)
+	if e.Rec.Damaged != "" {
+		err := verify.Damaged(e.Name, e.Rec.Damaged)
 		c.mu.Unlock()
 		return err
 	}
-	first, last := integrity.Touched(off, min(n, e.rec.Size-off), e.rec.ChunkSize)
-	need := len(e.rec.Sums) > 0
+	first, last := integrity.Touched(off, min(n, e.Rec.Size-off), e.Rec.ChunkSize)
+	need := len(e.Rec.Sums) > 0
 	c.mu.Unlock()
 	if !need {
 		return nil

@@ -510,7 +510,7 @@ func TestResolveKeepsAFileMadeAgainMeanwhile(t *testing.T) {
 	c := e.openWB(time.Hour)
 	e.write(c, a, true, 0, []byte("local"))
 	c.mu.Lock()
-	c.entries["f"].rec.Damaged = "held by the test" // as hold does
+	c.entries["f"].Rec.Damaged = "held by the test" // as hold does
 	c.mu.Unlock()
 	testAfterSaveLost = func(string) {
 		testAfterSaveLost = nil

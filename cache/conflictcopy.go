@@ -19,12 +19,12 @@ func (c *Cache) conflictDone(u uploadJob, sibling string) bool {
 	c.mu.Lock()
 	c.stats.Conflicts++
 	c.noteErrorLocked("conflict", name, fmt.Errorf("the object changed in the bucket; the local version was saved as %s", sibling))
-	e.uploading = false
-	e.rec.SavingAs = "" // confirmed: a change made since is another version, saved under a name of its own
+	e.Uploading = false
+	e.Rec.SavingAs = "" // confirmed: a change made since is another version, saved under a name of its own
 	var victims []*entry
 	// Newer changes (or a writer that may make them) are still based on
 	// the old generation: they go beside it too, on the next try.
-	settled := c.settleLocked(e, name, u.Version, u.Inflight, e.writers == 0)
+	settled := c.settleLocked(e, name, u.Version, u.Inflight, e.Writers == 0)
 	if settled {
 		victims = c.dropLocked(e)
 	}

@@ -43,7 +43,7 @@ func newConflictEnv(t *testing.T, meta map[string]string) *conflictEnv {
 	}
 	e.write(c, a, true, 0, []byte("local change"))
 	c.mu.Lock()
-	id := c.entries["doc"].rec.ID
+	id := c.entries["doc"].Rec.ID
 	c.mu.Unlock()
 	if err := os.Chtimes(c.dataPath(id), e.mtime, e.mtime); err != nil {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ func (c *Cache) HasLocalContent(name string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[name]
-	return e != nil && !e.dropped && !e.rec.Deleted && e.rec.LocalContent()
+	return e != nil && !e.Dropped && !e.Rec.Deleted && e.Rec.LocalContent()
 }
 
 // HasCopy reports whether the cache holds all the bytes of generation gen
@@ -55,8 +55,8 @@ func (c *Cache) HasCopy(name string, gen int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[name]
-	if e == nil || e.dropped || e.rec.Deleted || e.rec.Damaged != "" {
+	if e == nil || e.Dropped || e.Rec.Deleted || e.Rec.Damaged != "" {
 		return false
 	}
-	return e.rec.LocalContent() || (e.rec.Generation == gen && (e.rec.Complete || e.fill.Complete()))
+	return e.Rec.LocalContent() || (e.Rec.Generation == gen && (e.Rec.Complete || e.Fill.Complete()))
 }

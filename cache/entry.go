@@ -15,13 +15,13 @@ import (
 )
 
 // entry is one cached object version. Its fields are guarded by
-// Cache.mu (but persistMu and what it guards), grouped by subsystem; the
+// Cache.mu (but PersistMu and what it guards), grouped by subsystem; the
 // invariants that tie them together are in state.go.
 type entry struct {
-	name  string
-	rec   record
-	ready chan struct{} // closed once the record and file exist (or failed)
-	err   error         // creation failure, set before ready is closed
+	Name  string
+	Rec   record
+	Ready chan struct{} // closed once the record and file exist (or failed)
+	Err   error         // creation failure, set before ready is closed
 
 	entryIndex
 	entryFill
@@ -32,62 +32,62 @@ type entry struct {
 
 // entryIndex is an entry's place in the index, and the space it counts.
 type entryIndex struct {
-	elem    *list.Element // in Cache.lru while indexed
-	refs    int           // open handles
-	dropped bool          // no longer indexed: remove the file when the last handle goes
-	charged int64         // bytes this entry counts in the budget's Used (see costOf)
-	spare   *os.File      // the new data file, open read-write, until OpenWrite takes it
-	aside   bool          // set aside by a rename whose journal entry is being written (setAsideLocked)
+	Elem    *list.Element // in Cache.lru while indexed
+	Refs    int           // open handles
+	Dropped bool          // no longer indexed: remove the file when the last handle goes
+	Charged int64         // bytes this entry counts in the budget's Used (see costOf)
+	Spare   *os.File      // the new data file, open read-write, until OpenWrite takes it
+	Aside   bool          // set aside by a rename whose journal entry is being written (setAsideLocked)
 }
 
 // entryFill is the filling and checking of an entry's copy (fetch.go,
 // checksum.go).
 type entryFill struct {
-	fill      fetch.Fill     // its download, whether a prefetch made it (internal/fetch)
-	checked   verify.Checked // chunks checked against their sums, or fetched, by this process (checksum.go)
-	verifying chan struct{}  // closed when the background check of the copy ends; nil when none runs
+	Fill      fetch.Fill     // its download, whether a prefetch made it (internal/fetch)
+	Checked   verify.Checked // chunks checked against their sums, or fetched, by this process (checksum.go)
+	Verifying chan struct{}  // closed when the background check of the copy ends; nil when none runs
 }
 
 // entryWriteBack is an entry's local changes and their uploads
 // (writehandle.go, upload.go, uploadledger.go).
 type entryWriteBack struct {
-	writers      int                       // handles open for writing (len(handles))
+	Writers      int                       // handles open for writing (len(handles))
 	handles      map[*writeLedger]struct{} // those handles; a rename moves them, a deletion orphans them
-	version      uint64                    // bumped by every local change; not persisted
-	changes      uint64                    // content changes begun (WriteHandle.begin); not persisted
+	Version      uint64                    // bumped by every local change; not persisted
+	Changes      uint64                    // content changes begun (WriteHandle.begin); not persisted
 	watch        *untouched                // a hidden open of the clean copy that has written nothing yet, as far as is known (untouched.go)
-	dirtying     chan struct{}             // closed once the dirty flag is durable
-	dirtyErr     error                     // why the dirty flag could not be recorded
-	dirtySince   time.Time                 // when it went from clean to dirty; zero if clean, or dirty since the start
-	uploading    bool                      // an upload of this entry runs
-	retries      int                       // failed uploads in a row
-	inflight     int                       // changes begun and not ended
-	forced       bool                      // FlushName asked: upload even while open for writing
-	remoteMoved  bool                      // announced changed in the bucket (RemoteChanged): sent at the last close, with no write-back delay
-	uploadSeq    uint64                    // uploads started
-	uploadedSeq  uint64                    // the last upload started that succeeded
-	uploadedHere bool                      // rec.Generation was written by this cache's upload
-	rebasedFrom  int64                     // what rec.Generation was before supersededLocked based it on the replaced content's upload (rebasedTo); 0 if it did not (Rebased)
-	rebasedTo    int64                     // the generation supersededLocked based rec on
-	invalids     int                       // uploads refused as invalid in a row, with nothing changed between (refusal.go)
-	refusedAt    time.Time                 // when the bucket last refused an upload in a way a person can fix (refusal.go); zero since a success
-	refusedWhy   string                    // what it said then
-	left         uint64                    // bumped whenever the content leaves the name (orphanLocked, moveHandlesLocked): an open for writing under way sees it, as it sees dropped (OpenWrite)
+	Dirtying     chan struct{}             // closed once the dirty flag is durable
+	DirtyErr     error                     // why the dirty flag could not be recorded
+	DirtySince   time.Time                 // when it went from clean to dirty; zero if clean, or dirty since the start
+	Uploading    bool                      // an upload of this entry runs
+	Retries      int                       // failed uploads in a row
+	Inflight     int                       // changes begun and not ended
+	Forced       bool                      // FlushName asked: upload even while open for writing
+	RemoteMoved  bool                      // announced changed in the bucket (RemoteChanged): sent at the last close, with no write-back delay
+	UploadSeq    uint64                    // uploads started
+	UploadedSeq  uint64                    // the last upload started that succeeded
+	UploadedHere bool                      // rec.Generation was written by this cache's upload
+	RebasedFrom  int64                     // what rec.Generation was before supersededLocked based it on the replaced content's upload (RebasedTo); 0 if it did not (Rebased)
+	RebasedTo    int64                     // the generation supersededLocked based rec on
+	Invalids     int                       // uploads refused as invalid in a row, with nothing changed between (refusal.go)
+	RefusedAt    time.Time                 // when the bucket last refused an upload in a way a person can fix (refusal.go); zero since a success
+	RefusedWhy   string                    // what it said then
+	Left         uint64                    // bumped whenever the content leaves the name (orphanLocked, moveHandlesLocked): an open for writing under way sees it, as it sees dropped (OpenWrite)
 }
 
 // entryHolds are the holds an entry's pending copy keeps on its source
 // (rename.go).
 type entryHolds struct {
-	holding string // the name whose version this entry's pending copy holds
-	dlHold  string // the name whose version dl reads for a pending copy, held while it runs
+	Holding string // the name whose version this entry's pending copy holds
+	DlHold  string // the name whose version dl reads for a pending copy, held while it runs
 }
 
 // entryPersist orders the writes of snapshots of an entry's rec
 // (persistEntry).
 type entryPersist struct {
-	recSeq       uint64     // guarded by Cache.mu: number of the last snapshot taken
-	persistMu    sync.Mutex // serialises writes of this entry's record; taken without Cache.mu
-	persistedSeq uint64     // guarded by persistMu: number of the last snapshot written
+	RecSeq       uint64     // guarded by Cache.mu: number of the last snapshot taken
+	PersistMu    sync.Mutex // serialises writes of this entry's record; taken without Cache.mu
+	PersistedSeq uint64     // guarded by PersistMu: number of the last snapshot written
 }
 
 // publishLocked puts a new entry for name with record rec in the index,
@@ -97,14 +97,14 @@ type entryPersist struct {
 // made it closes ready once its record and file exist, or calls
 // unpublishLocked.
 func (c *Cache) publishLocked(name string, rec record, since time.Time) *entry {
-	e := &entry{name: name, rec: rec, ready: make(chan struct{})}
+	e := &entry{Name: name, Rec: rec, Ready: make(chan struct{})}
 	if rec.Dirty {
-		e.dirtying = make(chan struct{})
-		close(e.dirtying)
-		e.dirtySince = since
+		e.Dirtying = make(chan struct{})
+		close(e.Dirtying)
+		e.DirtySince = since
 		c.markLocalLocked(name)
 	}
-	e.elem = c.lru.PushFront(e)
+	e.Elem = c.lru.PushFront(e)
 	c.entries[name] = e
 	c.chargeLocked(e, costOf(rec))
 	c.holdLocked(e)
@@ -115,9 +115,9 @@ func (c *Cache) publishLocked(name string, rec record, since time.Time) *entry {
 // (err), out of the index: whoever waits for it gets err, and its change
 // is no change (its file may go). It returns what to remove (removeAll).
 func (c *Cache) unpublishLocked(e *entry, err error) []*entry {
-	e.err = err
-	close(e.ready)
-	e.rec.Dirty = false
+	e.Err = err
+	close(e.Ready)
+	e.Rec.Dirty = false
 	c.releaseHoldLocked(e)
 	return c.dropLocked(e)
 }
@@ -142,9 +142,9 @@ type setAside struct {
 // it once replaced. base is the generation the rename's new record is
 // based on.
 func (c *Cache) setAsideLocked(e *entry, base int64) *setAside {
-	e.refs++
-	e.aside = true
-	return &setAside{e: e, gen: e.rec.Generation, base: base}
+	e.Refs++
+	e.Aside = true
+	return &setAside{e: e, gen: e.Rec.Generation, base: base}
 }
 
 // restoreLocked puts a set-aside entry back at its name: the rename that
@@ -158,21 +158,21 @@ func (c *Cache) restoreLocked(a *setAside) {
 		return
 	}
 	e := a.e
-	e.aside = false
-	if e.dropped {
+	e.Aside = false
+	if e.Dropped {
 		return // its change went as a conflict copy meanwhile (conflictDone)
 	}
-	if other := c.entries[e.name]; other != nil {
+	if other := c.entries[e.Name]; other != nil {
 		// Cannot happen (above). Keep both: the other stays at the name,
 		// and e, changes and all, stays out of the index but is not
 		// removed (release leaves a held entry's file alone until it is
 		// dropped), so that the next start finds its record.
-		c.log.Error("a rename that failed found its target's name taken by another entry; the target's record stays for the next start", "object", e.name)
+		c.log.Error("a rename that failed found its target's name taken by another entry; the target's record stays for the next start", "object", e.Name)
 		return
 	}
-	c.entries[e.name] = e
-	if e.rec.Dirty {
-		c.scheduleLocked(e.name, c.opts.WriteBackDelay)
+	c.entries[e.Name] = e
+	if e.Rec.Dirty {
+		c.scheduleLocked(e.Name, c.opts.WriteBackDelay)
 	}
 }
 
@@ -187,11 +187,11 @@ func (c *Cache) replaceLocked(a *setAside, ne *entry) {
 		return
 	}
 	e := a.e
-	e.aside = false
-	if gen := e.rec.Generation; gen != a.gen && ne.rec.Generation == a.base {
-		ne.rec.Generation = gen
+	e.Aside = false
+	if gen := e.Rec.Generation; gen != a.gen && ne.Rec.Generation == a.base {
+		ne.Rec.Generation = gen
 		if gen > 0 {
-			ne.rebasedFrom, ne.rebasedTo = a.base, gen
+			ne.RebasedFrom, ne.RebasedTo = a.base, gen
 		}
 	}
 	c.replacedLocked(e)
@@ -211,38 +211,38 @@ func (c *Cache) releaseAside(a *setAside) {
 // change now). It returns what to remove (removeAll).
 func (c *Cache) replacedLocked(e *entry) []*entry {
 	c.orphanLocked(e)
-	e.rec.Dirty = false
+	e.Rec.Dirty = false
 	return c.dropLocked(e)
 }
 
 // cleanLocked records that e has no change left to send.
 func (e *entry) cleanLocked() {
-	e.rec.Dirty, e.dirtying, e.dirtySince = false, nil, time.Time{}
+	e.Rec.Dirty, e.Dirtying, e.DirtySince = false, nil, time.Time{}
 }
 
 // deletedLocked makes e, whose record is now a deletion that one
-// journal entry has just written (counted in recSeq), a change like any
+// journal entry has just written (counted in RecSeq), a change like any
 // other: in the local overlay, changed since now (if it was not
 // already), its dirty flag durable, holding no copy's source, and queued
 // after the write-back delay.
 func (c *Cache) deletedLocked(e *entry, now time.Time) {
-	c.markLocalLocked(e.name)
+	c.markLocalLocked(e.Name)
 	e.dirtiedLocked(now)
-	e.version++
-	if e.dirtying == nil {
-		e.dirtying = make(chan struct{})
-		close(e.dirtying)
+	e.Version++
+	if e.Dirtying == nil {
+		e.Dirtying = make(chan struct{})
+		close(e.Dirtying)
 	}
-	e.recSeq++
+	e.RecSeq++
 	c.releaseHoldLocked(e)
-	c.scheduleLocked(e.name, c.opts.WriteBackDelay)
+	c.scheduleLocked(e.Name, c.opts.WriteBackDelay)
 }
 
 // snapshotLocked copies e's record for persistEntry, numbered so that a
 // later state is never overwritten by an earlier one.
 func (c *Cache) snapshotLocked(e *entry) (record, uint64) {
-	e.recSeq++
-	return e.rec, e.recSeq
+	e.RecSeq++
+	return e.Rec, e.RecSeq
 }
 
 // persistEntry writes snapshot rec (number seq) as e's record to the
@@ -251,16 +251,16 @@ func (c *Cache) snapshotLocked(e *entry) (record, uint64) {
 // changes nothing if the name's record is no longer e's (evicted, or the
 // name now holds another version).
 func (c *Cache) persistEntry(e *entry, rec record, seq uint64) error {
-	e.persistMu.Lock()
-	if seq <= e.persistedSeq {
-		e.persistMu.Unlock()
+	e.PersistMu.Lock()
+	if seq <= e.PersistedSeq {
+		e.PersistMu.Unlock()
 		return nil
 	}
-	err := c.j.Append(durable.PutOp(e.name, rec, rec.ID))
+	err := c.j.Append(durable.PutOp(e.Name, rec, rec.ID))
 	if err == nil {
-		e.persistedSeq = seq
+		e.PersistedSeq = seq
 	}
-	e.persistMu.Unlock()
+	e.PersistMu.Unlock()
 	if err == nil && rec.CopyFrom == "" {
 		// The journal no longer says the content is a copy (a record
 		// never becomes one again): the source version is not needed

@@ -40,11 +40,11 @@ func (c *Cache) pickVictimsLocked(over int64) ([]*entry, int64) {
 	var pick []*entry
 	for el := c.lru.Back(); el != nil && over > 0; el = el.Prev() {
 		e := el.Value.(*entry)
-		if c.unevictableLocked(e) != "" || e.charged <= 0 {
+		if c.unevictableLocked(e) != "" || e.Charged <= 0 {
 			continue // nothing to gain from a copy that counts nothing
 		}
 		pick = append(pick, e)
-		over -= e.charged
+		over -= e.Charged
 	}
 	return pick, over
 }
@@ -55,7 +55,7 @@ func (c *Cache) evictLocked(pick []*entry) []*entry {
 	var victims []*entry
 	for _, e := range pick {
 		victims = append(victims, c.dropLocked(e)...)
-		c.budget.Evicted(e.charged)
+		c.budget.Evicted(e.Charged)
 		// Out of the budget now, not when removeAll gets to the file: the
 		// room is handed to the caller under this lock, and counting both
 		// until then showed the cache over its cap.
@@ -70,22 +70,22 @@ func (c *Cache) evictLocked(pick []*entry) []*entry {
 // this cache uploaded is remembered a short while when it leaves, as a
 // rename's base (ownGone, madecopies.go).
 func (c *Cache) dropLocked(e *entry) []*entry {
-	if e.dropped {
+	if e.Dropped {
 		return nil
 	}
-	e.dropped = true
+	e.Dropped = true
 	c.notePrefetchWasteLocked(e)
-	if c.entries[e.name] == e {
-		delete(c.entries, e.name)
-		if e.uploadedHere && !e.rec.Dirty && !e.rec.Deleted && e.rec.Generation > 0 {
-			c.ownGone.Remember(e.name, e.rec.Generation, time.Now())
+	if c.entries[e.Name] == e {
+		delete(c.entries, e.Name)
+		if e.UploadedHere && !e.Rec.Dirty && !e.Rec.Deleted && e.Rec.Generation > 0 {
+			c.ownGone.Remember(e.Name, e.Rec.Generation, time.Now())
 		}
 	}
-	if e.elem != nil {
-		c.lru.Remove(e.elem)
-		e.elem = nil
+	if e.Elem != nil {
+		c.lru.Remove(e.Elem)
+		e.Elem = nil
 	}
-	if e.refs > 0 {
+	if e.Refs > 0 {
 		return nil
 	}
 	return []*entry{e}
@@ -99,10 +99,10 @@ func (c *Cache) removeAll(victims []*entry) {
 	}
 	kept := victims[:0]
 	for _, e := range victims {
-		if e.rec.Dirty {
+		if e.Rec.Dirty {
 			// Never: a dirty entry is not evicted or replaced. If a bug
 			// gets here, keep the file; the next start uploads it.
-			c.log.Error("refusing to remove a cache file with changes not yet uploaded", "object", e.name, "id", e.rec.ID)
+			c.log.Error("refusing to remove a cache file with changes not yet uploaded", "object", e.Name, "id", e.Rec.ID)
 			continue
 		}
 		kept = append(kept, e)
@@ -110,7 +110,7 @@ func (c *Cache) removeAll(victims []*entry) {
 	victims = kept
 	for _, e := range victims {
 		c.mu.Lock()
-		dl, f := e.fill.Take()
+		dl, f := e.Fill.Take()
 		c.releaseDownloadHoldLocked(e)
 		c.mu.Unlock()
 		if dl != nil {
@@ -120,8 +120,8 @@ func (c *Cache) removeAll(victims []*entry) {
 	}
 	var ops []durable.Op
 	for _, e := range victims {
-		if e.rec.ID != 0 {
-			ops = append(ops, durable.RemoveOp(e.name, e.rec.ID))
+		if e.Rec.ID != 0 {
+			ops = append(ops, durable.RemoveOp(e.Name, e.Rec.ID))
 		}
 	}
 	var err error
@@ -135,15 +135,15 @@ func (c *Cache) removeAll(victims []*entry) {
 	}
 	for _, e := range victims {
 		c.mu.Lock()
-		spare := e.spare
-		e.spare = nil
+		spare := e.Spare
+		e.Spare = nil
 		c.mu.Unlock()
 		if spare != nil {
 			spare.Close()
 		}
-		if e.rec.ID != 0 {
-			if err := os.Remove(c.dataPath(e.rec.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				c.log.Warn("removing cache file failed", "object", e.name, "err", err)
+		if e.Rec.ID != 0 {
+			if err := os.Remove(c.dataPath(e.Rec.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				c.log.Warn("removing cache file failed", "object", e.Name, "err", err)
 			}
 		}
 	}

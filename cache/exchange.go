@@ -50,7 +50,7 @@ func (l fileLedger) Exchange(ctx context.Context, wa, wb *writeLedger, a, b stri
 	c.mu.Lock()
 	err := c.waitLocked(ctx, func() bool { return !c.frozen.Covers(a) && !c.frozen.Covers(b) })
 	ea, eb := wa.e, wb.e
-	if err == nil && (c.entries[a] != ea || c.entries[b] != eb || ea.rec.Deleted || eb.rec.Deleted) {
+	if err == nil && (c.entries[a] != ea || c.entries[b] != eb || ea.Rec.Deleted || eb.Rec.Deleted) {
 		err = fmt.Errorf("exchanging %s and %s: %w", a, b, ErrBusy)
 	}
 	if err != nil {
@@ -63,14 +63,14 @@ func (l fileLedger) Exchange(ctx context.Context, wa, wb *writeLedger, a, b stri
 	// confirmed: the bucket may hold one of them).
 	// Not ready: nothing uses them before the journal has them.
 	made := func(name string, id uint64, base, content *entry, size int64) *entry {
-		return c.publishLocked(name, record{ID: id, Generation: base.rec.Generation, Size: size, ChunkSize: c.opts.ChunkSize,
-			Complete: true, Dirty: true, Attempts: base.rec.Attempts, Meta: content.rec.Meta}, now)
+		return c.publishLocked(name, record{ID: id, Generation: base.Rec.Generation, Size: size, ChunkSize: c.opts.ChunkSize,
+			Complete: true, Dirty: true, Attempts: base.Rec.Attempts, Meta: content.Rec.Meta}, now)
 	}
 	na := made(a, idA, ea, eb, sizeB)
 	nb := made(b, idB, eb, ea, sizeA)
-	x := &exchange{c: c, ea: ea, eb: eb, na: na, nb: nb, wa: wa, wb: wb, bases: []int64{na.rec.Generation, nb.rec.Generation}}
-	begun := filerename.Begun{Links: []filerename.Link{{From: eb.rec.ID, To: idA}, {From: ea.rec.ID, To: idB}},
-		Ops: []durable.Op{durable.PutOp(a, na.rec, 0), durable.PutOp(b, nb.rec, 0)}, Ending: x}
+	x := &exchange{c: c, ea: ea, eb: eb, na: na, nb: nb, wa: wa, wb: wb, bases: []int64{na.Rec.Generation, nb.Rec.Generation}}
+	begun := filerename.Begun{Links: []filerename.Link{{From: eb.Rec.ID, To: idA}, {From: ea.Rec.ID, To: idB}},
+		Ops: []durable.Op{durable.PutOp(a, na.Rec, 0), durable.PutOp(b, nb.Rec, 0)}, Ending: x}
 	c.mu.Unlock()
 	return begun, nil
 }
@@ -84,7 +84,7 @@ func (x *exchange) Undo(err error) {
 		ne, old := p[0], p[1]
 		victims = append(victims, c.unpublishLocked(ne, err)...)
 		c.chargeLocked(ne, 0)
-		c.entries[old.name] = old
+		c.entries[old.Name] = old
 	}
 	c.mu.Unlock()
 	c.removeAll(victims)
@@ -97,17 +97,17 @@ func (x *exchange) Apply() []int64 {
 	var victims []*entry
 	for _, p := range [][2]*entry{{x.ea, x.nb}, {x.eb, x.na}} {
 		old, ne := p[0], p[1] // old's file is ne's now
-		close(ne.ready)
+		close(ne.Ready)
 		c.moveHandlesLocked(old, ne, map[*entry]*writeLedger{x.ea: x.wa, x.eb: x.wb}[old])
 		c.releaseHoldLocked(old)
 		// Its bytes live on under the other name: its own record goes
 		// when the last handle does (the journal names its ID no more).
-		old.rec.Dirty = false
+		old.Rec.Dirty = false
 		victims = append(victims, c.dropLocked(old)...) // none: the exchange's handles hold it
 		c.chargeLocked(old, 0)
-		old.version++
-		ne.recSeq++ // what the journal entry wrote
-		c.scheduleLocked(ne.name, c.opts.WriteBackDelay)
+		old.Version++
+		ne.RecSeq++ // what the journal entry wrote
+		c.scheduleLocked(ne.Name, c.opts.WriteBackDelay)
 	}
 	c.notifyLocked()
 	c.mu.Unlock()

@@ -17,22 +17,22 @@ import (
 // (fetch.Fetcher.Make) and then, if whole, its walk started at once for
 // why.
 func (c *Cache) downloadLocked(e *entry, why transfer.FetchReason, whole bool) (*transfer.Download, error) {
-	if dl := e.fill.Download(); dl != nil {
+	if dl := e.Fill.Download(); dl != nil {
 		return dl, nil
 	}
-	if err := c.fetcher.Make(&e.fill, c.dataPath(e.rec.ID), e.name, &e.rec, &e.checked); err != nil {
+	if err := c.fetcher.Make(&e.Fill, c.dataPath(e.Rec.ID), e.Name, &e.Rec, &e.Checked); err != nil {
 		return nil, err
 	}
-	if e.rec.PendingCopy() {
+	if e.Rec.PendingCopy() {
 		// The download reads that version: it is held while it runs,
 		// even if the copy is made meanwhile.
-		e.dlHold, _ = e.fill.Source()
-		c.holds.Add(e.dlHold)
+		e.DlHold, _ = e.Fill.Source()
+		c.holds.Add(e.DlHold)
 	}
 	if whole {
-		c.fetcher.Walk(&e.fill, why, fillLedger{c, e}, e.name)
+		c.fetcher.Walk(&e.Fill, why, fillLedger{c, e}, e.Name)
 	}
-	return e.fill.Download(), nil
+	return e.Fill.Download(), nil
 }
 
 // promote starts the background walk of dl, e's download, for why,
@@ -41,8 +41,8 @@ func (c *Cache) downloadLocked(e *entry, why transfer.FetchReason, whole bool) (
 func (c *Cache) promote(e *entry, dl *transfer.Download, why transfer.FetchReason) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e.fill.Download() == dl {
-		c.fetcher.Walk(&e.fill, why, fillLedger{c, e}, e.name)
+	if e.Fill.Download() == dl {
+		c.fetcher.Walk(&e.Fill, why, fillLedger{c, e}, e.Name)
 	}
 }
 
@@ -52,10 +52,10 @@ func (c *Cache) promote(e *entry, dl *transfer.Download, why transfer.FetchReaso
 // instead of downloading them again; the index records them only after
 // the sync.
 func (c *Cache) takeDownloadLocked(e *entry) (*transfer.Download, *os.File) {
-	dl, f := e.fill.Take()
+	dl, f := e.Fill.Take()
 	c.releaseDownloadHoldLocked(e)
-	if dl != nil && !e.rec.LocalContent() {
-		fetch.Absorb(&e.rec, &e.checked, dl)
+	if dl != nil && !e.Rec.LocalContent() {
+		fetch.Absorb(&e.Rec, &e.Checked, dl)
 	}
 	return dl, f
 }
@@ -63,7 +63,7 @@ func (c *Cache) takeDownloadLocked(e *entry) (*transfer.Download, *os.File) {
 // retire stops dl, e's download taken, syncs its file and records which
 // chunks it holds (fetch.Fetcher.Retire).
 func (c *Cache) retire(e *entry, dl *transfer.Download, f *os.File) {
-	c.fetcher.Retire(fillLedger{c, e}, e.name, dl, f)
+	c.fetcher.Retire(fillLedger{c, e}, e.Name, dl, f)
 }
 
 // fillLedger is e's side of the end of its download (fetch.Ledger).
@@ -75,7 +75,7 @@ type fillLedger struct {
 func (l fillLedger) Ended(dl *transfer.Download) *os.File {
 	l.c.mu.Lock()
 	defer l.c.mu.Unlock()
-	if !l.e.fill.Ended(dl, l.e.refs == 0) {
+	if !l.e.Fill.Ended(dl, l.e.Refs == 0) {
 		return nil
 	}
 	_, f := l.c.takeDownloadLocked(l.e)
@@ -85,7 +85,7 @@ func (l fillLedger) Ended(dl *transfer.Download) *os.File {
 func (l fillLedger) Failed(err error) {
 	l.c.mu.Lock()
 	defer l.c.mu.Unlock()
-	l.c.noteErrorLocked("download", l.e.name, err)
+	l.c.noteErrorLocked("download", l.e.Name, err)
 	if errors.Is(err, transfer.ErrChecksum) {
 		l.c.stats.ChecksumMismatches++ // nothing of it counts as present: fetched again at the next open
 	}
@@ -94,20 +94,20 @@ func (l fillLedger) Failed(err error) {
 func (l fillLedger) Unsynced(dl *transfer.Download) {
 	l.c.mu.Lock()
 	defer l.c.mu.Unlock()
-	if e := l.e; !e.dropped && !e.rec.LocalContent() {
-		e.rec.Present, e.rec.Complete, e.checked = nil, false, nil
+	if e := l.e; !e.Dropped && !e.Rec.LocalContent() {
+		e.Rec.Present, e.Rec.Complete, e.Checked = nil, false, nil
 	}
 }
 
 func (l fillLedger) Retired(dl *transfer.Download) error {
 	c, e := l.c, l.e
 	c.mu.Lock()
-	if e.dropped {
+	if e.Dropped {
 		c.mu.Unlock()
 		return nil
 	}
-	if !e.rec.LocalContent() { // a changed copy is complete, whatever its old chunks were
-		fetch.Absorb(&e.rec, &e.checked, dl)
+	if !e.Rec.LocalContent() { // a changed copy is complete, whatever its old chunks were
+		fetch.Absorb(&e.Rec, &e.Checked, dl)
 	}
 	rec, seq := c.snapshotLocked(e)
 	c.mu.Unlock()

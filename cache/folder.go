@@ -78,10 +78,10 @@ type Moved = folders.Moved
 // settledCleanLocked reports whether e is a clean copy of a bucket version
 // that nothing uses: a folder rename may move it.
 func (c *Cache) settledCleanLocked(e *entry) bool {
-	r := e.rec
-	return isClosed(e.ready) && e.err == nil && !e.dropped && !r.Dirty && !r.Deleted && !r.PendingCopy() &&
-		e.refs == 0 && e.writers == 0 && e.fill.Download() == nil && e.spare == nil && !e.uploading &&
-		e.holding == "" && e.dlHold == "" && c.holds.Held(e.name) == 0
+	r := e.Rec
+	return isClosed(e.Ready) && e.Err == nil && !e.Dropped && !r.Dirty && !r.Deleted && !r.PendingCopy() &&
+		e.Refs == 0 && e.Writers == 0 && e.Fill.Download() == nil && e.Spare == nil && !e.Uploading &&
+		e.Holding == "" && e.DlHold == "" && c.holds.Held(e.Name) == 0
 }
 
 // Forget renames, in the index, each checked copy whose version moved
@@ -93,16 +93,16 @@ func (l dirLedger) Forget(from, to string, checked []*entry, moved map[string]Mo
 	var victims []*entry
 	c.mu.Lock()
 	for _, e := range checked {
-		if e.dropped || c.entries[e.name] != e {
+		if e.Dropped || c.entries[e.Name] != e {
 			continue // evicted meanwhile
 		}
-		if m := moved[to+e.name[len(from):]]; m.New.Name != "" && m.Old.Generation == e.rec.Generation {
-			ops = append(ops, durable.RemoveOp(e.name, e.rec.ID))
-			delete(c.entries, e.name)
-			e.name = to + e.name[len(from):]
-			e.rec.Generation = m.New.Generation
-			c.entries[e.name] = e
-			ops = append(ops, durable.PutOp(e.name, e.rec, 0))
+		if m := moved[to+e.Name[len(from):]]; m.New.Name != "" && m.Old.Generation == e.Rec.Generation {
+			ops = append(ops, durable.RemoveOp(e.Name, e.Rec.ID))
+			delete(c.entries, e.Name)
+			e.Name = to + e.Name[len(from):]
+			e.Rec.Generation = m.New.Generation
+			c.entries[e.Name] = e
+			ops = append(ops, durable.PutOp(e.Name, e.Rec, 0))
 			continue
 		}
 		victims = append(victims, c.dropLocked(e)...)

@@ -43,10 +43,10 @@ func (c *Cache) directHandle(a transfer.ObjectAttrs) *Handle {
 func (hc *handleCache) CheckRange(f *os.File, off, n int64) (bool, read.Version, error) {
 	c, e := hc.c, hc.e
 	c.mu.Lock()
-	chunk := e.rec.ChunkSize
+	chunk := e.Rec.ChunkSize
 	var from read.Version
-	if e.rec.PendingCopy() {
-		from = read.Version{Name: e.rec.CopyFrom, Generation: e.rec.CopyGen}
+	if e.Rec.PendingCopy() {
+		from = read.Version{Name: e.Rec.CopyFrom, Generation: e.Rec.CopyGen}
 	}
 	c.mu.Unlock()
 	first, last := integrity.Touched(off, n, chunk)
@@ -55,7 +55,7 @@ func (hc *handleCache) CheckRange(f *os.File, off, n int64) (bool, read.Version,
 		return true, read.Version{}, nil
 	}
 	c.mu.Lock()
-	why := e.rec.Damaged
+	why := e.Rec.Damaged
 	c.mu.Unlock()
 	if why != "" {
 		return false, read.Version{}, fmt.Errorf("%s: %w: %s", hc.name, ErrDamaged, why)

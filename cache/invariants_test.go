@@ -34,22 +34,22 @@ func TestInvariantsCatchBreakage(t *testing.T) {
 		t.Fatalf("a sound cache breaks an invariant: %v", err)
 	}
 	ec, ech := c.entries["clean"], c.entries["changed"]
-	if ec == nil || ech == nil || !ech.rec.Dirty {
+	if ec == nil || ech == nil || !ech.Rec.Dirty {
 		t.Fatal("the entries are not there, or the changed one is clean")
 	}
 	breakages := []struct {
 		what          string
 		break_, mend_ func()
 	}{
-		{"a charge not counted in used", func() { ec.charged++ }, func() { ec.charged-- }},
-		{"an entry out of the LRU list", func() { c.lru.Remove(ec.elem) }, func() { ec.elem = c.lru.PushFront(ec) }},
-		{"an indexed entry marked dropped", func() { ec.dropped = true }, func() { ec.dropped = false }},
+		{"a charge not counted in used", func() { ec.Charged++ }, func() { ec.Charged-- }},
+		{"an entry out of the LRU list", func() { c.lru.Remove(ec.Elem) }, func() { ec.Elem = c.lru.PushFront(ec) }},
+		{"an indexed entry marked dropped", func() { ec.Dropped = true }, func() { ec.Dropped = false }},
 		{"a dirty name out of the overlay", func() {
 			c.overlay.Prune("changed", func(n string) bool { return n != "changed" })
 		}, func() { c.markLocalLocked("changed") }},
-		{"a writer without a handle", func() { ech.writers++ }, func() { ech.writers-- }},
+		{"a writer without a handle", func() { ech.Writers++ }, func() { ech.Writers-- }},
 		{"a hold nobody keeps", func() { c.holds.Add("clean") }, func() { c.holds.Release("clean") }},
-		{"a clean entry with dirtySince", func() { ec.dirtySince = time.Now() }, func() { ec.dirtySince = time.Time{} }},
+		{"a clean entry with dirtySince", func() { ec.DirtySince = time.Now() }, func() { ec.DirtySince = time.Time{} }},
 	}
 	for _, b := range breakages {
 		b.break_()
@@ -73,12 +73,12 @@ func (c *Cache) checkInvariantsLocked() error {
 	for el := c.lru.Front(); el != nil; el = el.Next() {
 		e := el.Value.(*entry)
 		switch {
-		case e.elem != el || e.dropped:
-			return fmt.Errorf("%s: in the LRU list, dropped or elsewhere", e.name)
-		case c.entries[e.name] == e:
+		case e.Elem != el || e.Dropped:
+			return fmt.Errorf("%s: in the LRU list, dropped or elsewhere", e.Name)
+		case c.entries[e.Name] == e:
 			indexed++
-		case e.refs == 0:
-			return fmt.Errorf("%s: in the LRU list, replaced in the index, held by nothing", e.name)
+		case e.Refs == 0:
+			return fmt.Errorf("%s: in the LRU list, replaced in the index, held by nothing", e.Name)
 		}
 		c.inv.known[e] = struct{}{}
 	}
@@ -90,19 +90,19 @@ func (c *Cache) checkInvariantsLocked() error {
 	}
 	for name, e := range c.entries {
 		switch {
-		case e.name != name:
-			return fmt.Errorf("entry %q indexed under %q", e.name, name)
-		case e.dropped:
+		case e.Name != name:
+			return fmt.Errorf("entry %q indexed under %q", e.Name, name)
+		case e.Dropped:
 			return fmt.Errorf("%s: dropped entry indexed", name)
-		case e.elem == nil || e.elem.Value != e:
+		case e.Elem == nil || e.Elem.Value != e:
 			return fmt.Errorf("%s: indexed entry not in the LRU list", name)
 		}
 		c.inv.known[e] = struct{}{}
-		if e.rec.Dirty && !c.overlay.Has(name) && e.persistMu.TryLock() {
-			e.persistMu.Unlock()
+		if e.Rec.Dirty && !c.overlay.Has(name) && e.PersistMu.TryLock() {
+			e.PersistMu.Unlock()
 			return fmt.Errorf("%s: dirty, not in the local overlay's index, and no change of it is being recorded", name)
 		}
-		if !e.rec.Dirty && !e.dirtySince.IsZero() {
+		if !e.Rec.Dirty && !e.DirtySince.IsZero() {
 			return fmt.Errorf("%s: clean with a dirtySince", name)
 		}
 	}
@@ -110,16 +110,16 @@ func (c *Cache) checkInvariantsLocked() error {
 	heldBy := map[string]int{}
 	for e := range c.inv.known {
 		if err := c.checkEntryLocked(e); err != nil {
-			return fmt.Errorf("%s: %w", e.name, err)
+			return fmt.Errorf("%s: %w", e.Name, err)
 		}
-		used += e.charged
-		if e.holding != "" {
-			heldBy[e.holding]++
+		used += e.Charged
+		if e.Holding != "" {
+			heldBy[e.Holding]++
 		}
-		if e.dlHold != "" {
-			heldBy[e.dlHold]++
+		if e.DlHold != "" {
+			heldBy[e.DlHold]++
 		}
-		if e.dropped && e.refs == 0 && e.charged == 0 && e.holding == "" && e.dlHold == "" {
+		if e.Dropped && e.Refs == 0 && e.Charged == 0 && e.Holding == "" && e.DlHold == "" {
 			delete(c.inv.known, e) // gone for good
 		}
 	}
@@ -141,7 +141,7 @@ func (c *Cache) checkInvariantsLocked() error {
 	}
 	for h := range c.writeHandles {
 		if _, ok := h.e.handles[h]; !h.orphan && !ok {
-			return fmt.Errorf("%s: a write handle not orphaned is not among its entry's", h.e.name)
+			return fmt.Errorf("%s: a write handle not orphaned is not among its entry's", h.e.Name)
 		}
 	}
 	return nil
@@ -150,14 +150,14 @@ func (c *Cache) checkInvariantsLocked() error {
 // checkEntryLocked checks the invariants of one entry, indexed or
 // dropped.
 func (c *Cache) checkEntryLocked(e *entry) error {
-	if e.charged < 0 {
-		return fmt.Errorf("charged %d", e.charged)
+	if e.Charged < 0 {
+		return fmt.Errorf("charged %d", e.Charged)
 	}
-	if e.dropped && e.refs == 0 && e.rec.Dirty {
+	if e.Dropped && e.Refs == 0 && e.Rec.Dirty {
 		return fmt.Errorf("dropped, held by nothing, and dirty")
 	}
-	if e.writers != len(e.handles) || e.refs < e.writers {
-		return fmt.Errorf("%d writers, %d handles, %d refs", e.writers, len(e.handles), e.refs)
+	if e.Writers != len(e.handles) || e.Refs < e.Writers {
+		return fmt.Errorf("%d writers, %d handles, %d refs", e.Writers, len(e.handles), e.Refs)
 	}
 	busy := 0
 	for h := range e.handles {
@@ -166,8 +166,8 @@ func (c *Cache) checkEntryLocked(e *entry) error {
 		}
 		busy += h.busy
 	}
-	if e.inflight < busy {
-		return fmt.Errorf("%d changes in flight, %d through its handles", e.inflight, busy)
+	if e.Inflight < busy {
+		return fmt.Errorf("%d changes in flight, %d through its handles", e.Inflight, busy)
 	}
 	return nil
 }

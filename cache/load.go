@@ -42,14 +42,14 @@ func (c *Cache) openState() error {
 	dirty := 0
 	c.mu.Lock()
 	for _, name := range ld.ByAccess() { // PushBack keeps the LRU order
-		e := &entry{name: name, rec: ld.Records[name], ready: make(chan struct{})}
-		close(e.ready)
-		e.elem = c.lru.PushBack(e)
+		e := &entry{Name: name, Rec: ld.Records[name], Ready: make(chan struct{})}
+		close(e.Ready)
+		e.Elem = c.lru.PushBack(e)
 		c.entries[name] = e
-		c.chargeLocked(e, costOf(e.rec))
+		c.chargeLocked(e, costOf(e.Rec))
 		c.holdLocked(e)
-		if e.rec.Dirty {
-			e.dirtySince = c.opened // left by the last run: waiting since the start, at least
+		if e.Rec.Dirty {
+			e.DirtySince = c.opened // left by the last run: waiting since the start, at least
 			c.markLocalLocked(name)
 			c.scheduleLocked(name, 0) // changes left by the last run go first
 			dirty++

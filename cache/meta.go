@@ -56,36 +56,36 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 	defer c.release(e)
 	// The change takes effect in memory, is journaled, and only then is
 	// sent; if the journal refuses it (a full disk), it is undone: a
-	// failed chmod leaves no trace. Holding persistMu orders the entry
+	// failed chmod leaves no trace. Holding PersistMu orders the entry
 	// before any later snapshot of the record.
-	e.persistMu.Lock()
+	e.PersistMu.Lock()
 	c.mu.Lock()
-	if e.rec.Deleted {
+	if e.Rec.Deleted {
 		c.mu.Unlock()
-		e.persistMu.Unlock()
+		e.PersistMu.Unlock()
 		return fmt.Errorf("%s: %w", a.Name, transfer.ErrNotExist)
 	}
-	prevMeta, prevDirty, prevMetaOnly, prevSince := e.rec.Meta, e.rec.Dirty, e.rec.MetaOnly, e.dirtySince
-	e.rec.Meta = objmeta.Set(e.rec.Meta, e.rec.Dirty, a.Metadata, md)
-	if !e.rec.Dirty {
-		e.rec.Dirty, e.rec.MetaOnly = true, true
+	prevMeta, prevDirty, prevMetaOnly, prevSince := e.Rec.Meta, e.Rec.Dirty, e.Rec.MetaOnly, e.DirtySince
+	e.Rec.Meta = objmeta.Set(e.Rec.Meta, e.Rec.Dirty, a.Metadata, md)
+	if !e.Rec.Dirty {
+		e.Rec.Dirty, e.Rec.MetaOnly = true, true
 		e.dirtiedLocked(time.Now())
 		// Indexed before c.mu is let go: the journal write below ends
-		// (persistMu released) before c.mu is taken again, and a dirty
+		// (PersistMu released) before c.mu is taken again, and a dirty
 		// entry must never be outside the index with neither held. An
 		// undo leaves the name there; LocalNames drops clean names.
-		c.markLocalLocked(e.name)
+		c.markLocalLocked(e.Name)
 	}
-	e.version++
-	changed := e.version
-	id := e.rec.ID
+	e.Version++
+	changed := e.Version
+	id := e.Rec.ID
 	rec, seq := c.snapshotLocked(e)
 	c.mu.Unlock()
-	err = c.j.Append(durable.PutOp(e.name, rec, rec.ID))
+	err = c.j.Append(durable.PutOp(e.Name, rec, rec.ID))
 	if err == nil {
-		e.persistedSeq = seq
+		e.PersistedSeq = seq
 	}
-	e.persistMu.Unlock()
+	e.PersistMu.Unlock()
 	c.mu.Lock()
 	if err != nil {
 		c.undoSetMetaLocked(e, changed, seq, prevMeta, prevDirty, prevMetaOnly, prevSince)
@@ -94,12 +94,12 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 	if rec.CopyFrom == "" {
 		c.releaseHoldLocked(e) // as persistEntry does: the journal no longer says copy
 	}
-	if !prevDirty && e.dirtying == nil {
-		e.dirtying = make(chan struct{})
-		close(e.dirtying)
+	if !prevDirty && e.Dirtying == nil {
+		e.Dirtying = make(chan struct{})
+		close(e.Dirtying)
 	}
-	if e.writers == 0 {
-		c.scheduleLocked(e.name, c.opts.WriteBackDelay)
+	if e.Writers == 0 {
+		c.scheduleLocked(e.Name, c.opts.WriteBackDelay)
 	}
 	c.mu.Unlock()
 	if t, ok := ParseMtime(md[MtimeKey]); ok && !c.keepMark(e, c.dataPath(id)) {
@@ -116,26 +116,26 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 func (c *Cache) patchDone(ctx context.Context, u uploadJob, err error, lost bool) {
 	e, name, version, inflight := u.Entry, u.Name, u.Version, u.Inflight
 	c.mu.Lock()
-	e.uploading = false
+	e.Uploading = false
 	if err != nil {
 		c.failedLocked(ctx, e, err)
 		c.notifyLocked()
 		c.mu.Unlock()
 		return
 	}
-	e.retries = 0
+	e.Retries = 0
 	var victims []*entry
 	switch {
-	case !c.settleLocked(e, name, version, inflight, e.rec.MetaOnly):
+	case !c.settleLocked(e, name, version, inflight, e.Rec.MetaOnly):
 		// Changed meanwhile: the new state is sent (queued again).
 	case lost:
-		e.rec.MetaOnly = false
-		if e.writers == 0 {
+		e.Rec.MetaOnly = false
+		if e.Writers == 0 {
 			victims = c.dropLocked(e) // the bucket's version is another one
 		}
 	default:
-		e.rec.MetaOnly = false
-		e.uploadedHere = true
+		e.Rec.MetaOnly = false
+		e.UploadedHere = true
 	}
 	rec, seq := c.snapshotLocked(e)
 	c.notifyLocked()
@@ -156,18 +156,18 @@ func (c *Cache) patchDone(ctx context.Context, u uploadJob, err error, lost bool
 // after the refusal: the undone record is then written again, so that
 // the journal does not keep a change the caller was told failed.
 func (c *Cache) undoSetMetaLocked(e *entry, changed, seq uint64, meta map[string]string, dirty, metaOnly bool, since time.Time) {
-	if e.version != changed {
+	if e.Version != changed {
 		c.mu.Unlock()
 		return
 	}
-	e.rec.Meta, e.rec.Dirty, e.rec.MetaOnly, e.dirtySince = meta, dirty, metaOnly, since
-	if e.recSeq == seq { // nothing snapshotted the change since
+	e.Rec.Meta, e.Rec.Dirty, e.Rec.MetaOnly, e.DirtySince = meta, dirty, metaOnly, since
+	if e.RecSeq == seq { // nothing snapshotted the change since
 		c.mu.Unlock()
 		return
 	}
 	rec, rseq := c.snapshotLocked(e)
 	c.mu.Unlock()
 	if err := c.persistEntry(e, rec, rseq); err != nil {
-		c.log.Warn("recording the undo of a failed metadata change failed; the next start may apply the change", "object", e.name, "err", err)
+		c.log.Warn("recording the undo of a failed metadata change failed; the next start may apply the change", "object", e.Name, "err", err)
 	}
 }

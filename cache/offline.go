@@ -20,8 +20,8 @@ func (c *Cache) offlineLocked(e *entry, err error) bool {
 	if !errors.Is(err, transfer.ErrOffline) {
 		return false
 	}
-	c.log.Debug("upload waits for the bucket to be back", "object", e.name, "err", err)
-	c.scheduleLocked(e.name, upload.OfflineRetry)
+	c.log.Debug("upload waits for the bucket to be back", "object", e.Name, "err", err)
+	c.scheduleLocked(e.Name, upload.OfflineRetry)
 	return true
 }
 

@@ -20,12 +20,12 @@ import (
 func (c *Cache) Local(name string) (transfer.ObjectAttrs, bool) {
 	c.mu.Lock()
 	e := c.entries[name]
-	if e == nil || !e.rec.Dirty || e.rec.Deleted {
+	if e == nil || !e.Rec.Dirty || e.Rec.Deleted {
 		c.mu.Unlock()
 		return transfer.ObjectAttrs{}, false
 	}
-	a := transfer.ObjectAttrs{Name: name, Generation: e.rec.Generation, Size: e.rec.Size, Metadata: e.rec.Meta}
-	path, metaOnly := c.dataPath(e.rec.ID), e.rec.MetaOnly || e.rec.CopyFrom != ""
+	a := transfer.ObjectAttrs{Name: name, Generation: e.Rec.Generation, Size: e.Rec.Size, Metadata: e.Rec.Meta}
+	path, metaOnly := c.dataPath(e.Rec.ID), e.Rec.MetaOnly || e.Rec.CopyFrom != ""
 	watch := e.watch
 	c.mu.Unlock()
 	if metaOnly {
@@ -57,10 +57,10 @@ func (c *Cache) Settled(name string) (transfer.ObjectAttrs, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[name]
-	if e == nil || e.rec.Dirty || e.rec.Deleted || !isClosed(e.ready) || e.err != nil {
+	if e == nil || e.Rec.Dirty || e.Rec.Deleted || !isClosed(e.Ready) || e.Err != nil {
 		return transfer.ObjectAttrs{}, false
 	}
-	return transfer.ObjectAttrs{Name: name, Generation: e.rec.Generation, Size: e.rec.Size, Metadata: e.rec.Meta}, e.uploadedHere
+	return transfer.ObjectAttrs{Name: name, Generation: e.Rec.Generation, Size: e.Rec.Size, Metadata: e.Rec.Meta}, e.UploadedHere
 }
 
 // LocalNames returns the names under prefix with changes not yet in the
@@ -76,9 +76,9 @@ func (c *Cache) LocalNames(prefix string) (present, removed []string) {
 // dirty, and deleted or not.
 func (c *Cache) changeLocked(name string) pending.Change {
 	switch e := c.entries[name]; {
-	case e == nil || !e.rec.Dirty:
+	case e == nil || !e.Rec.Dirty:
 		return pending.Clean
-	case e.rec.Deleted:
+	case e.Rec.Deleted:
 		return pending.Deleted
 	}
 	return pending.Written

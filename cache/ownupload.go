@@ -22,10 +22,10 @@ func (c *Cache) OwnUpload(name string, a transfer.ObjectAttrs) (base int64, ok b
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[name]
-	if e == nil || e.dropped || !objmeta.WrittenBy(a.Metadata, e.rec.Attempts) {
+	if e == nil || e.Dropped || !objmeta.WrittenBy(a.Metadata, e.Rec.Attempts) {
 		return 0, false
 	}
-	return e.rec.Generation, true
+	return e.Rec.Generation, true
 }
 
 // Rebased reports whether a, a version of name this cache confirms, is
@@ -41,9 +41,9 @@ func (c *Cache) Rebased(name string, a transfer.ObjectAttrs) (from int64, ok boo
 	defer c.mu.Unlock()
 	e := c.entries[name]
 	// Once the content is uploaded, its record holds a newer generation:
-	// generations only grow, so rebasedTo never matches again.
-	if e == nil || e.dropped || e.rebasedFrom == 0 || e.rebasedTo != a.Generation || e.rec.Generation != a.Generation {
+	// generations only grow, so RebasedTo never matches again.
+	if e == nil || e.Dropped || e.RebasedFrom == 0 || e.RebasedTo != a.Generation || e.Rec.Generation != a.Generation {
 		return 0, false
 	}
-	return e.rebasedFrom, true
+	return e.RebasedFrom, true
 }

@@ -38,7 +38,7 @@ func (l prefetchLedger) Release(e *entry) { l.c.release(e) }
 func (l prefetchLedger) Start(e *entry) (*transfer.Download, error) {
 	l.c.mu.Lock()
 	defer l.c.mu.Unlock()
-	if e.rec.Complete || e.rec.LocalContent() || e.dropped {
+	if e.Rec.Complete || e.Rec.LocalContent() || e.Dropped {
 		return nil, nil
 	}
 	return l.c.downloadLocked(e, transfer.FetchWhole, true)
@@ -47,9 +47,9 @@ func (l prefetchLedger) Start(e *entry) (*transfer.Download, error) {
 func (l prefetchLedger) Failed(e *entry, stale bool) {
 	c := l.c
 	c.mu.Lock()
-	e.fill.Unprefetched()
+	e.Fill.Unprefetched()
 	var victims []*entry
-	if stale && e.refs == 1 && !e.rec.Dirty && !e.rec.LocalContent() {
+	if stale && e.Refs == 1 && !e.Rec.Dirty && !e.Rec.LocalContent() {
 		// The version is gone (overwritten, deleted, renamed since
 		// the listing): no copy of it stays behind. The last
 		// release (the deferred one) removes the file.
@@ -74,5 +74,5 @@ func (c *Cache) roomForLocked(ctx context.Context, need int64) ([]*entry, bool) 
 // notePrefetchWasteLocked counts a prefetched copy that leaves the cache
 // (evicted, dropped, or the cache closed) before any open took it.
 func (c *Cache) notePrefetchWasteLocked(e *entry) {
-	c.stats.PrefetchWastedBytes += e.fill.Wasted(e.rec.Size)
+	c.stats.PrefetchWastedBytes += e.Fill.Wasted(e.Rec.Size)
 }

@@ -266,7 +266,7 @@ func TestRenameLinkWindow(t *testing.T) {
 			data := pattern(objSize, 9)
 			e.write(c, transfer.ObjectAttrs{Name: "f"}, true, 0, data)
 			c.mu.Lock()
-			id := c.entries["f"].rec.ID
+			id := c.entries["f"].Rec.ID
 			c.mu.Unlock()
 			c.crash()
 			link := durable.DataPath(filepath.Join(e.dir, "data"), id+5)
@@ -300,7 +300,7 @@ func TestTwoFilesClaimOneName(t *testing.T) {
 	c := e.openWB(time.Hour)
 	e.write(c, transfer.ObjectAttrs{Name: "n"}, true, 0, []byte("older"))
 	c.mu.Lock()
-	id := c.entries["n"].rec.ID
+	id := c.entries["n"].Rec.ID
 	c.mu.Unlock()
 	c.crash()
 	dataDir := filepath.Join(e.dir, "data")
@@ -389,7 +389,7 @@ func TestUndescribedRecordsGetDescribed(t *testing.T) {
 	data := pattern(objSize, 11)
 	e.write(c, transfer.ObjectAttrs{Name: "x"}, true, 0, data)
 	c.mu.Lock()
-	path := c.dataPath(c.entries["x"].rec.ID)
+	path := c.dataPath(c.entries["x"].Rec.ID)
 	c.mu.Unlock()
 	c.crash()
 	if err := unix.Removexattr(path, durable.DescribeAttr); err != nil {
@@ -466,7 +466,7 @@ func TestDescriptions(t *testing.T) {
 	a := e.put("obj", pattern(objSize, 12))
 	e.cacheAll(c, a, pattern(objSize, 12))
 	c.mu.Lock()
-	path := c.dataPath(c.entries["obj"].rec.ID)
+	path := c.dataPath(c.entries["obj"].Rec.ID)
 	c.mu.Unlock()
 	buf := make([]byte, 4096)
 	n, err := unix.Getxattr(path, durable.DescribeAttr, buf)
@@ -508,7 +508,7 @@ func TestOversizedDescription(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.mu.Lock()
-	path := c.dataPath(c.entries["big-meta"].rec.ID)
+	path := c.dataPath(c.entries["big-meta"].Rec.ID)
 	c.mu.Unlock()
 	d, err := durable.ReadDescription(path)
 	if err != nil || d == nil || !d.Partial || d.Name != "big-meta" || !d.Dirty || d.Meta != nil {

@@ -17,7 +17,7 @@ package cache
 //     upload.PermanentRetry, and meanwhile the file is named loudly: an error in
 //     the log at each refusal, Status.Refused ('bucketfs status'), the
 //     refused-files metric; and a flush returns with it named instead of
-//     waiting (entry.refusedAt).
+//     waiting (entry.RefusedAt).
 // All fields used here are the entry's, guarded by Cache.mu.
 
 import (
@@ -48,21 +48,21 @@ func fixableRefusal(err error) bool {
 // persists the record and logs it, without the lock).
 func (c *Cache) invalidLocked(e *entry, u uploadJob, err error) bool {
 	if !errors.Is(err, transfer.ErrInvalid) {
-		e.invalids = 0
+		e.Invalids = 0
 		return false
 	}
-	if e.version != u.Version || e.inflight != 0 || u.Inflight != 0 || e.dropped || e.rec.Deleted {
-		e.invalids = 0 // changed meanwhile: the next try sends other bytes
+	if e.Version != u.Version || e.Inflight != 0 || u.Inflight != 0 || e.Dropped || e.Rec.Deleted {
+		e.Invalids = 0 // changed meanwhile: the next try sends other bytes
 		return false
 	}
-	e.invalids++
-	if e.invalids < invalidLimit {
+	e.Invalids++
+	if e.Invalids < invalidLimit {
 		return false
 	}
-	e.invalids = 0
-	e.rec.Refused = err.Error()
+	e.Invalids = 0
+	e.Rec.Refused = err.Error()
 	c.stats.UploadFailures++
-	c.noteErrorLocked("upload", e.name, fmt.Errorf("%w (held): %v", ErrRefused, err))
+	c.noteErrorLocked("upload", e.Name, fmt.Errorf("%w (held): %v", ErrRefused, err))
 	return true
 }
 
@@ -70,21 +70,21 @@ func (c *Cache) invalidLocked(e *entry, u uploadJob, err error) bool {
 // invalid (snapshot rec, number seq), and says so in the log.
 func (c *Cache) holdRefused(e *entry, rec record, seq uint64) {
 	c.log.Error("the bucket refused the upload as invalid, the same way several times: the file is held, not uploaded, not removed. Keep the local bytes (upload again) or take the bucket's version with bucketfs resolve",
-		"object", e.name, "err", rec.Refused)
+		"object", e.Name, "err", rec.Refused)
 	if err := c.persistEntry(e, rec, seq); err != nil {
-		c.log.Warn("recording a held file in the cache index failed; it is tried again at the next start", "object", e.name, "err", err)
+		c.log.Warn("recording a held file in the cache index failed; it is tried again at the next start", "object", e.Name, "err", err)
 	}
 }
 
 // refusedLocked notes a refusal of e's upload that a person can fix
 // (err), for Status, the metric and Flush.
 func (c *Cache) refusedLocked(e *entry, err error) {
-	e.refusedAt, e.refusedWhy = time.Now(), err.Error()
+	e.RefusedAt, e.RefusedWhy = time.Now(), err.Error()
 }
 
 // stuckSinceLocked reports whether e's change waits for something no
 // upload will bring by itself: it is held, or the bucket refused an upload
 // of it (in a way a person can fix) at or after start.
 func (e *entry) stuckSinceLocked(start time.Time) bool {
-	return e.rec.HeldWhy() != "" || (e.refusedWhy != "" && !e.refusedAt.Before(start))
+	return e.Rec.HeldWhy() != "" || (e.RefusedWhy != "" && !e.RefusedAt.Before(start))
 }

@@ -42,19 +42,19 @@ import (
 
 // holdLocked records e's pending copy, if any, as a hold on its source.
 func (c *Cache) holdLocked(e *entry) {
-	if !e.rec.PendingCopy() || e.holding != "" {
+	if !e.Rec.PendingCopy() || e.Holding != "" {
 		return
 	}
-	e.holding = e.rec.CopyFrom
-	c.holds.Add(e.holding)
+	e.Holding = e.Rec.CopyFrom
+	c.holds.Add(e.Holding)
 }
 
 // releaseHoldLocked ends e's hold on its source, if it has one, and lets
 // the source's own changes go.
 func (c *Cache) releaseHoldLocked(e *entry) {
-	if e.holding != "" {
-		c.unholdLocked(e.holding)
-		e.holding = ""
+	if e.Holding != "" {
+		c.unholdLocked(e.Holding)
+		e.Holding = ""
 	}
 }
 
@@ -70,17 +70,17 @@ func (c *Cache) unholdLocked(name string) {
 // releaseDownloadHoldLocked ends the hold of e's download, once it is
 // detached from e, on the source it read.
 func (c *Cache) releaseDownloadHoldLocked(e *entry) {
-	if e.dlHold != "" {
-		c.unholdLocked(e.dlHold)
-		e.dlHold = ""
+	if e.DlHold != "" {
+		c.unholdLocked(e.DlHold)
+		e.DlHold = ""
 	}
 }
 
 // heldLocked reports whether changes of e's name must wait: a pending
 // copy (other than e's own) reads the name's bucket version.
 func (c *Cache) heldLocked(e *entry) bool {
-	n := c.holds.Held(e.name)
-	if e.holding == e.name {
+	n := c.holds.Held(e.Name)
+	if e.Holding == e.Name {
 		n--
 	}
 	return n > 0
@@ -95,17 +95,17 @@ func (c *Cache) heldLocked(e *entry) bool {
 func (c *Cache) sourceGone(u uploadJob, now string) {
 	e, name, src := u.Entry, u.Name, u.Src
 	c.mu.Lock()
-	e.uploading = false
-	if e.rec.CopyFrom != src.From || e.rec.CopyGen != src.Gen {
+	e.Uploading = false
+	if e.Rec.CopyFrom != src.From || e.Rec.CopyGen != src.Gen {
 		c.scheduleLocked(name, 0) // no longer that copy: send what it is now
 		c.notifyLocked()
 		c.mu.Unlock()
 		return
 	}
-	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
-	c.chargeLocked(e, e.rec.Size)
+	e.Rec.CopyFrom, e.Rec.CopyGen, e.Rec.CopyType = "", 0, ""
+	c.chargeLocked(e, e.Rec.Size)
 	var victims []*entry
-	if e.rec.Complete {
+	if e.Rec.Complete {
 		c.log.Warn("the object a renamed file was copied from changed in the bucket before the copy was made; uploading the cached bytes instead",
 			"object", name, "source", src.From, "source_generation", src.Gen, "source_now", now)
 		c.scheduleLocked(name, 0)
@@ -153,7 +153,7 @@ func (m *dirMove) recOf() *record {
 	if m.e == nil {
 		return nil
 	}
-	return &m.e.rec
+	return &m.e.Rec
 }
 
 // RenameDir renames every object under prefix from to the same name under
@@ -208,7 +208,7 @@ func (l dirLedger) Quiesce(ctx context.Context, from, to string) error {
 	for {
 		busy := false
 		for name := range c.queue.RunningNames() {
-			if e := c.entries[name]; e != nil && e.uploading && !e.rec.Deleted && !e.rec.PendingCopy() {
+			if e := c.entries[name]; e != nil && e.Uploading && !e.Rec.Deleted && !e.Rec.PendingCopy() {
 				continue // an upload of content: its entry stays whatever happens
 			}
 			for _, p := range prefixes {
@@ -261,7 +261,7 @@ type dirRename struct {
 	sizes   map[uint64]int64  // cache files of copies not cached, to be sized
 	fresh   []*entry          // entries made here
 	moved   map[*entry]*entry // old entry -> the new name's entry its handles moved to
-	olds    []*entry          // old entries that become deletions, by name; their persistMu is held from Write to Apply or Undo
+	olds    []*entry          // old entries that become deletions, by name; their PersistMu is held from Write to Apply or Undo
 	isOld   map[*entry]bool
 }
 
@@ -290,11 +290,11 @@ func (l dirLedger) Plan(from, to string, remote, remoteTo []transfer.ObjectAttrs
 		if !under && !strings.HasPrefix(name, to) {
 			continue
 		}
-		if !isClosed(e.ready) {
+		if !isClosed(e.Ready) {
 			// Being made: under from, it must be planned as it is;
 			// under to, it may be another rename's, never set aside
 			// on its way (setAsideLocked).
-			waitFor = e.ready
+			waitFor = e.Ready
 			break
 		}
 		if under {
@@ -307,7 +307,7 @@ func (l dirLedger) Plan(from, to string, remote, remoteTo []transfer.ObjectAttrs
 		dm.Linked = renameplan.Links(dm.recOf())
 		dm.needsNew = renameplan.NeedsNew(from, &dm.Move, dm.recOf())
 		if dm.e != nil {
-			dm.deleted, dm.id = dm.e.rec.Deleted, dm.e.rec.ID
+			dm.deleted, dm.id = dm.e.Rec.Deleted, dm.e.Rec.ID
 		}
 		moves[name] = dm
 	}
@@ -380,12 +380,12 @@ func (r *dirRename) Build() bool {
 	return true
 }
 
-// Write writes the journal entry, the old entries' persistMu held (for
+// Write writes the journal entry, the old entries' PersistMu held (for
 // Apply or Undo).
 func (r *dirRename) Write() error {
 	c := r.c
 	for _, e := range r.olds {
-		e.persistMu.Lock()
+		e.PersistMu.Lock()
 	}
 	// The new entries are not ready: nothing uses their files yet.
 	var err error
@@ -411,18 +411,18 @@ func (r *dirRename) staleLocked() bool {
 		if strings.HasPrefix(name, r.from) && (r.moves[name] == nil || r.moves[name].e != e) {
 			stale = true // made, replaced or dropped since the plan
 		}
-		if strings.HasPrefix(name, r.to) && !isClosed(e.ready) {
+		if strings.HasPrefix(name, r.to) && !isClosed(e.Ready) {
 			stale = true // being made: its maker decides its fate first
 		}
 	}
 	for _, m := range r.moves {
-		if m.e != nil && (m.e.dropped || m.e.rec.Deleted != m.deleted || m.e.rec.ID != m.id) {
+		if m.e != nil && (m.e.Dropped || m.e.Rec.Deleted != m.deleted || m.e.Rec.ID != m.id) {
 			// Dropped, or renamed away or deleted (a file renamed out
 			// of from now would come back under to), or given another
 			// data file since the plan.
 			stale = true
 		}
-		if m.e != nil && !m.Linked && (m.e.writers > 0 || !m.e.rec.Deleted && m.e.rec.LocalContent()) {
+		if m.e != nil && !m.Linked && (m.e.Writers > 0 || !m.e.Rec.Deleted && m.e.Rec.LocalContent()) {
 			// Opened for writing (its copy completed) or written since
 			// the plan made it a copy of the bucket's version: its bytes,
 			// and the handles writing them, must move with it now (a
@@ -469,12 +469,12 @@ func (r *dirRename) buildLocked() {
 	// nothing else writes their records until they are marked.
 	r.isOld = map[*entry]bool{}
 	for _, t := range r.tombs {
-		if e := t.m.e; e != nil && !e.rec.Deleted {
+		if e := t.m.e; e != nil && !e.Rec.Deleted {
 			r.olds = append(r.olds, e)
 			r.isOld[e] = true
 		}
 	}
-	slices.SortFunc(r.olds, func(a, b *entry) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(r.olds, func(a, b *entry) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // addNewLocked publishes the new name's entry of move m, based on
@@ -485,7 +485,7 @@ func (r *dirRename) addNewLocked(m *dirMove, listed int64) {
 	base := listed
 	var target *setAside
 	if old := c.entries[m.New]; old != nil {
-		base = renameplan.Base(listed, &old.rec)
+		base = renameplan.Base(listed, &old.Rec)
 		target = c.setAsideLocked(old, base)
 	}
 	nrec := renameplan.NewRecord(r.from, &m.Move, m.recOf(), base, c.opts.ChunkSize, func() (int64, bool) {
@@ -499,8 +499,8 @@ func (r *dirRename) addNewLocked(m *dirMove, listed int64) {
 		r.sizes[m.NewID] = nrec.Size // the empty file gets the copy's size (Write)
 	}
 	since := r.now
-	if m.e != nil && m.e.rec.Dirty && !m.e.dirtySince.IsZero() {
-		since = m.e.dirtySince // its changes wait as long as they did
+	if m.e != nil && m.e.Rec.Dirty && !m.e.DirtySince.IsZero() {
+		since = m.e.DirtySince // its changes wait as long as they did
 	}
 	ne := c.publishLocked(m.New, nrec, since)
 	if target != nil {
@@ -514,10 +514,10 @@ func (r *dirRename) addNewLocked(m *dirMove, listed int64) {
 	}
 }
 
-// unlockOlds releases the old entries' persistMu, taken by Write.
+// unlockOlds releases the old entries' PersistMu, taken by Write.
 func (r *dirRename) unlockOlds() {
 	for _, e := range r.olds {
-		e.persistMu.Unlock()
+		e.PersistMu.Unlock()
 	}
 }
 
@@ -560,9 +560,9 @@ func (r *dirRename) Apply() {
 		c.replaceLocked(t.old, t.ne)
 	}
 	for _, ne := range r.fresh {
-		close(ne.ready)
-		if ne.rec.Dirty {
-			c.scheduleLocked(ne.name, c.opts.WriteBackDelay)
+		close(ne.Ready)
+		if ne.Rec.Dirty {
+			c.scheduleLocked(ne.Name, c.opts.WriteBackDelay)
 		}
 	}
 	type detachJob struct {
@@ -577,11 +577,11 @@ func (r *dirRename) Apply() {
 		if !r.isOld[e] {
 			continue // a deletion already (or one made above)
 		}
-		if t.m.Linked || e.rec.LocalContent() {
-			detach = append(detach, detachJob{e.rec.ID, e.name, t.rec})
+		if t.m.Linked || e.Rec.LocalContent() {
+			detach = append(detach, detachJob{e.Rec.ID, e.Name, t.rec})
 			c.moveChargeLocked(e, r.moved[e])
 		}
-		e.rec = renameplan.Deletion(t.rec, e.rec)
+		e.Rec = renameplan.Deletion(t.rec, e.Rec)
 		c.orphanLocked(e) // any handle left (none moved: none was open)
 		c.deletedLocked(e, r.now)
 		written[e] = t.rec
@@ -600,23 +600,23 @@ func (r *dirRename) Apply() {
 }
 
 // settleDeletion finishes turning e into a deletion whose record rec a
-// journal entry wrote, with e.persistMu held since before that entry:
+// journal entry wrote, with e.PersistMu held since before that entry:
 // what changed in e meanwhile (an upload that ended or was sent moved
 // its generation or added an upload ID) is written too, and no snapshot
 // taken before is written after.
 func (c *Cache) settleDeletion(e *entry, rec record) {
 	c.mu.Lock()
-	cur := e.rec
+	cur := e.Rec
 	same := cur.Generation == rec.Generation && slices.Equal(cur.Attempts, rec.Attempts)
-	seq := e.recSeq
+	seq := e.RecSeq
 	if !same {
 		cur, seq = c.snapshotLocked(e)
 	}
 	c.mu.Unlock()
 	if !same {
-		if err := c.j.Append(durable.PutOp(e.name, cur, cur.ID)); err != nil {
-			c.log.Warn("recording the deletion of a renamed file's old name failed; the next start may leave it in the bucket", "object", e.name, "err", err)
+		if err := c.j.Append(durable.PutOp(e.Name, cur, cur.ID)); err != nil {
+			c.log.Warn("recording the deletion of a renamed file's old name failed; the next start may leave it in the bucket", "object", e.Name, "err", err)
 		}
 	}
-	e.persistedSeq = max(e.persistedSeq, seq)
+	e.PersistedSeq = max(e.PersistedSeq, seq)
 }

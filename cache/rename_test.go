@@ -698,7 +698,7 @@ func TestRenameDirAfterAWriteMeanwhile(t *testing.T) {
 	testAfterPlan = func(string) {
 		testAfterPlan = nil
 		c.mu.Lock()
-		partial := c.entries["d/x"] != nil && !c.entries["d/x"].rec.Complete
+		partial := c.entries["d/x"] != nil && !c.entries["d/x"].Rec.Complete
 		c.mu.Unlock()
 		if !partial {
 			t.Error("d/x is not a partial copy when the rename has planned")
@@ -809,14 +809,14 @@ func TestRenamesOntoOneNameTakeTurns(t *testing.T) {
 		return c.entries[name]
 	}
 	// Rename A (a over b) stops before its journal entry.
-	ea.persistMu.Lock()
+	ea.PersistMu.Lock()
 	errA := make(chan error, 1)
 	go func() { _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "a"}, "b", 0); errA <- err }()
 	waitFor(t, e.ctx, func() bool { return entryAt("b") != eb }, "rename A to publish its entry")
 	neA := entryAt("b")
 	// Rename B (y over b) waits for A's entry, then stops before its own
 	// journal entry.
-	ey.persistMu.Lock()
+	ey.PersistMu.Lock()
 	errB := make(chan error, 1)
 	go func() { _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "y"}, "b", 0); errB <- err }()
 	// B does not take A's entry on its way (before, it set it aside
@@ -827,13 +827,13 @@ func TestRenamesOntoOneNameTakeTurns(t *testing.T) {
 	}
 	// A fails.
 	mend := breakJournal(c)
-	ea.persistMu.Unlock()
+	ea.PersistMu.Unlock()
 	if err := <-errA; err == nil {
 		t.Fatal("rename A with a broken journal succeeded")
 	}
 	mend()
 	waitFor(t, e.ctx, func() bool { cur := entryAt("b"); return cur != eb && cur != neA }, "rename B to publish its entry")
-	ey.persistMu.Unlock()
+	ey.PersistMu.Unlock()
 	if err := <-errB; err != nil {
 		t.Fatalf("rename B: %v", err)
 	}
@@ -868,13 +868,13 @@ func TestRenameDirWaitsForATargetOnItsWay(t *testing.T) {
 	}
 	ea, ex, ed := entryAt("a"), entryAt("e/x"), entryAt("d/x")
 	// X, a over e/x, stops before its journal entry.
-	ea.persistMu.Lock()
+	ea.PersistMu.Lock()
 	errX := make(chan error, 1)
 	go func() { _, err := c.Rename(e.ctx, transfer.ObjectAttrs{Name: "a"}, "e/x", 0); errX <- err }()
 	waitFor(t, e.ctx, func() bool { return entryAt("e/x") != ex }, "X to publish its entry")
 	neX := entryAt("e/x")
 	// D, d/ to e/, will stop before its own journal entry.
-	ed.persistMu.Lock()
+	ed.PersistMu.Lock()
 	errD := make(chan error, 1)
 	go func() { _, err := c.RenameDir(e.ctx, "d/", "e/"); errD <- err }()
 	stillWaiting(t, errD, "D") // before, D set X's entry aside within microseconds
@@ -882,12 +882,12 @@ func TestRenameDirWaitsForATargetOnItsWay(t *testing.T) {
 		t.Fatal("D replaced X's entry while it was on its way")
 	}
 	mend := breakJournal(c)
-	ea.persistMu.Unlock()
+	ea.PersistMu.Unlock()
 	if err := <-errX; err == nil {
 		t.Fatal("X succeeded with a broken journal")
 	}
 	waitFor(t, e.ctx, func() bool { cur := entryAt("e/x"); return cur != ex && cur != neX }, "D to publish its entries")
-	ed.persistMu.Unlock()
+	ed.PersistMu.Unlock()
 	if err := <-errD; err == nil {
 		t.Fatal("D succeeded with a broken journal")
 	}

@@ -30,15 +30,15 @@ func (c *Cache) takeTargetLocked(to string, toBase int64) (base int64, attempts 
 		now := time.Now()
 		return max(toBase, c.madeCopies.Get(to, now), c.ownGone.Get(to, now)), nil, nil
 	}
-	base = renameplan.Base(toBase, &e.rec)
-	return base, e.rec.Attempts, c.setAsideLocked(e, base)
+	base = renameplan.Base(toBase, &e.Rec)
+	return base, e.Rec.Attempts, c.setAsideLocked(e, base)
 }
 
 // readyLocked reports whether name's entry, if any, is ready: not being
 // made by a create or a rename whose journal entry is on its way.
 func (c *Cache) readyLocked(name string) bool {
 	e := c.entries[name]
-	return e == nil || isClosed(e.ready)
+	return e == nil || isClosed(e.Ready)
 }
 
 // waitTargetLocked waits, with c.mu held (released while waiting), until
@@ -51,10 +51,10 @@ func (c *Cache) waitTargetLocked(ctx context.Context, name string) error {
 			return err
 		}
 		e := c.entries[name]
-		if e == nil || isClosed(e.ready) {
+		if e == nil || isClosed(e.Ready) {
 			return nil
 		}
-		ready := e.ready
+		ready := e.Ready
 		c.mu.Unlock()
 		select {
 		case <-ready:
@@ -122,7 +122,7 @@ type fileRename struct {
 // beginLocked returns r as begun, nrec the new name's record.
 func (r *fileRename) beginLocked(nrec record) filerename.Begun {
 	return filerename.Begun{Links: []filerename.Link{{From: r.tomb.ID, To: nrec.ID}},
-		Ops:  []durable.Op{durable.PutOp(r.ne.name, nrec, 0), durable.PutOp(r.e.name, r.tomb, 0)},
+		Ops:  []durable.Op{durable.PutOp(r.ne.Name, nrec, 0), durable.PutOp(r.e.Name, r.tomb, 0)},
 		Tomb: &r.tomb, Ending: r}
 }
 
@@ -136,26 +136,26 @@ func (l fileLedger) Rename(ctx context.Context, w *writeLedger, from, to string,
 		return filerename.Begun{}, err
 	}
 	e := w.e
-	if c.entries[from] != e || e.rec.Deleted {
+	if c.entries[from] != e || e.Rec.Deleted {
 		c.mu.Unlock()
 		return filerename.Begun{}, fmt.Errorf("renaming %s to %s: %w", from, to, ErrBusy)
 	}
 	toBase, attempts, target := c.takeTargetLocked(to, toBase)
-	meta := e.rec.Meta    // set by OpenWrite above from the object's, if it had none
-	since := e.dirtySince // the content's changes wait as long as they did
-	if !e.rec.Dirty {
+	meta := e.Rec.Meta    // set by OpenWrite above from the object's, if it had none
+	since := e.DirtySince // the content's changes wait as long as they did
+	if !e.Rec.Dirty {
 		since = time.Now()
 	}
 	ne := c.publishLocked(to, record{ID: id, Generation: toBase, Size: size, ChunkSize: c.opts.ChunkSize,
 		Complete: true, Dirty: true, Attempts: attempts, Meta: meta}, since)
-	r := &fileRename{c: c, e: e, ne: ne, target: target, tomb: renameplan.Tomb(e.rec), src: w}
-	b := r.beginLocked(ne.rec)
+	r := &fileRename{c: c, e: e, ne: ne, target: target, tomb: renameplan.Tomb(e.Rec), src: w}
+	b := r.beginLocked(ne.Rec)
 	c.mu.Unlock()
 	// No earlier state of the old name's record may reach the journal
 	// after the rename's entry (an upload ending now would put one back,
 	// and a crash would then undo the deletion): nothing else writes it
 	// until it is marked.
-	e.persistMu.Lock()
+	e.PersistMu.Lock()
 	return b, nil
 }
 
@@ -165,28 +165,28 @@ func (l fileLedger) PendingCopy(from, to string, toBase int64, id uint64) (filer
 	c := l.c
 	c.mu.Lock()
 	e := c.entries[from]
-	if e == nil || !isClosed(e.ready) || e.err != nil || e.dropped || !e.rec.PendingCopy() || e.rec.Deleted ||
-		e.rec.CopyFrom == to || e.refs > 0 || e.writers > 0 || e.fill.Download() != nil || e.uploading || c.queue.InFlight(from) ||
+	if e == nil || !isClosed(e.Ready) || e.Err != nil || e.Dropped || !e.Rec.PendingCopy() || e.Rec.Deleted ||
+		e.Rec.CopyFrom == to || e.Refs > 0 || e.Writers > 0 || e.Fill.Download() != nil || e.Uploading || c.queue.InFlight(from) ||
 		c.frozen.Covers(from) || c.frozen.Covers(to) || !c.readyLocked(to) {
 		c.mu.Unlock()
 		return filerename.Begun{}, false
 	}
 	// Until the journal has the rename, no transfer of the old name
 	// starts (its copy would be made under the old name).
-	e.uploading = true
+	e.Uploading = true
 	toBase, attempts, target := c.takeTargetLocked(to, toBase)
-	nrec := e.rec
+	nrec := e.Rec
 	nrec.ID, nrec.Generation, nrec.Attempts = id, toBase, attempts
-	nrec.Present = slices.Clone(e.rec.Present)
-	since := e.dirtySince
+	nrec.Present = slices.Clone(e.Rec.Present)
+	since := e.DirtySince
 	if since.IsZero() {
 		since = time.Now()
 	}
 	ne := c.publishLocked(to, nrec, since) // holds the source before e lets go of it
-	r := &fileRename{c: c, e: e, ne: ne, target: target, tomb: renameplan.Tomb(e.rec), pending: true}
+	r := &fileRename{c: c, e: e, ne: ne, target: target, tomb: renameplan.Tomb(e.Rec), pending: true}
 	b := r.beginLocked(nrec)
 	c.mu.Unlock()
-	e.persistMu.Lock() // as in Rename
+	e.PersistMu.Lock() // as in Rename
 	return b, true
 }
 
@@ -195,7 +195,7 @@ func (r *fileRename) Undo(err error) {
 	c, e := r.c, r.e
 	c.mu.Lock()
 	if r.pending {
-		e.uploading = false
+		e.Uploading = false
 	}
 	victims := c.unpublishLocked(r.ne, err)
 	c.restoreLocked(r.target)
@@ -203,7 +203,7 @@ func (r *fileRename) Undo(err error) {
 		c.notifyLocked()
 	}
 	c.mu.Unlock()
-	e.persistMu.Unlock()
+	e.PersistMu.Unlock()
 	c.releaseAside(r.target)
 	c.removeAll(victims)
 }
@@ -214,35 +214,35 @@ func (r *fileRename) Apply() []int64 {
 	c, e, ne := r.c, r.e, r.ne
 	c.mu.Lock()
 	if r.pending {
-		e.uploading = false
+		e.Uploading = false
 	}
-	close(ne.ready)
+	close(ne.Ready)
 	c.replaceLocked(r.target, ne)
 	if r.pending {
-		e.rec = r.tomb
+		e.Rec = r.tomb
 		c.chargeLocked(e, 0)
 	} else {
-		e.rec.Deleted, e.rec.Dirty, e.rec.MetaOnly = true, true, false
-		e.rec.Meta = nil // a file made again under the old name starts without it
-		e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
+		e.Rec.Deleted, e.Rec.Dirty, e.Rec.MetaOnly = true, true, false
+		e.Rec.Meta = nil // a file made again under the old name starts without it
+		e.Rec.CopyFrom, e.Rec.CopyGen, e.Rec.CopyType = "", 0, ""
 		// The handles open on the file follow it to its new name (src, the
 		// rename's own, closes with the old one).
 		c.moveHandlesLocked(e, ne, r.src)
 		c.moveChargeLocked(e, ne)
 	}
-	ne.recSeq++ // the journal entry wrote both records
+	ne.RecSeq++ // the journal entry wrote both records
 	// The new name is queued first: it is sent before the old one goes.
 	// A copy of the old one, if pending, was completed by its open
 	// (fileLedger.Open), or the new one took it over (PendingCopy).
-	c.scheduleLocked(ne.name, c.opts.WriteBackDelay)
+	c.scheduleLocked(ne.Name, c.opts.WriteBackDelay)
 	c.deletedLocked(e, time.Now()) // for a pending copy: the journal no longer says it is a copy
 	if r.pending {
 		c.notifyLocked()
 	}
-	base := ne.rec.Generation // rebased if the target's own upload ended meanwhile (replaceLocked)
+	base := ne.Rec.Generation // rebased if the target's own upload ended meanwhile (replaceLocked)
 	c.mu.Unlock()
 	c.settleDeletion(e, r.tomb)
-	e.persistMu.Unlock()
+	e.PersistMu.Unlock()
 	c.releaseAside(r.target)
 	return []int64{base}
 }

@@ -50,8 +50,8 @@ func (w *writeLedger) tryRoom(size int64, t *space.Wait) (bool, error) {
 	c := w.c
 	c.mu.Lock()
 	e := w.e
-	grow := size - max(e.rec.Size, e.charged)
-	if w.orphan || grow <= 0 || e.dropped {
+	grow := size - max(e.Rec.Size, e.Charged)
+	if w.orphan || grow <= 0 || e.Dropped {
 		c.mu.Unlock()
 		return true, nil
 	}
@@ -66,10 +66,10 @@ func (w *writeLedger) tryRoom(size int64, t *space.Wait) (bool, error) {
 	var err error
 	switch {
 	case t.Last():
-		err = fmt.Errorf("%s: %w: %s", e.name, ErrNoSpace, c.whyFullLocked(grow))
+		err = fmt.Errorf("%s: %w: %s", e.Name, ErrNoSpace, c.whyFullLocked(grow))
 	case t.Waits(grow):
 		c.sendNowLocked()
-		t.Watch(grow, e.name)
+		t.Watch(grow, e.Name)
 	}
 	c.mu.Unlock()
 	return false, err
@@ -81,8 +81,8 @@ func (w *writeLedger) tryRoom(size int64, t *space.Wait) (bool, error) {
 func (c *Cache) whyFullLocked(grow int64) string {
 	var held []space.Holder
 	for _, e := range c.entries {
-		if why := c.unevictableLocked(e); e.charged > 0 && why != "" {
-			held = append(held, space.Holder{Name: e.name, Bytes: e.charged, Why: why})
+		if why := c.unevictableLocked(e); e.Charged > 0 && why != "" {
+			held = append(held, space.Holder{Name: e.Name, Bytes: e.Charged, Why: why})
 		}
 	}
 	return c.budget.WhyFull(grow, held)
@@ -92,15 +92,15 @@ func (c *Cache) whyFullLocked(grow int64) string {
 // the conditions makeRoomLocked skips it for.
 func (c *Cache) unevictableLocked(e *entry) string {
 	switch {
-	case e.uploading:
+	case e.Uploading:
 		return "uploading"
-	case e.rec.Dirty:
+	case e.Rec.Dirty:
 		return "changed, not uploaded yet"
-	case e.refs > 0:
+	case e.Refs > 0:
 		return "open"
-	case !isClosed(e.ready):
+	case !isClosed(e.Ready):
 		return "being made"
-	case e.rec.Pinned:
+	case e.Rec.Pinned:
 		return "pinned"
 	}
 	return ""

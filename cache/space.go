@@ -73,7 +73,7 @@ func (c *Cache) MaxFileSize() int64 { return c.budget.MaxFileSize() }
 // evictable.
 func (c *Cache) sendNowLocked() {
 	for name, o := range c.entries {
-		if o.rec.Dirty && o.writers == 0 {
+		if o.Rec.Dirty && o.Writers == 0 {
 			c.queue.SendNow(name)
 		}
 	}
@@ -89,8 +89,8 @@ func (c *Cache) pressureLocked(now time.Time) bool {
 	on, counted := c.budget.Pressure(now, func() int64 {
 		var dirty int64
 		for _, e := range c.entries {
-			if e.rec.Dirty {
-				dirty += e.charged
+			if e.Rec.Dirty {
+				dirty += e.Charged
 			}
 		}
 		return dirty
@@ -118,8 +118,8 @@ func (c *Cache) writeBackDelayLocked() time.Duration {
 // write's end settles there (settleChargeLocked); e, a deletion now,
 // counts nothing.
 func (c *Cache) moveChargeLocked(e, ne *entry) {
-	if e.charged > ne.charged {
-		c.chargeLocked(ne, e.charged)
+	if e.Charged > ne.Charged {
+		c.chargeLocked(ne, e.Charged)
 	}
 	c.chargeLocked(e, 0)
 }
@@ -129,12 +129,12 @@ func (c *Cache) moveChargeLocked(e, ne *entry) {
 // end): a shrinking truncation or an upload ending must not hand a
 // writer's reservation to another.
 func (c *Cache) chargeSizeLocked(e *entry) {
-	n := e.rec.Size
-	if e.inflight > 0 || e.writers > 0 {
+	n := e.Rec.Size
+	if e.Inflight > 0 || e.Writers > 0 {
 		// A writer may be between makeRoomToGrow's reservation and its
 		// begin (not yet in flight): an upload ending then must not take
 		// its room away (end or settleCharge gives it back).
-		n = max(n, e.charged)
+		n = max(n, e.Charged)
 	}
 	c.chargeLocked(e, n)
 }
@@ -142,8 +142,8 @@ func (c *Cache) chargeSizeLocked(e *entry) {
 // settleChargeLocked gives back what e reserved beyond its size once no
 // change of it is in flight.
 func (c *Cache) settleChargeLocked(e *entry) {
-	if e.inflight == 0 && !e.dropped && e.charged > costOf(e.rec) {
-		c.chargeLocked(e, costOf(e.rec))
+	if e.Inflight == 0 && !e.Dropped && e.Charged > costOf(e.Rec) {
+		c.chargeLocked(e, costOf(e.Rec))
 	}
 }
 
@@ -161,7 +161,7 @@ func (w *writeLedger) Unreserve() {
 func (w *writeLedger) Name() string {
 	w.c.mu.Lock()
 	defer w.c.mu.Unlock()
-	return w.e.name
+	return w.e.Name
 }
 
 // RoomForHidden reports whether a writer the kernel serves itself
@@ -231,7 +231,7 @@ func (c *Cache) countHidden() {
 	c.budget.Refresh()
 	c.mu.Lock()
 	for i, h := range hs {
-		if sizes[i] > h.e.rec.Size && !h.e.dropped {
+		if sizes[i] > h.e.Rec.Size && !h.e.Dropped {
 			c.resizeLocked(h.e, sizes[i])
 		}
 	}
@@ -258,6 +258,6 @@ func costOf(r record) int64 {
 // that leaves the budget's Used goes through here (the budget wakes the
 // writers waiting for room when a charge is lowered).
 func (c *Cache) chargeLocked(e *entry, n int64) {
-	c.budget.Charge(e.charged, n)
-	e.charged = n
+	c.budget.Charge(e.Charged, n)
+	e.Charged = n
 }

@@ -95,7 +95,7 @@ type invariantState struct {
 //
 // Index:
 //   - every entry in c.entries is under its own name, not dropped, and
-//     in c.lru (e.elem holds e). c.lru holds no dropped entry; one that
+//     in c.lru (e.Elem holds e). c.lru holds no dropped entry; one that
 //     a new entry replaced in c.entries (Exchange, between its journal
 //     entry and dropping it; a rename's target set aside until the
 //     journal has the rename, setAsideLocked) is held (refs > 0), so
@@ -104,26 +104,26 @@ type invariantState struct {
 //     (removeAll refuses to remove a dirty copy).
 //
 // Space:
-//   - the budget's Used is the sum of e.charged over the entries indexed
+//   - the budget's Used is the sum of e.Charged over the entries indexed
 //     and the dropped ones not yet removed; no charge is negative. (The
 //     budget's own lock is taken under Cache.mu: every Charge is made
 //     under Cache.mu, so the sum holds whenever Cache.mu is released.)
 //
 // Write-back:
-//   - e.writers == len(e.handles); every handle in e.handles points back
+//   - e.Writers == len(e.handles); every handle in e.handles points back
 //     at e, is not orphaned, and is among c.writeHandles; a handle not
-//     orphaned is in its entry's handles; e.refs >= e.writers.
-//   - e.inflight >= 0, and counts at least its handles' changes.
+//     orphaned is in its entry's handles; e.Refs >= e.Writers.
+//   - e.Inflight >= 0, and counts at least its handles' changes.
 //   - every indexed dirty entry's name is in c.overlay (sorted, no
 //     name twice, its directories counted right: pending.Names.Check):
 //     the local overlay never misses a change; but while
 //     the change that made it dirty is being journaled (SetMeta, with
-//     e.persistMu held: the check tries it, never waits for it).
-//   - a clean indexed entry has no dirtySince. (A dirty one may have no
+//     e.PersistMu held: the check tries it, never waits for it).
+//   - a clean indexed entry has no DirtySince. (A dirty one may have no
 //     dirtying channel: one loaded at start.)
 //
 // Renames:
 //   - c.holds[n] counts the entries (indexed or dropped, not removed)
-//     whose pending copy (holding) or download (dlHold) reads n; no
+//     whose pending copy (holding) or download (DlHold) reads n; no
 //     count is 0 or less. So do c.quiet and c.frozen count prefixes.
 //   - c.waiters >= 0.

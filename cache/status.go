@@ -38,12 +38,12 @@ func (c *Cache) Status(maxDirty int) Status {
 	s.ReadBytes = c.readBytes.Load()
 	s.Fetched = c.fetcher.Fetched()
 	for name, e := range c.entries {
-		since := e.dirtySince
+		since := e.DirtySince
 		if since.IsZero() {
 			since = c.opened // dirty since before the start, or clean
 		}
-		s.Add(report.File{Name: name, Rec: &e.rec, Charged: e.charged, Walking: e.fill.Walking(), Uploading: e.uploading,
-			Since: since, RefusedAt: e.refusedAt, RefusedWhy: e.refusedWhy}, maxDirty)
+		s.Add(report.File{Name: name, Rec: &e.Rec, Charged: e.Charged, Walking: e.Fill.Walking(), Uploading: e.Uploading,
+			Since: since, RefusedAt: e.RefusedAt, RefusedWhy: e.RefusedWhy}, maxDirty)
 	}
 	s.Queued = c.queue.Len()
 	s.Uploading = c.queue.Running()
@@ -62,7 +62,7 @@ func (c *Cache) noteErrorLocked(op, name string, err error) {
 
 // dirtiedLocked notes when e went from clean to changed.
 func (e *entry) dirtiedLocked(now time.Time) {
-	if e.dirtySince.IsZero() {
-		e.dirtySince = now
+	if e.DirtySince.IsZero() {
+		e.DirtySince = now
 	}
 }

@@ -35,8 +35,8 @@ type untouched struct {
 	write.Mark
 	e       *entry
 	prev    record // e's record before the open
-	changes uint64 // e.changes when the open joined e, then once the handle's change began (Watch)
-	uploads uint64 // e.uploadSeq then: an upload during the open (fsync with --fsync remote) made a new generation
+	changes uint64 // e.Changes when the open joined e, then once the handle's change began (Watch)
+	uploads uint64 // e.UploadSeq then: an upload during the open (fsync with --fsync remote) made a new generation
 	timed   bool   // a time was set (SetMeta) while the mark held: it is in the record's metadata
 }
 
@@ -45,15 +45,15 @@ type untouched struct {
 // no other handle writes, or nil. The handle's BeginHidden marks the
 // file.
 func untouchedLocked(e *entry) *untouched {
-	r := e.rec
-	if r.Dirty || e.dirtying != nil || r.Deleted || r.MetaOnly || r.CopyFrom != "" || r.Generation <= 0 || e.writers != 1 {
+	r := e.Rec
+	if r.Dirty || e.Dirtying != nil || r.Deleted || r.MetaOnly || r.CopyFrom != "" || r.Generation <= 0 || e.Writers != 1 {
 		return nil
 	}
 	prev := r
 	prev.Meta = maps.Clone(r.Meta)
 	prev.Sums, prev.Written = slices.Clone(r.Sums), slices.Clone(r.Written)
 	prev.Present, prev.Attempts = slices.Clone(r.Present), slices.Clone(r.Attempts)
-	return &untouched{e: e, prev: prev, changes: e.changes, uploads: e.uploadSeq}
+	return &untouched{e: e, prev: prev, changes: e.Changes, uploads: e.UploadSeq}
 }
 
 // Watch takes up w's watch once its change has begun (write.Cache):
@@ -66,11 +66,11 @@ func (w *writeLedger) Watch() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := u.e
-	if w.e != e || w.orphan || e.changes != u.changes+1 || e.uploadSeq != u.uploads {
+	if w.e != e || w.orphan || e.Changes != u.changes+1 || e.UploadSeq != u.uploads {
 		w.untouched = nil
 		return false
 	}
-	u.changes = e.changes
+	u.changes = e.Changes
 	e.watch = u
 	return true
 }
@@ -123,24 +123,24 @@ func (w *writeLedger) Untouched(f *os.File, holds bool) bool {
 		u.e.watch = nil
 	}
 	e := w.e
-	if !holds || w.orphan || e != u.e || e.dropped || w.busy != 1 || e.inflight != 1 ||
-		e.changes != u.changes || e.uploadSeq != u.uploads || e.writers != 1 || !e.rec.Dirty || e.rec.MetaOnly || e.rec.Size != u.prev.Size {
+	if !holds || w.orphan || e != u.e || e.Dropped || w.busy != 1 || e.Inflight != 1 ||
+		e.Changes != u.changes || e.UploadSeq != u.uploads || e.Writers != 1 || !e.Rec.Dirty || e.Rec.MetaOnly || e.Rec.Size != u.prev.Size {
 		c.mu.Unlock()
 		return false
 	}
 	w.busy--
-	e.inflight--
-	e.version++
-	meta := e.rec.Meta
-	e.rec = u.prev
+	e.Inflight--
+	e.Version++
+	meta := e.Rec.Meta
+	e.Rec = u.prev
 	fileTime := u.Time()
 	if maps.Equal(meta, u.prev.Meta) {
-		e.dirtying, e.dirtySince = nil, time.Time{}
+		e.Dirtying, e.DirtySince = nil, time.Time{}
 	} else {
 		// Attributes were set meanwhile (touch): they alone are sent.
-		e.rec.Meta, e.rec.Dirty, e.rec.MetaOnly = meta, true, true
-		e.dirtying = make(chan struct{})
-		close(e.dirtying)
+		e.Rec.Meta, e.Rec.Dirty, e.Rec.MetaOnly = meta, true, true
+		e.Dirtying = make(chan struct{})
+		close(e.Dirtying)
 		fileTime = u.shownTimeLocked(meta)
 	}
 	c.settleChargeLocked(e)
@@ -150,14 +150,14 @@ func (w *writeLedger) Untouched(f *os.File, holds bool) bool {
 		// The index still says the content changed: it is sent, the same
 		// bytes.
 		c.mu.Lock()
-		e.rec.Dirty, e.rec.MetaOnly = true, false
-		e.rec.Sums, e.rec.Written = nil, nil
+		e.Rec.Dirty, e.Rec.MetaOnly = true, false
+		e.Rec.Sums, e.Rec.Written = nil, nil
 		e.dirtiedLocked(time.Now())
 		c.mu.Unlock()
-		c.log.Warn("recording that a file opened for writing was not changed failed; it is uploaded again", "object", e.name, "err", err)
+		c.log.Warn("recording that a file opened for writing was not changed failed; it is uploaded again", "object", e.Name, "err", err)
 	}
 	if err := os.Chtimes(f.Name(), time.Time{}, fileTime); err != nil {
-		c.log.Debug("setting a cache file's modification time back failed", "object", e.name, "err", err)
+		c.log.Debug("setting a cache file's modification time back failed", "object", e.Name, "err", err)
 	}
 	return true
 }

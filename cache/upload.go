@@ -23,7 +23,7 @@ import (
 )
 
 // upload sends the local copy of name to the bucket once and settles the
-// outcome. e.uploading is set by TakeDue (uploader.go) and cleared by the
+// outcome. e.Uploading is set by TakeDue (uploader.go) and cleared by the
 // settling.
 func (c *Cache) upload(ctx context.Context, name string) {
 	u, ok := c.takeUpload(name)
@@ -63,10 +63,10 @@ func (c *Cache) takeUpload(name string) (uploadJob, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[name]
-	if e == nil || !e.rec.Dirty || e.dropped || !isClosed(e.ready) || e.rec.ID == 0 {
+	if e == nil || !e.Rec.Dirty || e.Dropped || !isClosed(e.Ready) || e.Rec.ID == 0 {
 		if e != nil {
-			e.uploading = false
-			if e.rec.Dirty && !e.dropped {
+			e.Uploading = false
+			if e.Rec.Dirty && !e.Dropped {
 				c.scheduleLocked(name, 10*time.Millisecond) // still being made (a rename): soon
 			}
 		}
@@ -78,19 +78,19 @@ func (c *Cache) takeUpload(name string) (uploadJob, bool) {
 		// entry changed meanwhile: a directory rename made it a
 		// deletion whose version a pending copy reads, say. Sent now,
 		// it would destroy that copy's source. Back to the queue.
-		e.uploading = false
+		e.Uploading = false
 		c.scheduleLocked(name, 0) // wakes the waiters too
 		return uploadJob{}, false
 	}
-	u := uploadJob{Entry: e, Name: name, Version: e.version, Inflight: e.inflight}
-	u.Base, u.Size, u.ID = e.rec.Generation, e.rec.Size, e.rec.ID
-	u.Deleted, u.MetaOnly, u.Meta = e.rec.Deleted, e.rec.MetaOnly, e.rec.Meta
-	u.Src = send.Source{From: e.rec.CopyFrom, Gen: e.rec.CopyGen}
-	u.ContentType, u.Encoding = e.rec.CopyType, e.rec.Encoding
-	u.Ref = sumsRef{Chunk: e.rec.ChunkSize, Sums: slices.Clone(e.rec.Sums), Written: slices.Clone(e.rec.Written)}
-	e.forced, e.remoteMoved = false, false
-	e.uploadSeq++
-	u.Seq = e.uploadSeq
+	u := uploadJob{Entry: e, Name: name, Version: e.Version, Inflight: e.Inflight}
+	u.Base, u.Size, u.ID = e.Rec.Generation, e.Rec.Size, e.Rec.ID
+	u.Deleted, u.MetaOnly, u.Meta = e.Rec.Deleted, e.Rec.MetaOnly, e.Rec.Meta
+	u.Src = send.Source{From: e.Rec.CopyFrom, Gen: e.Rec.CopyGen}
+	u.ContentType, u.Encoding = e.Rec.CopyType, e.Rec.Encoding
+	u.Ref = sumsRef{Chunk: e.Rec.ChunkSize, Sums: slices.Clone(e.Rec.Sums), Written: slices.Clone(e.Rec.Written)}
+	e.Forced, e.RemoteMoved = false, false
+	e.UploadSeq++
+	u.Seq = e.UploadSeq
 	return u, true
 }
 
@@ -115,7 +115,7 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 		}
 		return
 	}
-	e.uploading = false
+	e.Uploading = false
 	if err != nil {
 		// A file changed while it was sent is sent again (not a failure);
 		// a refusal the bucket keeps giving holds the file (refusal.go).
@@ -134,34 +134,34 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 		c.holdRefused(e, rec, seq)
 		return
 	}
-	e.retries = 0
-	e.uploadedHere = true
-	e.rec.Generation = attrs.Generation
-	e.rec.Attempts = nil // confirmed: the bucket's version is known
-	e.uploadedSeq = u.Seq
+	e.Retries = 0
+	e.UploadedHere = true
+	e.Rec.Generation = attrs.Generation
+	e.Rec.Attempts = nil // confirmed: the bucket's version is known
+	e.UploadedSeq = u.Seq
 	c.stats.Uploads++
 	// Still the copy this upload made (a change since would have made
 	// the content local): the bucket has the content now.
-	wasCopy := src.From != "" && e.rec.CopyFrom == src.From
-	e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
+	wasCopy := src.From != "" && e.Rec.CopyFrom == src.From
+	e.Rec.CopyFrom, e.Rec.CopyGen, e.Rec.CopyType = "", 0, ""
 	var victims []*entry
 	if c.settleLocked(e, name, u.Version, u.Inflight, true) {
-		e.rec.Meta = objmeta.Own(attrs.Metadata) // what the bucket has now (its time among it)
+		e.Rec.Meta = objmeta.Own(attrs.Metadata) // what the bucket has now (its time among it)
 		if src.From == "" {
 			c.adoptSumsLocked(e, body, attrs)
 		}
-		if e.rec.Size != size && src.From == "" {
+		if e.Rec.Size != size && src.From == "" {
 			// Nothing changed since the upload read the file: its size is
 			// the truth (a size counted late, as after passthrough writes
 			// through a handle a rename moved, would be stale).
 			c.resizeLocked(e, size)
 		}
-		if wasCopy && !e.rec.Complete && e.refs == 0 {
+		if wasCopy && !e.Rec.Complete && e.Refs == 0 {
 			victims = c.dropLocked(e) // a copy made, none of it cached: nothing to keep
 			c.madeCopies.Remember(name, attrs.Generation, time.Now())
 		}
 	} else if wasCopy {
-		e.rec.MetaOnly = true // only attributes changed since: patch them (sent as queued again)
+		e.Rec.MetaOnly = true // only attributes changed since: patch them (sent as queued again)
 	}
 	if len(victims) > 0 {
 		c.notifyLocked()
@@ -190,16 +190,16 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 // of content, a deletion, a conflict copy, a metadata patch: uploadDone,
 // deleteDone, conflictDone, patchDone) that reached the bucket, or
 // that there is no point in sending again. version and inflight are
-// e.version and e.inflight as the transfer took its snapshot; also is
+// e.Version and e.Inflight as the transfer took its snapshot; also is
 // the caller's own condition for e to be clean. If no change began or
 // ended since and also holds, e is clean now: its dirty flag, dirtying
-// and dirtySince are cleared, and settleLocked returns true (the caller
+// and DirtySince are cleared, and settleLocked returns true (the caller
 // then records what the bucket has). Otherwise name is queued again at
 // once, to send what e is now, and it returns false: a change made
 // during a transfer is sent again, never dropped.
 func (c *Cache) settleLocked(e *entry, name string, version uint64, inflight int, also bool) bool {
-	e.refusedAt, e.refusedWhy, e.invalids = time.Time{}, "", 0 // the bucket took it
-	if e.version != version || inflight != 0 || e.inflight != 0 || !also {
+	e.RefusedAt, e.RefusedWhy, e.Invalids = time.Time{}, "", 0 // the bucket took it
+	if e.Version != version || inflight != 0 || e.Inflight != 0 || !also {
 		c.scheduleLocked(name, 0)
 		return false
 	}
@@ -213,19 +213,19 @@ func (c *Cache) settleLocked(e *entry, name string, version uint64, inflight int
 func (c *Cache) deleteDone(ctx context.Context, u uploadJob, err error, gone bool) {
 	e, name, base, version, inflight := u.Entry, u.Name, u.Base, u.Version, u.Inflight
 	c.mu.Lock()
-	if e.dropped {
+	if e.Dropped {
 		// A file was renamed over the deleted name meanwhile: it replaces
 		// whatever this deletion was about. If that is gone now, the
 		// successor is a new object.
-		e.uploading = false
-		if next := c.entries[name]; err == nil && gone && next != nil && next != e && next.rec.Generation == base {
-			next.rec.Generation = 0
+		e.Uploading = false
+		if next := c.entries[name]; err == nil && gone && next != nil && next != e && next.Rec.Generation == base {
+			next.Rec.Generation = 0
 		}
 		c.notifyLocked()
 		c.mu.Unlock()
 		return
 	}
-	e.uploading = false
+	e.Uploading = false
 	if err != nil {
 		c.failedLocked(ctx, e, err)
 		c.notifyLocked()
@@ -234,16 +234,16 @@ func (c *Cache) deleteDone(ctx context.Context, u uploadJob, err error, gone boo
 	}
 	var victims []*entry
 	if c.settleLocked(e, name, version, inflight, true) {
-		e.rec.Generation = 0 // the object is gone
-		e.rec.Attempts = nil
-		if e.writers == 0 {
+		e.Rec.Generation = 0 // the object is gone
+		e.Rec.Attempts = nil
+		if e.Writers == 0 {
 			victims = c.dropLocked(e)
 		}
-	} else if gone && e.rec.Generation == base {
+	} else if gone && e.Rec.Generation == base {
 		// Written again meanwhile: the new state is sent (queued again),
 		// as a new object since the old one is gone now.
-		e.rec.Generation = 0
-		e.rec.Attempts = nil
+		e.Rec.Generation = 0
+		e.Rec.Attempts = nil
 	}
 	c.notifyLocked()
 	c.mu.Unlock()
@@ -287,12 +287,12 @@ const maxAttempts = 8
 // confirms a after unlocking (uploadLedger.Superseded is it for the
 // flow).
 func (c *Cache) supersededLocked(e *entry, name string, base int64, a transfer.ObjectAttrs, err error) bool {
-	if !e.dropped {
+	if !e.Dropped {
 		return false
 	}
-	e.uploading = false
-	if next := c.entries[name]; err == nil && next != nil && next != e && next.rec.Generation == base {
-		next.rec.Generation, next.rebasedFrom, next.rebasedTo = a.Generation, base, a.Generation
+	e.Uploading = false
+	if next := c.entries[name]; err == nil && next != nil && next != e && next.Rec.Generation == base {
+		next.Rec.Generation, next.RebasedFrom, next.RebasedTo = a.Generation, base, a.Generation
 	}
 	c.notifyLocked()
 	return true
@@ -306,23 +306,23 @@ func (c *Cache) supersededLocked(e *entry, name string, base int64, a transfer.O
 // rename fails).
 func (c *Cache) recordAttempt(e *entry, id, copyAs string) error {
 	c.mu.Lock()
-	if e.dropped || e.aside {
+	if e.Dropped || e.Aside {
 		c.mu.Unlock()
 		return upload.ErrSuperseded
 	}
-	if !slices.Contains(e.rec.Attempts, id) {
-		e.rec.Attempts = append(e.rec.Attempts, id)
+	if !slices.Contains(e.Rec.Attempts, id) {
+		e.Rec.Attempts = append(e.Rec.Attempts, id)
 	}
-	if n := len(e.rec.Attempts); n > maxAttempts {
-		e.rec.Attempts = append([]string(nil), e.rec.Attempts[n-maxAttempts:]...)
+	if n := len(e.Rec.Attempts); n > maxAttempts {
+		e.Rec.Attempts = append([]string(nil), e.Rec.Attempts[n-maxAttempts:]...)
 	}
 	if copyAs != "" {
-		e.rec.SavingAs = copyAs
+		e.Rec.SavingAs = copyAs
 	}
 	rec, seq := c.snapshotLocked(e)
 	c.mu.Unlock()
 	if err := c.persistEntry(e, rec, seq); err != nil {
-		return fmt.Errorf("recording an upload of %s in the cache index: %w", e.name, err)
+		return fmt.Errorf("recording an upload of %s in the cache index: %w", e.Name, err)
 	}
 	return nil
 }
@@ -335,22 +335,22 @@ func (c *Cache) failedLocked(ctx context.Context, e *entry, err error) {
 	if c.offlineLocked(e, err) {
 		return // offline.go: sent when the bucket is back
 	}
-	e.retries++
+	e.Retries++
 	c.stats.UploadFailures++
 	op := "upload"
-	if e.rec.Deleted {
+	if e.Rec.Deleted {
 		op = "delete"
 	}
-	c.noteErrorLocked(op, e.name, err)
-	delay := upload.Backoff(e.retries)
+	c.noteErrorLocked(op, e.Name, err)
+	delay := upload.Backoff(e.Retries)
 	if fixableRefusal(err) { // refusal.go
 		delay = upload.PermanentRetry
 		c.refusedLocked(e, err)
-		c.log.Error("the bucket refused an upload; the file stays dirty in the cache and is tried again later", "object", e.name, "retry_in", delay, "err", err)
+		c.log.Error("the bucket refused an upload; the file stays dirty in the cache and is tried again later", "object", e.Name, "retry_in", delay, "err", err)
 	} else {
-		c.log.Warn("upload failed; retrying", "object", e.name, "attempt", e.retries, "retry_in", delay, "err", err)
+		c.log.Warn("upload failed; retrying", "object", e.Name, "attempt", e.Retries, "retry_in", delay, "err", err)
 	}
-	c.scheduleLocked(e.name, delay)
+	c.scheduleLocked(e.Name, delay)
 }
 
 // resendChangedLocked settles an upload of u that the bucket refused
@@ -367,9 +367,9 @@ func (c *Cache) resendChangedLocked(ctx context.Context, u uploadJob, err error)
 	}
 	e := u.Entry
 	var delay time.Duration
-	if e.version == u.Version && e.inflight == 0 {
-		e.retries++
-		delay = upload.Backoff(e.retries)
+	if e.Version == u.Version && e.Inflight == 0 {
+		e.Retries++
+		delay = upload.Backoff(e.Retries)
 	}
 	c.log.Info("changed while uploading; sending again", "object", u.Name, "retry_in", delay)
 	c.scheduleLocked(u.Name, delay)

@@ -40,7 +40,7 @@ func (l writebackLedger) Upload(ctx context.Context, name string) { l.c.upload(c
 func (l writebackLedger) Abandon(name string) {
 	l.c.mu.Lock()
 	if e := l.c.entries[name]; e != nil {
-		e.uploading = false
+		e.Uploading = false
 	}
 	l.c.mu.Unlock()
 }
@@ -74,7 +74,7 @@ func (c *Cache) mustWaitLocked(e *entry, name string) bool {
 		// changing the name would destroy its source. Its end queues
 		// the name again.
 		return true
-	case e.rec.Deleted && strings.HasSuffix(name, "/") && c.overlay.ChangedUnder(name, c.changeLocked):
+	case e.Rec.Deleted && strings.HasSuffix(name, "/") && c.overlay.ChangedUnder(name, c.changeLocked):
 		// A directory's placeholder goes after the changes under it (the
 		// deletions of its files, above all): while objects under it are
 		// in the bucket, the directory would show again through them
@@ -92,7 +92,7 @@ func (l writebackLedger) TakeDue() (due []string, next time.Time) {
 	defer c.mu.Unlock()
 	due, next = c.queue.TakeDue(time.Now(), c.sendableLocked)
 	for _, name := range due {
-		c.entries[name].uploading = true
+		c.entries[name].Uploading = true
 	}
 	return due, next
 }
@@ -104,11 +104,11 @@ func (l writebackLedger) TakeDue() (due []string, next time.Time) {
 func (c *Cache) sendableLocked(name string) pending.Verdict {
 	e := c.entries[name]
 	switch {
-	case e == nil || !e.rec.Dirty || e.dropped || e.rec.HeldWhy() != "":
+	case e == nil || !e.Rec.Dirty || e.Dropped || e.Rec.HeldWhy() != "":
 		return pending.Drop // a held file waits for Resolve (checksum.go, refusal.go)
-	case e.writers > 0 && !e.forced:
+	case e.Writers > 0 && !e.Forced:
 		return pending.Drop // the last writer's Close queues it again
-	case e.uploading:
+	case e.Uploading:
 		// Queued again while its transfer runs: wait for it to end, so
 		// that the bucket sees the name's changes in order.
 		return pending.Wait

@@ -11,7 +11,7 @@ import (
 // uploadLedger is the entries' side of the uploads' conversation with the
 // bucket (upload.Ledger; the contracts are on its methods there). Each
 // method is one critical section of Cache.mu (some then write the
-// record to the journal under the entry's persistMu, or remove the data
+// record to the journal under the entry's PersistMu, or remove the data
 // files of entries they let go), called by the flow with no lock held.
 //
 // The flow names an entry by the pointer itself (upload.Job's Entry is
@@ -24,12 +24,12 @@ type uploadLedger struct{ c *Cache }
 
 var _ upload.Ledger[*entry] = uploadLedger{}
 
-// Tries reads e.rec.Attempts (a copy) and e.rec.SavingAs.
+// Tries reads e.Rec.Attempts (a copy) and e.Rec.SavingAs.
 func (l uploadLedger) Tries(u uploadJob) upload.Tries {
 	c, e := l.c, u.Entry
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return upload.Tries{Attempts: slices.Clone(e.rec.Attempts), SavingAs: e.rec.SavingAs}
+	return upload.Tries{Attempts: slices.Clone(e.Rec.Attempts), SavingAs: e.Rec.SavingAs}
 }
 
 // Hold is hold (checksum.go): record.Damaged, counted, noted, logged
@@ -38,12 +38,12 @@ func (l uploadLedger) Hold(u uploadJob, bad []int, why error) bool {
 	return l.c.hold(u.Entry, u.Name, bad, why)
 }
 
-// Stop clears e.uploading and, for a failure, schedules the next try
+// Stop clears e.Uploading and, for a failure, schedules the next try
 // (failedLocked).
 func (l uploadLedger) Stop(ctx context.Context, u uploadJob, err error) {
 	c, e := l.c, u.Entry
 	c.mu.Lock()
-	e.uploading = false
+	e.Uploading = false
 	if err != nil {
 		c.failedLocked(ctx, e, err)
 	}
@@ -51,24 +51,24 @@ func (l uploadLedger) Stop(ctx context.Context, u uploadJob, err error) {
 	c.mu.Unlock()
 }
 
-// Rebase moves e.rec.Generation from u.Base to gen.
+// Rebase moves e.Rec.Generation from u.Base to gen.
 func (l uploadLedger) Rebase(u uploadJob, gen int64) {
 	c, e := l.c, u.Entry
 	c.mu.Lock()
-	if e.rec.Generation == u.Base {
-		e.rec.Generation = gen
+	if e.Rec.Generation == u.Base {
+		e.Rec.Generation = gen
 	}
 	c.mu.Unlock()
 }
 
-// Requeue clears e.uploading, moves e.rec.Generation from u.Base to gen,
+// Requeue clears e.Uploading, moves e.Rec.Generation from u.Base to gen,
 // and queues the name at once.
 func (l uploadLedger) Requeue(u uploadJob, gen int64) {
 	c, e := l.c, u.Entry
 	c.mu.Lock()
-	e.uploading = false
-	if e.rec.Generation == u.Base {
-		e.rec.Generation = gen
+	e.Uploading = false
+	if e.Rec.Generation == u.Base {
+		e.Rec.Generation = gen
 	}
 	c.scheduleLocked(u.Name, 0)
 	c.notifyLocked()
@@ -99,11 +99,11 @@ func (l uploadLedger) Conflict(u uploadJob, sibling string) bool {
 	return l.c.conflictDone(u, sibling)
 }
 
-// Uploaded sets e.uploadedSeq to u.Seq.
+// Uploaded sets e.UploadedSeq to u.Seq.
 func (l uploadLedger) Uploaded(u uploadJob) {
 	c, e := l.c, u.Entry
 	c.mu.Lock()
-	e.uploadedSeq = u.Seq
+	e.UploadedSeq = u.Seq
 	c.notifyLocked()
 	c.mu.Unlock()
 }

@@ -86,8 +86,8 @@ func (t warmTarget) Kept(names map[string]bool) int64 {
 	defer c.mu.Unlock()
 	var kept int64
 	for name, e := range c.entries {
-		if !names[name] && (e.rec.Pinned || e.rec.Dirty || e.uploading) {
-			kept += e.charged
+		if !names[name] && (e.Rec.Pinned || e.Rec.Dirty || e.Uploading) {
+			kept += e.Charged
 		}
 	}
 	return kept
@@ -100,11 +100,11 @@ func (t warmTarget) Complete(a transfer.ObjectAttrs, pin bool) bool {
 	c := t.c
 	c.mu.Lock()
 	e := c.entries[a.Name]
-	ok := e != nil && isClosed(e.ready) && e.err == nil && e.rec.Damaged == "" &&
-		(e.rec.LocalContent() || (e.rec.Complete && e.rec.Generation == a.Generation))
+	ok := e != nil && isClosed(e.Ready) && e.Err == nil && e.Rec.Damaged == "" &&
+		(e.Rec.LocalContent() || (e.Rec.Complete && e.Rec.Generation == a.Generation))
 	if ok {
-		c.lru.MoveToFront(e.elem)
-		e.rec.LastAccess = time.Now().UnixNano()
+		c.lru.MoveToFront(e.Elem)
+		e.Rec.LastAccess = time.Now().UnixNano()
 	}
 	c.mu.Unlock()
 	if ok && pin {
@@ -153,11 +153,11 @@ func (t warmTarget) Fill(ctx context.Context, a transfer.ObjectAttrs, pin bool, 
 // setPin sets e's pin and records it.
 func (c *Cache) setPin(e *entry, pin bool) {
 	c.mu.Lock()
-	if e.rec.Pinned == pin || e.dropped || e.rec.ID == 0 {
+	if e.Rec.Pinned == pin || e.Dropped || e.Rec.ID == 0 {
 		c.mu.Unlock()
 		return
 	}
-	e.rec.Pinned = pin
+	e.Rec.Pinned = pin
 	if !pin {
 		c.budget.Wake() // evictable now: writers waiting for room take it
 	}
@@ -165,7 +165,7 @@ func (c *Cache) setPin(e *entry, pin bool) {
 	c.mu.Unlock()
 	if err := c.persistEntry(e, rec, seq); err != nil {
 		// The pin holds for this run; the next start may not know it.
-		c.log.Warn("recording a pin failed", "object", e.name, "pinned", pin, "err", err)
+		c.log.Warn("recording a pin failed", "object", e.Name, "pinned", pin, "err", err)
 	}
 }
 
@@ -187,9 +187,9 @@ func (t warmTarget) Pinned(under func(name string) bool) (es []*entry, bytes, us
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, e := range c.entries {
-		if e.rec.Pinned && under(name) {
+		if e.Rec.Pinned && under(name) {
 			es = append(es, e)
-			bytes += e.charged
+			bytes += e.Charged
 		}
 	}
 	return es, bytes, c.budget.Used()

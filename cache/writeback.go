@@ -49,13 +49,13 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	defer c.release(e)
 	// No other state of the record may reach the journal between the
 	// deletion's entry and its taking effect (see Rename).
-	e.persistMu.Lock()
+	e.PersistMu.Lock()
 	c.mu.Lock()
-	rec := deletionOf(e.rec, base)
+	rec := deletionOf(e.Rec, base)
 	for {
 		c.mu.Unlock()
 		if err := c.j.Append(durable.PutOp(name, rec, rec.ID)); err != nil {
-			e.persistMu.Unlock()
+			e.PersistMu.Unlock()
 			if created {
 				c.forget(e) // made only for this deletion: nothing of it stays
 			}
@@ -64,16 +64,16 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 		c.mu.Lock()
 		// An upload of the name may have ended while the journal was
 		// written (it changes the record in memory before it waits for
-		// persistMu): the deletion must be based on the version it put
+		// PersistMu): the deletion must be based on the version it put
 		// there, or its precondition fails and the file comes back. The
 		// entry written again supersedes the one just written.
-		now := deletionOf(e.rec, base)
+		now := deletionOf(e.Rec, base)
 		if now.Generation == rec.Generation && slices.Equal(now.Attempts, rec.Attempts) {
 			break
 		}
 		rec = now
 	}
-	cur := &e.rec
+	cur := &e.Rec
 	cur.Generation, cur.Deleted, cur.MetaOnly, cur.Dirty = rec.Generation, true, false, true
 	cur.Size = rec.Size                                 // nothing: the cache file is emptied below
 	cur.CopyFrom, cur.CopyGen, cur.CopyType = "", 0, "" // a copy never made needs no source
@@ -85,10 +85,10 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 	c.orphanLocked(e)
 	c.chargeLocked(e, costOf(rec)) // nothing; the writers waiting for room wake
 	c.deletedLocked(e, time.Now())
-	e.persistedSeq = e.recSeq // persistMu is held: the journal entry is the newest write
-	version := e.version
+	e.PersistedSeq = e.RecSeq // PersistMu is held: the journal entry is the newest write
+	version := e.Version
 	c.mu.Unlock()
-	e.persistMu.Unlock()
+	e.PersistMu.Unlock()
 	if err := c.detachData(rec.ID, name, rec); err != nil {
 		c.log.Warn("detaching a deleted file's cache file failed", "object", name, "err", err)
 	}
@@ -97,7 +97,7 @@ func (c *Cache) Remove(ctx context.Context, name string, base int64) error {
 }
 
 // settleUnsentDeletion settles the deletion of name that Remove recorded
-// (e.version was version then) if the bucket never had the name: never
+// (e.Version was version then) if the bucket never had the name: never
 // uploaded (based on no generation) and no upload of it sent that may
 // have reached the bucket. There is nothing to delete there, so the
 // deletion ends here, with no request, as deleteDone would end it.
@@ -130,11 +130,11 @@ func (c *Cache) settleUnsentDeletion(e *entry, name string, version uint64) {
 }
 
 // unsentDeletionLocked reports whether e, name's entry, is still the
-// deletion settleUnsentDeletion may settle (e.version was version then).
+// deletion settleUnsentDeletion may settle (e.Version was version then).
 func (c *Cache) unsentDeletionLocked(e *entry, name string, version uint64) bool {
-	return c.entries[name] == e && e.version == version && e.inflight == 0 &&
-		e.rec.Deleted && e.rec.Dirty && e.rec.Generation == 0 && len(e.rec.Attempts) == 0 &&
-		!e.uploading && !c.queue.InFlight(name) && !strings.HasSuffix(name, "/") && !c.mustWaitLocked(e, name)
+	return c.entries[name] == e && e.Version == version && e.Inflight == 0 &&
+		e.Rec.Deleted && e.Rec.Dirty && e.Rec.Generation == 0 && len(e.Rec.Attempts) == 0 &&
+		!e.Uploading && !c.queue.InFlight(name) && !strings.HasSuffix(name, "/") && !c.mustWaitLocked(e, name)
 }
 
 // deletionOf is record r once its name is deleted, based on generation
@@ -183,7 +183,7 @@ func (l writebackLedger) SendAll() {
 	c := l.c
 	c.mu.Lock()
 	for name, e := range c.entries {
-		if e.rec.Dirty {
+		if e.Rec.Dirty {
 			c.queue.SendNow(name)
 		}
 	}
@@ -199,9 +199,9 @@ func (l writebackLedger) Left(since time.Time) (left Progress, names []string, s
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, e := range c.entries {
-		if e.rec.Dirty {
+		if e.Rec.Dirty {
 			left.Files++
-			left.Bytes += e.rec.Size
+			left.Bytes += e.Rec.Size
 			names = append(names, name)
 			if e.stuckSinceLocked(since) {
 				stuck++
@@ -230,14 +230,14 @@ func (l writebackLedger) Force(name string) (flushing, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[name]
-	if e == nil || !e.rec.Dirty {
+	if e == nil || !e.Rec.Dirty {
 		return flushing{}, false, nil
 	}
-	if e.rec.Damaged != "" {
-		return flushing{}, false, fmt.Errorf("%s: %w: %s", name, ErrDamaged, e.rec.Damaged)
+	if e.Rec.Damaged != "" {
+		return flushing{}, false, fmt.Errorf("%s: %w: %s", name, ErrDamaged, e.Rec.Damaged)
 	}
-	f := flushing{Entry: e, Name: name, Since: time.Now(), Target: e.uploadSeq + 1}
-	e.forced = true
+	f := flushing{Entry: e, Name: name, Since: time.Now(), Target: e.UploadSeq + 1}
+	e.Forced = true
 	c.queue.SendNow(name)
 	c.notifyLocked()
 	return f, true, nil
@@ -248,23 +248,23 @@ func (l writebackLedger) Flushed(f flushing) (done bool, wake <-chan struct{}, e
 	c, e, name := l.c, f.Entry, f.Name
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e.rec.Damaged != "" && !e.dropped {
-		return false, nil, fmt.Errorf("%s: %w: %s", name, ErrDamaged, e.rec.Damaged)
+	if e.Rec.Damaged != "" && !e.Dropped {
+		return false, nil, fmt.Errorf("%s: %w: %s", name, ErrDamaged, e.Rec.Damaged)
 	}
-	done = e.dropped || !e.rec.Dirty || e.uploadedSeq >= f.Target
+	done = e.Dropped || !e.Rec.Dirty || e.UploadedSeq >= f.Target
 	if !done && e.stuckSinceLocked(f.Since) {
-		why := e.rec.HeldWhy()
+		why := e.Rec.HeldWhy()
 		if why == "" {
-			why = e.refusedWhy
+			why = e.RefusedWhy
 		}
 		return false, nil, fmt.Errorf("%s: %w: %s", name, ErrRefused, why)
 	}
-	if !done && !e.uploading {
+	if !done && !e.Uploading {
 		// Re-arm after a failed try (it was queued again with a delay
 		// that the writers may have made it skip). A name no longer
 		// queued is queued again the way any is, which wakes the
 		// uploader if it would sleep past it (idle, up to an hour).
-		e.forced = true
+		e.Forced = true
 		if !c.queue.Queued(name) {
 			c.scheduleLocked(name, time.Second)
 		}

@@ -33,7 +33,7 @@ type writeLedger struct {
 	// Guarded by Cache.mu.
 	e      *entry // the entry of the file's current name
 	orphan bool   // the file was deleted while this handle was open
-	busy   int    // changes in flight through this handle (counted in e.inflight too)
+	busy   int    // changes in flight through this handle (counted in e.Inflight too)
 }
 
 // OpenWrite opens version a of an object for reading and writing; a with
@@ -97,10 +97,10 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 		return nil, fmt.Errorf("%s: %w (%d bytes, cache max size %d)", a.Name, ErrNoSpace, a.Size, c.opts.MaxSize)
 	}
 	c.mu.Lock()
-	left := e.left
+	left := e.Left
 	// A deleted name is opened again only by a create: the file an open
 	// of an existing one looked up is gone.
-	gone := e.dropped || e.rec.Deleted && !(trunc && a.Generation == 0)
+	gone := e.Dropped || e.Rec.Deleted && !(trunc && a.Generation == 0)
 	c.mu.Unlock()
 	if gone {
 		c.release(e)
@@ -115,20 +115,20 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 		return nil, err
 	}
 	c.mu.Lock()
-	f := e.spare
-	e.spare = nil
+	f := e.Spare
+	e.Spare = nil
 	// Truncating a file nobody writes that is empty and not deleted
 	// changes nothing.
-	emptyAlready := e.rec.Size == 0 && e.writers == 0 && !e.rec.Deleted
+	emptyAlready := e.Rec.Size == 0 && e.Writers == 0 && !e.Rec.Deleted
 	// The cache file's modification time is the file's from now on (an
 	// upload sends it): a copy of the bucket's version starts with that
 	// version's.
-	fromBucket := !e.rec.LocalContent() && e.writers == 0 && !e.rec.Deleted
+	fromBucket := !e.Rec.LocalContent() && e.Writers == 0 && !e.Rec.Deleted
 	mtimeOf := a
-	if e.rec.Meta != nil {
-		mtimeOf.Metadata = e.rec.Meta // with a time set here (MetaOnly), that one
+	if e.Rec.Meta != nil {
+		mtimeOf.Metadata = e.Rec.Meta // with a time set here (MetaOnly), that one
 	}
-	path := c.dataPath(e.rec.ID)
+	path := c.dataPath(e.Rec.ID)
 	c.mu.Unlock()
 	if f == nil {
 		f, err = os.OpenFile(path, os.O_RDWR, 0)
@@ -148,26 +148,26 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 	w := &writeLedger{c: c, e: e}
 	w.h = write.New(w, f, hidden)
 	c.mu.Lock()
-	if e.left != left || e.dropped {
+	if e.Left != left || e.Dropped {
 		c.mu.Unlock()
 		f.Close()
 		c.release(e)
 		return nil, ErrLeftName
 	}
-	e.writers++
+	e.Writers++
 	if e.handles == nil {
 		e.handles = map[*writeLedger]struct{}{}
 	}
 	e.handles[w] = struct{}{}
 	c.writeHandles[w] = struct{}{}
 	// Every byte is local now; a dirty copy must never be downloaded over.
-	if dl := e.fill.Download(); dl != nil && !e.rec.LocalContent() {
-		fetch.Absorb(&e.rec, &e.checked, dl) // the sums of what it fetched, before a change makes the file the truth
+	if dl := e.Fill.Download(); dl != nil && !e.Rec.LocalContent() {
+		fetch.Absorb(&e.Rec, &e.Checked, dl) // the sums of what it fetched, before a change makes the file the truth
 	}
 	if hidden && !trunc {
 		w.untouched = untouchedLocked(e)
 	}
-	e.rec.Complete, e.rec.Present = true, nil
+	e.Rec.Complete, e.Rec.Present = true, nil
 	c.mu.Unlock()
 	if testAfterJoin != nil {
 		testAfterJoin(a.Name)
@@ -186,9 +186,9 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 			// The copy was declared complete for the truncation: unless the
 			// change is recorded, it must not be served as the object.
 			c.mu.Lock()
-			if !e.rec.LocalContent() {
-				e.rec.Complete = false
-				if !e.rec.Dirty {
+			if !e.Rec.LocalContent() {
+				e.Rec.Complete = false
+				if !e.Rec.Dirty {
 					c.dropLocked(e) // removed when h releases it below
 				}
 			}
@@ -206,27 +206,27 @@ func (c *Cache) openWrite(ctx context.Context, a transfer.ObjectAttrs, trunc, hi
 // returns trunc, set then.
 func (c *Cache) completeForWrite(ctx context.Context, e *entry, a transfer.ObjectAttrs, trunc bool) (bool, error) {
 	c.mu.Lock()
-	if e.rec.Deleted {
+	if e.Rec.Deleted {
 		// Written again after a deletion not yet sent: a new, empty file
 		// that replaces it (its first change clears Deleted).
 		trunc = true
-	} else if e.rec.Meta == nil && !e.rec.Dirty {
-		e.rec.Meta = objmeta.Own(a.Metadata) // an upload keeps what the object had
+	} else if e.Rec.Meta == nil && !e.Rec.Dirty {
+		e.Rec.Meta = objmeta.Own(a.Metadata) // an upload keeps what the object had
 	}
 	if trunc {
 		// New content: whatever the old version's encoding, it is not
 		// this one's.
-		e.rec.Encoding = ""
+		e.Rec.Encoding = ""
 	}
-	complete := e.rec.Complete || e.fill.Complete()
+	complete := e.Rec.Complete || e.Fill.Complete()
 	var dl *transfer.Download
 	switch {
 	case complete:
-	case trunc && e.fill.Download() == nil:
+	case trunc && e.Fill.Download() == nil:
 		// Nothing is being written into the file: it can start empty. It
 		// counts as complete from now on, so no download starts into it.
 		complete = true
-		e.rec.Complete, e.rec.Present = true, nil
+		e.Rec.Complete, e.Rec.Present = true, nil
 	default:
 		var err error
 		if dl, err = c.downloadLocked(e, transfer.FetchWhole, true); err != nil {
@@ -253,8 +253,8 @@ func (c *Cache) SyncName(name string) error {
 	c.mu.Lock()
 	e := c.entries[name]
 	var path string
-	if e != nil && !e.dropped && e.rec.ID != 0 {
-		path = c.dataPath(e.rec.ID)
+	if e != nil && !e.Dropped && e.Rec.ID != 0 {
+		path = c.dataPath(e.Rec.ID)
 	}
 	c.mu.Unlock()
 	if path != "" {
@@ -279,14 +279,14 @@ func (w *writeLedger) Close() {
 	delete(c.writeHandles, w)
 	e := w.e
 	if !w.orphan {
-		e.writers--
+		e.Writers--
 		delete(e.handles, w)
-		if e.writers == 0 && e.rec.Dirty {
+		if e.Writers == 0 && e.Rec.Dirty {
 			delay := c.writeBackDelayLocked()
-			if e.remoteMoved {
+			if e.RemoteMoved {
 				delay = 0 // the conflict is settled now (announce.go)
 			}
-			c.scheduleLocked(e.name, delay)
+			c.scheduleLocked(e.Name, delay)
 		}
 	}
 	c.mu.Unlock()
@@ -317,12 +317,12 @@ func (c *Cache) CloseWriters() int {
 func (c *Cache) orphanLocked(e *entry) {
 	for h := range e.handles {
 		h.orphan = true
-		e.inflight -= h.busy
-		e.writers--
+		e.Inflight -= h.busy
+		e.Writers--
 		delete(e.handles, h)
 	}
-	e.version++
-	e.left++
+	e.Version++
+	e.Left++
 }
 
 // moveHandlesLocked moves every write handle open on e, but skip, to ne:
@@ -334,21 +334,21 @@ func (c *Cache) moveHandlesLocked(e, ne *entry, skip *writeLedger) {
 			continue
 		}
 		delete(e.handles, h)
-		e.writers--
-		e.inflight -= h.busy
-		e.refs--
+		e.Writers--
+		e.Inflight -= h.busy
+		e.Refs--
 		if ne.handles == nil {
 			ne.handles = map[*writeLedger]struct{}{}
 		}
 		ne.handles[h] = struct{}{}
-		ne.writers++
-		ne.inflight += h.busy
-		ne.refs++
+		ne.Writers++
+		ne.Inflight += h.busy
+		ne.Refs++
 		h.e = ne
 	}
-	e.version++
-	e.left++
-	ne.version++
+	e.Version++
+	e.Left++
+	ne.Version++
 }
 
 // The handle's ledger (write.Cache): each method one critical section
@@ -370,42 +370,42 @@ func (w *writeLedger) Begin(span write.Span) error {
 		return nil
 	}
 	e := w.e
-	if e.dropped {
+	if e.Dropped {
 		c.mu.Unlock()
-		return fmt.Errorf("%s was replaced in the cache while open for writing; reopen it", e.name)
+		return fmt.Errorf("%s was replaced in the cache while open for writing; reopen it", e.Name)
 	}
-	if e.rec.Damaged != "" {
+	if e.Rec.Damaged != "" {
 		c.mu.Unlock()
-		return fmt.Errorf("%s: %w: %s", e.name, ErrDamaged, e.rec.Damaged)
+		return fmt.Errorf("%s: %w: %s", e.Name, ErrDamaged, e.Rec.Damaged)
 	}
 	w.busy++
-	e.inflight++
-	e.version++
-	e.changes++
+	e.Inflight++
+	e.Version++
+	e.Changes++
 	// The first change of the content is recorded before it is made:
 	// the first since the copy was clean, since a deletion (that it is
 	// undone), or since a change of metadata alone (that the content is
 	// local now).
 	// A pending copy's content is complete here (OpenWrite fetched it):
 	// from the first change on, the file is the truth, not the source.
-	first := e.dirtying == nil || e.rec.Deleted || e.rec.MetaOnly || e.rec.CopyFrom != ""
-	prevDirty, prevDeleted, prevMetaOnly := e.rec.Dirty, e.rec.Deleted, e.rec.MetaOnly
-	prevCopy, prevCopyGen, prevCopyType := e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType
+	first := e.Dirtying == nil || e.Rec.Deleted || e.Rec.MetaOnly || e.Rec.CopyFrom != ""
+	prevDirty, prevDeleted, prevMetaOnly := e.Rec.Dirty, e.Rec.Deleted, e.Rec.MetaOnly
+	prevCopy, prevCopyGen, prevCopyType := e.Rec.CopyFrom, e.Rec.CopyGen, e.Rec.CopyType
 	if first {
-		e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = "", 0, ""
+		e.Rec.CopyFrom, e.Rec.CopyGen, e.Rec.CopyType = "", 0, ""
 		c.chargeSizeLocked(e) // a pending copy counted nothing; its bytes are here now
-		e.dirtying = make(chan struct{})
-		e.rec.Dirty = true
-		c.markLocalLocked(e.name)
+		e.Dirtying = make(chan struct{})
+		e.Rec.Dirty = true
+		c.markLocalLocked(e.Name)
 		e.dirtiedLocked(time.Now())
 	}
-	ch := e.dirtying
-	e.rec.Deleted, e.rec.MetaOnly = false, false
+	ch := e.Dirtying
+	e.Rec.Deleted, e.Rec.MetaOnly = false, false
 	var marked bool
 	if span == nil {
-		marked = e.rec.ForgetSums()
+		marked = e.Rec.ForgetSums()
 	} else {
-		marked = e.rec.MarkWritten(span(e.rec.Size))
+		marked = e.Rec.MarkWritten(span(e.Rec.Size))
 	}
 	var rec record
 	var seq uint64
@@ -420,20 +420,20 @@ func (w *writeLedger) Begin(span write.Span) error {
 			c.mu.Lock()
 			w.unbeginLocked()
 			c.mu.Unlock()
-			return fmt.Errorf("recording a change of %s in the cache index: %w", e.name, err)
+			return fmt.Errorf("recording a change of %s in the cache index: %w", e.Name, err)
 		}
 	}
 	if first {
 		err := c.persistEntry(e, rec, seq)
 		c.mu.Lock()
-		e.dirtyErr = err
+		e.DirtyErr = err
 		if err != nil {
 			// Nothing was written: the copy is as it was, and the next
 			// change tries to record itself again.
-			e.rec.Dirty, e.rec.Deleted, e.rec.MetaOnly = prevDirty, prevDeleted, prevMetaOnly
-			e.rec.CopyFrom, e.rec.CopyGen, e.rec.CopyType = prevCopy, prevCopyGen, prevCopyType
-			e.dirtying = nil
-			e.dirtySince = time.Time{}
+			e.Rec.Dirty, e.Rec.Deleted, e.Rec.MetaOnly = prevDirty, prevDeleted, prevMetaOnly
+			e.Rec.CopyFrom, e.Rec.CopyGen, e.Rec.CopyType = prevCopy, prevCopyGen, prevCopyType
+			e.Dirtying = nil
+			e.DirtySince = time.Time{}
 		}
 		c.mu.Unlock()
 		close(ch)
@@ -441,15 +441,15 @@ func (w *writeLedger) Begin(span write.Span) error {
 	<-ch
 	c.mu.Lock()
 	var err error
-	if e.dirtying != ch {
-		err = e.dirtyErr // the attempt this change waited for failed
+	if e.Dirtying != ch {
+		err = e.DirtyErr // the attempt this change waited for failed
 	}
 	if err != nil {
 		w.unbeginLocked()
 	}
 	c.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("recording a change of %s in the cache index: %w", e.name, err)
+		return fmt.Errorf("recording a change of %s in the cache index: %w", e.Name, err)
 	}
 	return nil
 }
@@ -459,7 +459,7 @@ func (w *writeLedger) Begin(span write.Span) error {
 func (w *writeLedger) unbeginLocked() {
 	w.busy--
 	if !w.orphan {
-		w.e.inflight--
+		w.e.Inflight--
 	}
 }
 
@@ -476,11 +476,11 @@ func (w *writeLedger) End(minSize int64) {
 	w.busy--
 	if !w.orphan {
 		e := w.e
-		if minSize > e.rec.Size {
+		if minSize > e.Rec.Size {
 			c.resizeLocked(e, minSize)
 		}
-		e.version++
-		e.inflight--
+		e.Version++
+		e.Inflight--
 		c.settleChargeLocked(e) // what a failed or short write reserved
 	}
 	c.mu.Unlock()
@@ -499,7 +499,7 @@ func (w *writeLedger) Resize(size int64) {
 func (w *writeLedger) Size() (int64, bool) {
 	w.c.mu.Lock()
 	defer w.c.mu.Unlock()
-	return w.e.rec.Size, w.orphan
+	return w.e.Rec.Size, w.orphan
 }
 
 // Record makes the record of w's entry durable: journaled, and the
@@ -531,7 +531,7 @@ func (w *writeLedger) Grow(size int64) error { return w.c.makeRoomToGrow(w, size
 
 // resizeLocked records a new size of e's copy and its cost in the budget.
 func (c *Cache) resizeLocked(e *entry, size int64) {
-	e.rec.Size = size
+	e.Rec.Size = size
 	c.chargeSizeLocked(e)
-	e.rec.Complete, e.rec.Present = true, nil
+	e.Rec.Complete, e.Rec.Present = true, nil
 }
