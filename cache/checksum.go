@@ -44,8 +44,8 @@ func (l verifyLedger) State() verify.State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return verify.State{
-		Name: e.Name, Held: e.Rec.Damaged, Clean: cleanContentLocked(e), Complete: e.Rec.Complete,
-		Downloading: e.Fill.Download() != nil, Writing: e.Writers > 0, AllChecked: allCheckedLocked(e),
+		Name: e.Name, Held: e.Rec.Damaged, Clean: e.CleanContent(), Complete: e.Rec.Complete,
+		Downloading: e.Fill.Download() != nil, Writing: e.Writers > 0, AllChecked: e.AllChecked(),
 		Size: e.Rec.Size, Chunks: e.Rec.Chunks(), ID: e.Rec.ID,
 	}
 }
@@ -58,7 +58,7 @@ func (l verifyLedger) Span(first, last int) verify.Span {
 	defer c.mu.Unlock()
 	s := verify.Span{
 		First: first, Chunks: make([]verify.Chunk, 0, last-first+1),
-		Clean: cleanContentLocked(e), Held: e.Rec.Damaged != "",
+		Clean: e.CleanContent(), Held: e.Rec.Damaged != "",
 		ChunkSize: e.Rec.ChunkSize, Size: e.Rec.Size, Version: e.Version,
 	}
 	for i := first; i <= last; i++ {
@@ -70,13 +70,13 @@ func (l verifyLedger) Span(first, last int) verify.Span {
 }
 
 // Settle sets e.Checked for the chunks checked, if e.Version and
-// cleanContentLocked are as s saw them.
+// CleanContent are as s saw them.
 func (l verifyLedger) Settle(s verify.Span, checked []int) (current, trust bool) {
 	c, e := l.c, l.e
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e.Version != s.Version || cleanContentLocked(e) != s.Clean {
-		return false, !cleanContentLocked(e) && e.Rec.Damaged == ""
+	if e.Version != s.Version || e.CleanContent() != s.Clean {
+		return false, !e.CleanContent() && e.Rec.Damaged == ""
 	}
 	for _, i := range checked {
 		e.Checked.Set(i, e.Rec.Chunks(), true)
@@ -89,7 +89,7 @@ func (l verifyLedger) Settle(s verify.Span, checked []int) (current, trust bool)
 func (l verifyLedger) Drop(bad []int, why error) {
 	c, e := l.c, l.e
 	c.mu.Lock()
-	if !cleanContentLocked(e) || e.Fill.Download() != nil {
+	if !e.CleanContent() || e.Fill.Download() != nil {
 		c.mu.Unlock()
 		return
 	}
@@ -103,7 +103,7 @@ func (l verifyLedger) Drop(bad []int, why error) {
 	e.Rec.SetPresent(present)
 	c.stats.ChecksumMismatches++
 	c.noteErrorLocked("check", e.Name, fmt.Errorf("%w: %v", verify.ErrBadCopy, why))
-	rec, seq := c.snapshotLocked(e)
+	rec, seq := e.Snapshot()
 	c.mu.Unlock()
 	c.log.Warn("a cached copy failed its checksum check: the bad chunks are dropped and fetched again from the bucket",
 		"object", e.Name, "generation", rec.Generation, "chunks", len(bad), "err", why)
@@ -159,7 +159,7 @@ func (l verifyLedger) DropHeld(name string, id, version uint64) bool {
 		return false
 	}
 	e.Rec.Damaged, e.Rec.Refused = "", ""
-	e.cleanLocked()
+	e.Clean()
 	victims := c.dropLocked(e)
 	c.notifyLocked()
 	c.mu.Unlock()
@@ -174,27 +174,6 @@ var testAfterSaveLost func(name string)
 // Confirm is confirm.
 func (l verifyLedger) Confirm(name string, a transfer.ObjectAttrs, deleted bool) {
 	l.c.confirm(name, a, deleted)
-}
-
-// cleanContentLocked reports whether e's file is (a copy of) a version in
-// the bucket, which its sums describe and which can be fetched again.
-func cleanContentLocked(e *entry) bool {
-	return !e.Rec.LocalContent() && !e.Rec.Deleted && e.Rec.Damaged == ""
-}
-
-// allCheckedLocked reports whether every chunk of e's copy was checked (or
-// fetched) in this process, or cannot be: then it may be handed to the
-// kernel.
-func allCheckedLocked(e *entry) bool {
-	if len(e.Rec.Sums) == 0 || e.Rec.Deleted {
-		return true // nothing recorded to check against
-	}
-	for i := range e.Rec.Chunks() {
-		if _, ok := e.Rec.ChunkSum(i); ok && !e.Checked.Has(i) {
-			return false
-		}
-	}
-	return true
 }
 
 // sumsRef and fileSums are what an upload checks and carries
@@ -224,7 +203,7 @@ func (c *Cache) hold(e *entry, name string, bad []int, why error) bool {
 	e.Rec.Damaged = why.Error()
 	c.stats.ChecksumMismatches++
 	c.noteErrorLocked("check", name, fmt.Errorf("%w: %v", ErrDamaged, why))
-	rec, seq := c.snapshotLocked(e)
+	rec, seq := e.Snapshot()
 	c.notifyLocked()
 	c.mu.Unlock()
 	c.log.Error("a changed file failed its checksum check: bytes it did not write differ from the version they came from. It is held: not uploaded, not removed; reads answer EIO. Keep the local bytes or take the bucket's version with bucketfs resolve",
@@ -276,7 +255,7 @@ func (c *Cache) Resolve(ctx context.Context, name string, keepLocal bool) (saved
 		}
 		e.Rec.Damaged, e.Rec.Refused = "", ""
 		e.Version++
-		rec, seq := c.snapshotLocked(e)
+		rec, seq := e.Snapshot()
 		c.mu.Unlock()
 		if err := c.persistEntry(e, rec, seq); err != nil {
 			c.mu.Lock()

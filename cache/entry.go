@@ -4,90 +4,19 @@ package cache
 // index, and how its record is written.
 
 import (
-	"container/list"
-	"os"
-	"sync"
 	"time"
 
-	"github.com/bucketfs/bucketfs/cache/internal/durable"
-	"github.com/bucketfs/bucketfs/cache/internal/fetch"
-	"github.com/bucketfs/bucketfs/cache/internal/verify"
+	"github.com/bucketfs/bucketfs/cache/internal/entries"
 )
 
-// entry is one cached object version. Its fields are guarded by
-// Cache.mu (but PersistMu and what it guards), grouped by subsystem; the
-// invariants that tie them together are in state.go.
+// entry is one cached object version: its state (package entries), and
+// the write handles open on it. Its fields are guarded by Cache.mu (but
+// PersistMu and what it guards); the invariants that tie entries to the
+// rest of the cache are in state.go.
 type entry struct {
-	Name  string
-	Rec   record
-	Ready chan struct{} // closed once the record and file exist (or failed)
-	Err   error         // creation failure, set before ready is closed
-
-	entryIndex
-	entryFill
-	entryWriteBack
-	entryHolds
-	entryPersist
-}
-
-// entryIndex is an entry's place in the index, and the space it counts.
-type entryIndex struct {
-	Elem    *list.Element // in Cache.lru while indexed
-	Refs    int           // open handles
-	Dropped bool          // no longer indexed: remove the file when the last handle goes
-	Charged int64         // bytes this entry counts in the budget's Used (see costOf)
-	Spare   *os.File      // the new data file, open read-write, until OpenWrite takes it
-	Aside   bool          // set aside by a rename whose journal entry is being written (setAsideLocked)
-}
-
-// entryFill is the filling and checking of an entry's copy (fetch.go,
-// checksum.go).
-type entryFill struct {
-	Fill      fetch.Fill     // its download, whether a prefetch made it (internal/fetch)
-	Checked   verify.Checked // chunks checked against their sums, or fetched, by this process (checksum.go)
-	Verifying chan struct{}  // closed when the background check of the copy ends; nil when none runs
-}
-
-// entryWriteBack is an entry's local changes and their uploads
-// (writehandle.go, upload.go, uploadledger.go).
-type entryWriteBack struct {
-	Writers      int                       // handles open for writing (len(handles))
-	handles      map[*writeLedger]struct{} // those handles; a rename moves them, a deletion orphans them
-	Version      uint64                    // bumped by every local change; not persisted
-	Changes      uint64                    // content changes begun (WriteHandle.begin); not persisted
-	watch        *untouched                // a hidden open of the clean copy that has written nothing yet, as far as is known (untouched.go)
-	Dirtying     chan struct{}             // closed once the dirty flag is durable
-	DirtyErr     error                     // why the dirty flag could not be recorded
-	DirtySince   time.Time                 // when it went from clean to dirty; zero if clean, or dirty since the start
-	Uploading    bool                      // an upload of this entry runs
-	Retries      int                       // failed uploads in a row
-	Inflight     int                       // changes begun and not ended
-	Forced       bool                      // FlushName asked: upload even while open for writing
-	RemoteMoved  bool                      // announced changed in the bucket (RemoteChanged): sent at the last close, with no write-back delay
-	UploadSeq    uint64                    // uploads started
-	UploadedSeq  uint64                    // the last upload started that succeeded
-	UploadedHere bool                      // rec.Generation was written by this cache's upload
-	RebasedFrom  int64                     // what rec.Generation was before supersededLocked based it on the replaced content's upload (RebasedTo); 0 if it did not (Rebased)
-	RebasedTo    int64                     // the generation supersededLocked based rec on
-	Invalids     int                       // uploads refused as invalid in a row, with nothing changed between (refusal.go)
-	RefusedAt    time.Time                 // when the bucket last refused an upload in a way a person can fix (refusal.go); zero since a success
-	RefusedWhy   string                    // what it said then
-	Left         uint64                    // bumped whenever the content leaves the name (orphanLocked, moveHandlesLocked): an open for writing under way sees it, as it sees dropped (OpenWrite)
-}
-
-// entryHolds are the holds an entry's pending copy keeps on its source
-// (rename.go).
-type entryHolds struct {
-	Holding string // the name whose version this entry's pending copy holds
-	DlHold  string // the name whose version dl reads for a pending copy, held while it runs
-}
-
-// entryPersist orders the writes of snapshots of an entry's rec
-// (persistEntry).
-type entryPersist struct {
-	RecSeq       uint64     // guarded by Cache.mu: number of the last snapshot taken
-	PersistMu    sync.Mutex // serialises writes of this entry's record; taken without Cache.mu
-	PersistedSeq uint64     // guarded by PersistMu: number of the last snapshot written
+	entries.Entry
+	handles map[*writeLedger]struct{} // the handles open for writing (Writers); a rename moves them, a deletion orphans them
+	watch   *untouched                // a hidden open of the clean copy that has written nothing yet, as far as is known (untouched.go)
 }
 
 // publishLocked puts a new entry for name with record rec in the index,
@@ -97,7 +26,7 @@ type entryPersist struct {
 // made it closes ready once its record and file exist, or calls
 // unpublishLocked.
 func (c *Cache) publishLocked(name string, rec record, since time.Time) *entry {
-	e := &entry{Name: name, Rec: rec, Ready: make(chan struct{})}
+	e := &entry{Entry: entries.New(name, rec)}
 	if rec.Dirty {
 		e.Dirtying = make(chan struct{})
 		close(e.Dirtying)
@@ -215,11 +144,6 @@ func (c *Cache) replacedLocked(e *entry) []*entry {
 	return c.dropLocked(e)
 }
 
-// cleanLocked records that e has no change left to send.
-func (e *entry) cleanLocked() {
-	e.Rec.Dirty, e.Dirtying, e.DirtySince = false, nil, time.Time{}
-}
-
 // deletedLocked makes e, whose record is now a deletion that one
 // journal entry has just written (counted in RecSeq), a change like any
 // other: in the local overlay, changed since now (if it was not
@@ -227,7 +151,7 @@ func (e *entry) cleanLocked() {
 // after the write-back delay.
 func (c *Cache) deletedLocked(e *entry, now time.Time) {
 	c.markLocalLocked(e.Name)
-	e.dirtiedLocked(now)
+	e.Dirtied(now)
 	e.Version++
 	if e.Dirtying == nil {
 		e.Dirtying = make(chan struct{})
@@ -238,30 +162,12 @@ func (c *Cache) deletedLocked(e *entry, now time.Time) {
 	c.scheduleLocked(e.Name, c.opts.WriteBackDelay)
 }
 
-// snapshotLocked copies e's record for persistEntry, numbered so that a
-// later state is never overwritten by an earlier one.
-func (c *Cache) snapshotLocked(e *entry) (record, uint64) {
-	e.RecSeq++
-	return e.Rec, e.RecSeq
-}
-
 // persistEntry writes snapshot rec (number seq) as e's record to the
-// journal (it then survives a crash of the process; Sync makes it survive
-// a power loss), unless a later snapshot has been written already. It
-// changes nothing if the name's record is no longer e's (evicted, or the
-// name now holds another version).
+// journal, unless a later one has been written (entries.Entry.Persist),
+// and lets go of the copy source e held if rec is no copy.
 func (c *Cache) persistEntry(e *entry, rec record, seq uint64) error {
-	e.PersistMu.Lock()
-	if seq <= e.PersistedSeq {
-		e.PersistMu.Unlock()
-		return nil
-	}
-	err := c.j.Append(durable.PutOp(e.Name, rec, rec.ID))
-	if err == nil {
-		e.PersistedSeq = seq
-	}
-	e.PersistMu.Unlock()
-	if err == nil && rec.CopyFrom == "" {
+	written, err := e.Persist(c.j, rec, seq)
+	if written && rec.CopyFrom == "" {
 		// The journal no longer says the content is a copy (a record
 		// never becomes one again): the source version is not needed
 		// by this entry any more.

@@ -109,7 +109,7 @@ func (l fillLedger) Retired(dl *transfer.Download) error {
 	if !e.Rec.LocalContent() { // a changed copy is complete, whatever its old chunks were
 		fetch.Absorb(&e.Rec, &e.Checked, dl)
 	}
-	rec, seq := c.snapshotLocked(e)
+	rec, seq := e.Snapshot()
 	c.mu.Unlock()
 	return c.persistEntry(e, rec, seq)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/bucketfs/bucketfs/cache/internal/durable"
+	"github.com/bucketfs/bucketfs/cache/internal/entries"
 	"github.com/bucketfs/bucketfs/cache/internal/recovery"
 )
 
@@ -42,7 +43,7 @@ func (c *Cache) openState() error {
 	dirty := 0
 	c.mu.Lock()
 	for _, name := range ld.ByAccess() { // PushBack keeps the LRU order
-		e := &entry{Name: name, Rec: ld.Records[name], Ready: make(chan struct{})}
+		e := &entry{Entry: entries.New(name, ld.Records[name])}
 		close(e.Ready)
 		e.Elem = c.lru.PushBack(e)
 		c.entries[name] = e

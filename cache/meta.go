@@ -69,7 +69,7 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 	e.Rec.Meta = objmeta.Set(e.Rec.Meta, e.Rec.Dirty, a.Metadata, md)
 	if !e.Rec.Dirty {
 		e.Rec.Dirty, e.Rec.MetaOnly = true, true
-		e.dirtiedLocked(time.Now())
+		e.Dirtied(time.Now())
 		// Indexed before c.mu is let go: the journal write below ends
 		// (PersistMu released) before c.mu is taken again, and a dirty
 		// entry must never be outside the index with neither held. An
@@ -79,7 +79,7 @@ func (c *Cache) SetMeta(ctx context.Context, a transfer.ObjectAttrs, md map[stri
 	e.Version++
 	changed := e.Version
 	id := e.Rec.ID
-	rec, seq := c.snapshotLocked(e)
+	rec, seq := e.Snapshot()
 	c.mu.Unlock()
 	err = c.j.Append(durable.PutOp(e.Name, rec, rec.ID))
 	if err == nil {
@@ -137,7 +137,7 @@ func (c *Cache) patchDone(ctx context.Context, u uploadJob, err error, lost bool
 		e.Rec.MetaOnly = false
 		e.UploadedHere = true
 	}
-	rec, seq := c.snapshotLocked(e)
+	rec, seq := e.Snapshot()
 	c.notifyLocked()
 	c.mu.Unlock()
 	if len(victims) == 0 {
@@ -165,7 +165,7 @@ func (c *Cache) undoSetMetaLocked(e *entry, changed, seq uint64, meta map[string
 		c.mu.Unlock()
 		return
 	}
-	rec, rseq := c.snapshotLocked(e)
+	rec, rseq := e.Snapshot()
 	c.mu.Unlock()
 	if err := c.persistEntry(e, rec, rseq); err != nil {
 		c.log.Warn("recording the undo of a failed metadata change failed; the next start may apply the change", "object", e.Name, "err", err)

@@ -81,10 +81,3 @@ func (c *Cache) holdRefused(e *entry, rec record, seq uint64) {
 func (c *Cache) refusedLocked(e *entry, err error) {
 	e.RefusedAt, e.RefusedWhy = time.Now(), err.Error()
 }
-
-// stuckSinceLocked reports whether e's change waits for something no
-// upload will bring by itself: it is held, or the bucket refused an upload
-// of it (in a way a person can fix) at or after start.
-func (e *entry) stuckSinceLocked(start time.Time) bool {
-	return e.Rec.HeldWhy() != "" || (e.RefusedWhy != "" && !e.RefusedAt.Before(start))
-}

@@ -113,10 +113,10 @@ func (c *Cache) sourceGone(u uploadJob, now string) {
 		c.log.Error("a renamed file is lost: the object it was to be copied from was changed or deleted in the bucket by someone else before the copy was made, and no complete copy was cached",
 			"object", name, "source", src.From, "source_generation", src.Gen, "source_now", now)
 		c.noteErrorLocked("copy", name, fmt.Errorf("source %s#%d is gone from the bucket", src.From, src.Gen))
-		e.cleanLocked()
+		e.Clean()
 		victims = c.dropLocked(e)
 	}
-	rec, seq := c.snapshotLocked(e)
+	rec, seq := e.Snapshot()
 	c.notifyLocked()
 	c.mu.Unlock()
 	if len(victims) > 0 {
@@ -610,7 +610,7 @@ func (c *Cache) settleDeletion(e *entry, rec record) {
 	same := cur.Generation == rec.Generation && slices.Equal(cur.Attempts, rec.Attempts)
 	seq := e.RecSeq
 	if !same {
-		cur, seq = c.snapshotLocked(e)
+		cur, seq = e.Snapshot()
 	}
 	c.mu.Unlock()
 	if !same {

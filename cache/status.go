@@ -1,8 +1,6 @@
 package cache
 
 import (
-	"time"
-
 	"github.com/bucketfs/bucketfs/cache/internal/report"
 )
 
@@ -58,11 +56,4 @@ func (c *Cache) Stats() Stats { return c.Status(0).Stats }
 // noteErrorLocked keeps err among the recent errors that Status lists.
 func (c *Cache) noteErrorLocked(op, name string, err error) {
 	c.recentErrs.Note(op, name, err)
-}
-
-// dirtiedLocked notes when e went from clean to changed.
-func (e *entry) dirtiedLocked(now time.Time) {
-	if e.DirtySince.IsZero() {
-		e.DirtySince = now
-	}
 }

@@ -144,7 +144,7 @@ func (w *writeLedger) Untouched(f *os.File, holds bool) bool {
 		fileTime = u.shownTimeLocked(meta)
 	}
 	c.settleChargeLocked(e)
-	rec, seq := c.snapshotLocked(e)
+	rec, seq := e.Snapshot()
 	c.mu.Unlock()
 	if err := c.persistEntry(e, rec, seq); err != nil {
 		// The index still says the content changed: it is sent, the same
@@ -152,7 +152,7 @@ func (w *writeLedger) Untouched(f *os.File, holds bool) bool {
 		c.mu.Lock()
 		e.Rec.Dirty, e.Rec.MetaOnly = true, false
 		e.Rec.Sums, e.Rec.Written = nil, nil
-		e.dirtiedLocked(time.Now())
+		e.Dirtied(time.Now())
 		c.mu.Unlock()
 		c.log.Warn("recording that a file opened for writing was not changed failed; it is uploaded again", "object", e.Name, "err", err)
 	}

@@ -129,7 +129,7 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 			c.mu.Unlock()
 			return
 		}
-		rec, seq := c.snapshotLocked(e)
+		rec, seq := e.Snapshot()
 		c.mu.Unlock()
 		c.holdRefused(e, rec, seq)
 		return
@@ -170,7 +170,7 @@ func (c *Cache) uploadDone(ctx context.Context, u uploadJob, body fileSums, attr
 		return
 	}
 	c.chargeSizeLocked(e) // a cached version like any other now
-	rec, recSeq := c.snapshotLocked(e)
+	rec, recSeq := e.Snapshot()
 	// Changed files the kernel wrote may have passed the cap (space.go):
 	// clean now, copies can go until the cache is under it again.
 	over, _ := c.makeRoomLocked(0)
@@ -203,7 +203,7 @@ func (c *Cache) settleLocked(e *entry, name string, version uint64, inflight int
 		c.scheduleLocked(name, 0)
 		return false
 	}
-	e.cleanLocked()
+	e.Clean()
 	return true
 }
 
@@ -319,7 +319,7 @@ func (c *Cache) recordAttempt(e *entry, id, copyAs string) error {
 	if copyAs != "" {
 		e.Rec.SavingAs = copyAs
 	}
-	rec, seq := c.snapshotLocked(e)
+	rec, seq := e.Snapshot()
 	c.mu.Unlock()
 	if err := c.persistEntry(e, rec, seq); err != nil {
 		return fmt.Errorf("recording an upload of %s in the cache index: %w", e.Name, err)

@@ -161,7 +161,7 @@ func (c *Cache) setPin(e *entry, pin bool) {
 	if !pin {
 		c.budget.Wake() // evictable now: writers waiting for room take it
 	}
-	rec, seq := c.snapshotLocked(e)
+	rec, seq := e.Snapshot()
 	c.mu.Unlock()
 	if err := c.persistEntry(e, rec, seq); err != nil {
 		// The pin holds for this run; the next start may not know it.

@@ -203,7 +203,7 @@ func (l writebackLedger) Left(since time.Time) (left Progress, names []string, s
 			left.Files++
 			left.Bytes += e.Rec.Size
 			names = append(names, name)
-			if e.stuckSinceLocked(since) {
+			if e.StuckSince(since) {
 				stuck++
 			}
 		}
@@ -252,7 +252,7 @@ func (l writebackLedger) Flushed(f flushing) (done bool, wake <-chan struct{}, e
 		return false, nil, fmt.Errorf("%s: %w: %s", name, ErrDamaged, e.Rec.Damaged)
 	}
 	done = e.Dropped || !e.Rec.Dirty || e.UploadedSeq >= f.Target
-	if !done && e.stuckSinceLocked(f.Since) {
+	if !done && e.StuckSince(f.Since) {
 		why := e.Rec.HeldWhy()
 		if why == "" {
 			why = e.RefusedWhy

@@ -397,7 +397,7 @@ func (w *writeLedger) Begin(span write.Span) error {
 		e.Dirtying = make(chan struct{})
 		e.Rec.Dirty = true
 		c.markLocalLocked(e.Name)
-		e.dirtiedLocked(time.Now())
+		e.Dirtied(time.Now())
 	}
 	ch := e.Dirtying
 	e.Rec.Deleted, e.Rec.MetaOnly = false, false
@@ -410,7 +410,7 @@ func (w *writeLedger) Begin(span write.Span) error {
 	var rec record
 	var seq uint64
 	if first || marked {
-		rec, seq = c.snapshotLocked(e)
+		rec, seq = e.Snapshot()
 	}
 	c.mu.Unlock()
 	if marked && !first {
@@ -512,7 +512,7 @@ func (w *writeLedger) Record() (orphan bool, err error) {
 		return true, nil // a deleted file: nothing of it is recorded
 	}
 	e := w.e
-	rec, seq := c.snapshotLocked(e)
+	rec, seq := e.Snapshot()
 	c.mu.Unlock()
 	if err := c.persistEntry(e, rec, seq); err != nil {
 		return false, err
