@@ -46,8 +46,11 @@ import (
 // this package held, and each of its calls into uploadLedger takes
 // Cache.mu itself and releases it before any journal write (PersistMu)
 // or removal; none is ever held across the flow's network I/O.
-// The fetch flows (package fetch) have no lock; their calls into
-// fillLedger and prefetchLedger take Cache.mu inside, never across I/O.
+// The other flows (packages fetch, write, verify, writeback, filerename,
+// dirrename; space.Budget.WaitForRoom) have no lock of this package's:
+// their ledgers take Cache.mu inside, never across I/O; a rename's steps
+// leave the PersistMu named above held from its journal write to Apply
+// or Undo.
 // The warm walk's lock (package warm: its report's) is never held while
 // it calls into this package, and never taken under Cache.mu.
 // A handle's locks (package read: Handle.headMu, and its

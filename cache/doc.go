@@ -63,7 +63,7 @@
 // way (internal/recovery); Fsck checks an unmounted cache.
 //
 // Integrity: the cache directory is not trusted blindly (checksum.go,
-// internal/integrity).
+// internal/verify, internal/integrity).
 // Every record keeps the CRC-32C of each chunk of its copy and the
 // object's own; copies are checked before they are served or handed to
 // the kernel, changed files before they are uploaded, and uploads carry
@@ -76,96 +76,142 @@
 //
 // Files, by subsystem (each names the package it drives, if any):
 //
-//	cache.go        Cache, Open, acquiring entries, downloads, Stats, Close
-//	entry.go        entry (its fields by subsystem), persisting its record
+//	cache.go        Cache, Open, acquiring and creating entries, handles (newHandle), Close
+//	entry.go        entry (internal/entries, and the handles open on it); entering
+//	                and leaving the index, set aside for a rename; its record written
 //	state.go        Cache's guarded state by subsystem; invariants
 //	wait.go         waiting for a change under Cache.mu (notifyLocked, waitLocked)
-//	load.go         a start: the records internal/recovery loaded (Load)
-//	                made entries, re-queued, evicted to the cap (StateError)
+//	load.go         a start: the records internal/recovery loaded (Load), in
+//	                their order of use, made entries, re-queued, evicted to the cap
 //	record.go       record, an alias of durable.Record
 //	fsck.go         Fsck, InUse, IndexPath: wrappers of internal/recovery
 //
 //	evict.go        making room: eviction, dropping and removing entries
 //	space.go        the limits; charging entries (costOf), growth, hidden writers
-//	room.go         waiting for room (makeRoomToGrow), why none came
+//	room.go         a write's tries for room (tryRoom; the wait: space.WaitForRoom),
+//	                which files hold the room
 //
-//	handle.go       Handle, an alias of read.Handle; handleCache, what a
-//	                handle asks of the cache (read.Cache)
-//	fetch.go        what a download fetches: whole or as read (promote)
-//	prefetch.go     Prefetch: small objects fetched before they are opened
-//	warm.go         Warm, WarmVersion: wrappers of internal/warm and what it
-//	                fills (warmTarget); pins, Unpin
-//	checksum.go     integrity: which chunks are checked, held files, Resolve
+//	handle.go       Handle, an alias of read.Handle; handleCache (read.Cache)
+//	fetch.go        the entries' side of their downloads (internal/fetch):
+//	                made (downloadLocked), promoted, taken, retired (fillLedger)
+//	prefetch.go     Prefetch (fetch.Prefetch): prefetchLedger; free room only
+//	warm.go         Warm, WarmVersion, Unpin: wrappers of internal/warm; what it
+//	                fills and whose pins it ends (warmTarget); setPin
+//	checksum.go     integrity: the entries' side of the live checks (verifyLedger:
+//	                verify.Ledger), held files (hold), adopted sums, Resolve
 //
-//	writeback.go    the durability contract; Remove, Flush, FlushName
-//	writehandle.go  WriteHandle: OpenWrite, changes (begin, end), Close
-//	untouched.go    an open for writing that writes nothing (passthrough)
-//	uploader.go     what each queued name waits for, the uploader's loop
-//	                (schedule, kick, takeDue; the queue: internal/pending)
+//	writeback.go    the durability contract; Remove; Flush, FlushName and their
+//	                side of writeback.Ledger
+//	writehandle.go  WriteHandle, an alias of write.Handle; OpenWrite; writeLedger
+//	                (write.Cache): changes (Begin, End), Close; handles moved, orphaned
+//	untouched.go    an open for writing that writes nothing (passthrough): the entry's side
+//	uploader.go     what each queued name waits for (schedule, TakeDue, mustWaitLocked);
+//	                the uploader's side of writeback.Ledger (the queue: internal/pending;
+//	                the loop: internal/writeback)
 //	upload.go       an upload's snapshot (takeUpload) and its settling (uploadDone,
 //	                settleLocked, deleteDone), failures and their retries
 //	uploadledger.go the entries' side of an upload's conversation (upload.Ledger)
 //	send.go         the Sender (internal/send): making it, running its cleaner; CleanStaging
 //	refusal.go      uploads the bucket refuses: held, or named loudly
-//	offline.go      uploads while the bucket is away
+//	offline.go      uploads cut short by an outage, queued again
 //	conflictcopy.go settling a conflict copy (conflictDone)
-//	conflictnote.go OnConflict, and what the file system asks about conflicts
+//	conflictnote.go OnConflict and its call, what the file system asks about conflicts
 //	ownupload.go    this cache's own versions, as the file system asks (OwnUpload, Rebased)
 //	announce.go     RemoteChanged: another writer's change, as notifications tell it
-//	overlay.go      the local overlay listings read (Local, LocalNames, LocalSubdirs, Settled)
+//	overlay.go      the local overlay listings read (Local, LocalNames, LocalSubdirs,
+//	                Settled): what each name stands for (changeLocked)
 //	meta.go         custom metadata, SetMeta, and settling its patch (patchDone)
 //	metapatch.go    PatchMeta: a metadata change sent at once
-//	status.go       Status: the snapshot gathered from the entries (types: internal/report)
+//	status.go       Status and Stats: the snapshot gathered from the entries (internal/report)
 //
-//	renamefile.go   renaming one file (Rename)
-//	rename.go       renaming a directory (RenameDir), holds on copy sources
+//	renamefile.go   renaming one file (Rename): fileLedger (internal/filerename);
+//	                targets waited for and set aside
+//	exchange.go     swapping two names (Exchange): its side of the same flow
+//	rename.go       renaming a directory (RenameDir): dirLedger and one try,
+//	                dirRename (internal/dirrename); holds on copy sources
 //	folder.go       folder renames in a hierarchical namespace (internal/folders)
-//	exchange.go     swapping two names (Exchange)
 //	madecopies.go   why copies just made are remembered (holds.MadeCopies)
 //
 // The internal packages, each with its own package comment (what it
 // owns, its invariants, its locks), and what stays here of each:
 //
+//	entries     an entry's state by group, the rules of one entry alone
+//	            (Clean, Dirtied, StuckSince, CleanContent, AllChecked),
+//	            the order of its record's writes (Snapshot, Persist);
+//	            guarded by Cache.mu but PersistMu; here: which entries
+//	            exist, every change that needs more than one
 //	durable     the index's bbolt schema, the journal, the Record and its
-//	            encodings, the data files' descriptions; here: which
+//	            encodings, the data files' descriptions, the making of
+//	            data files (Journal.Create: the record, then its file;
+//	            empty files and links, told to the journal); here: which
 //	            records exist and when they change
 //	space       the cap and the sum of the charges, the disk's floor and
 //	            free space, the wake of writers waiting for room, under
-//	            its own lock; here: what each entry is charged, which
-//	            entries are evicted
-//	recovery    a start's loading, a damaged index rebuilt, files no
-//	            record names placed or moved to lost+found, Fsck; needs
-//	            none of the cache's state; here: the entries made from
-//	            what Load returns
-//	integrity   a data file read against its chunk sums; here: which
-//	            chunks need a check, what a failure means for an entry
-//	objmeta     the metadata bucketfs writes on objects, conflict names
-//	readpattern what a handle's reads say its download should fetch;
-//	            here: the whole fetch started (fetch.go's promote)
+//	            its own lock, and a write's wait for room (WaitForRoom);
+//	            here: what each entry is charged, which entries are
+//	            evicted, each try of a waiting write (room.go)
+//	recovery    a start's loading and the order of use of what it loaded,
+//	            a damaged index rebuilt, files no record names placed or
+//	            moved to lost+found, Fsck; needs none of the cache's
+//	            state; here: the entries made from what Load returns
+//	integrity   a data file read against its chunk sums
+//	verify      the live checks of copies (a read's chunks, a copy at its
+//	            open or in the background, before a change; Resolve's
+//	            drop), behind verify.Ledger (checksum.go); here: what a
+//	            failure means for an entry
+//	objmeta     the metadata bucketfs writes on objects, a local
+//	            version's metadata after a change (Set) and as its file
+//	            shows it (OfFile), conflict names
+//	readpattern what a handle's reads say its download should fetch
 //	read        the Handle, behind read.Cache (handle.go); here: which
 //	            copy a handle reads and which download fills it
-//	warm        'bucketfs warm', behind warm.Cache (warm.go); here: the
-//	            filling and pinning of one version
+//	write       the WriteHandle's I/O (room, begin, bytes, end; limits;
+//	            the mark of a hidden open), behind write.Cache
+//	            (writehandle.go); here: the handle's entry, each change's
+//	            effect on the record, what the last close queues
+//	fetch       the downloads that fill copies: made, whole or as read,
+//	            bytes by why, an entry's fill (guarded by Cache.mu), a
+//	            walk's end and retiring (only synced chunks recorded), a
+//	            prefetch, behind fetch.Ledger and fetch.Prefetcher
+//	            (fetch.go, prefetch.go); here: the entry's hold, record
+//	            and references
+//	warm        'bucketfs warm' and ending pins, behind warm.Cache and
+//	            warm.Pins (warm.go); here: filling and pinning one version
 //	upload      one transfer's conversation with the bucket, behind
 //	            upload.Ledger (uploadledger.go); here: the snapshot it
 //	            sends (takeUpload) and every change of the entry
 //	send        one request, parts or a server-side copy; staging
 //	            prefixes and their cleaner; here: when a name is sent
+//	writeback   the uploader's loop, the checkpointer, their stop, the
+//	            waits of Flush and FlushName, behind writeback.Ledger
+//	            (uploader.go, writeback.go); here: which names are
+//	            sendable or must wait, what a flush waits for
 //	folders     a hierarchical namespace's folder calls; here: whether a
 //	            directory rename may use them, its names frozen meanwhile
 //	renameplan  the records a rename writes; here: the entries, files,
 //	            journal entry and handles that follow
-//	pending     the uploader's queue and the local overlay's names,
-//	            guarded by Cache.mu like a map; here: whether a name is
-//	            dirty, deleted, held or open
+//	filerename  a file's rename and an exchange (the opens, links, one
+//	            journal entry, apply or undo), behind filerename.Ledger
+//	            (renamefile.go, exchange.go); here: the target waited for
+//	            and set aside, the new entries, handles, the deletion
+//	dirrename   a directory's rename (its tries, quiescing, the listings,
+//	            the folder rename, then plan, files, journal entry, apply
+//	            or undo), behind dirrename.Ledger and dirrename.Try
+//	            (rename.go, folder.go); here: each step's entries
+//	pending     the uploader's queue and the local overlay's names with
+//	            their rules, guarded by Cache.mu like a map; here: whether
+//	            a name is dirty, deleted, held or open
 //	holds       what renames hold back (versions pending copies read,
 //	            prefixes under way, copies just made), guarded by
 //	            Cache.mu; here: which entry holds what, and when
-//	report      the Stats and Status types, the ring of recent failures,
-//	            a repeating warning's limiter, guarded by Cache.mu; here:
-//	            what a snapshot lists and counts
+//	report      the Stats and Status types, what one file counts in them
+//	            (Status.Add), the ring of recent failures, a repeating
+//	            warning's limiter, guarded by Cache.mu; here: the walk
+//	            over the entries
 //
-// The packages behind an interface (read, warm, upload) hold no lock of
-// this package's: each method of their interface is one critical section
-// of Cache.mu, implemented here, and is never called with it held.
+// The packages behind an interface (read, write, verify, fetch, warm,
+// upload, writeback, filerename, dirrename, space's WaitForRoom) hold no
+// lock of this package's: each method of their interface is one
+// critical section of Cache.mu, implemented here, and is never called
+// with it held.
 package cache
