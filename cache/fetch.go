@@ -92,11 +92,16 @@ func (l fillLedger) Failed(err error) {
 }
 
 func (l fillLedger) Unsynced(dl *transfer.Download) {
-	l.c.mu.Lock()
-	defer l.c.mu.Unlock()
-	if e := l.e; !e.Dropped && !e.Rec.LocalContent() {
-		e.Rec.Present, e.Rec.Complete, e.Checked = nil, false, nil
+	c, e := l.c, l.e
+	c.mu.Lock()
+	if e.Dropped || e.Rec.LocalContent() {
+		c.mu.Unlock()
+		return
 	}
+	e.Rec.Present, e.Rec.Complete, e.Checked = nil, false, nil
+	rec, seq := e.Snapshot() // a record written since the take named the chunks
+	c.mu.Unlock()
+	c.persistEntry(e, rec, seq)
 }
 
 func (l fillLedger) Retired(dl *transfer.Download) error {

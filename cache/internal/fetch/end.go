@@ -39,8 +39,8 @@ type Ledger interface {
 	// could not be synced: the chunks absorbed into the record when dl
 	// was taken may not be on disk. Unless the entry was dropped or has
 	// local changes, none of its copy counts as present or checked any
-	// more (it is fetched again), so that no later write of the record
-	// says otherwise.
+	// more (it is fetched again), and the record is written so (after
+	// the critical section): one written since dl was taken named them.
 	Unsynced(dl *transfer.Download)
 }
 
