@@ -91,17 +91,17 @@ func (l fillLedger) Failed(err error) {
 	}
 }
 
-func (l fillLedger) Unsynced(dl *transfer.Download) {
+func (l fillLedger) Unsynced(dl *transfer.Download) error {
 	c, e := l.c, l.e
 	c.mu.Lock()
 	if e.Dropped || e.Rec.LocalContent() {
 		c.mu.Unlock()
-		return
+		return nil
 	}
 	e.Rec.Present, e.Rec.Complete, e.Checked = nil, false, nil
 	rec, seq := e.Snapshot() // a record written since the take named the chunks
 	c.mu.Unlock()
-	c.persistEntry(e, rec, seq)
+	return c.persistEntry(e, rec, seq)
 }
 
 func (l fillLedger) Retired(dl *transfer.Download) error {

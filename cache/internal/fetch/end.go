@@ -41,7 +41,8 @@ type Ledger interface {
 	// local changes, none of its copy counts as present or checked any
 	// more (it is fetched again), and the record is written so (after
 	// the critical section): one written since dl was taken named them.
-	Unsynced(dl *transfer.Download)
+	// Its error is that write's.
+	Unsynced(dl *transfer.Download) error
 }
 
 // Walk starts the background walk of fl's download, if it has one not
@@ -91,7 +92,11 @@ func (fe *Fetcher) Retire(l Ledger, name string, dl *transfer.Download, f *os.Fi
 	f.Close()
 	if syncErr != nil {
 		fe.Log.Warn("syncing cache file failed; its chunks will be fetched again", "object", name, "err", syncErr)
-		l.Unsynced(dl)
+		if err := l.Unsynced(dl); err != nil {
+			// The journal may still name chunks the disk lacks; each is
+			// checked against its sum before it is served (package verify).
+			fe.Log.Error("recording that a cache file's chunks are to be fetched again failed", "object", name, "err", err)
+		}
 		return
 	}
 	if err := l.Retired(dl); err != nil {

@@ -63,10 +63,11 @@ func (l *ledger) Ended(dl *transfer.Download) *os.File {
 	return f
 }
 
-func (l *ledger) Unsynced(dl *transfer.Download) {
+func (l *ledger) Unsynced(dl *transfer.Download) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.calls = append(l.calls, "unsynced")
+	return nil
 }
 
 func (l *ledger) Failed(err error) {
