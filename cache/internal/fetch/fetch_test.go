@@ -48,7 +48,6 @@ type ledger struct {
 	checked verify.Checked
 	held    bool // a handle holds the copy
 	calls   []string
-	ended   chan struct{} // closed after the walk's end is settled
 }
 
 func (l *ledger) Ended(dl *transfer.Download) *os.File {
